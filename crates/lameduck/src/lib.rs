@@ -1,0 +1,16 @@
+//! lameduck: kube-apiserver style graceful termination as a `no_std` state machine.
+#![no_std]
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+extern crate alloc;
+#[cfg(any(feature = "std", test))]
+extern crate std;
+
+pub mod signal;
+pub mod time;
+
+pub use signal::{Signal, SignalSet, SignalTimes};
+pub use time::Instant;
+#[cfg(feature = "std")]
+pub use time::StdClock;

@@ -1,0 +1,195 @@
+//! The lifecycle signals of DESIGN section 1: each fires once and never un-fires.
+
+use core::fmt;
+
+use crate::time::Instant;
+
+/// A named lifecycle signal, as kube-apiserver's `lifecycle_signals.go` names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[repr(u8)]
+pub enum Signal {
+    /// Termination was requested (first SIGTERM/SIGINT or `request_shutdown`).
+    ShutdownInitiated = 0,
+    /// `shutdown_delay` has passed since [`Signal::ShutdownInitiated`].
+    AfterShutdownDelayDuration = 1,
+    /// Every pre-shutdown hook has returned (successfully or not).
+    PreShutdownHooksStopped = 2,
+    /// New requests are no longer accepted (listener closed in mode A, 429 in mode B).
+    NotAcceptingNewRequest = 3,
+    /// Normal and long-running requests have drained (or their bounds ran out).
+    InFlightRequestsDrained = 4,
+    /// The HTTP server stopped listening.
+    HTTPServerStoppedListening = 5,
+    /// `/readyz` answered 200 for the first time.
+    HasBeenReady = 6,
+    /// Every registered readiness-of-routes signal has fired.
+    MuxAndDiscoveryComplete = 7,
+}
+
+impl Signal {
+    /// Every signal, in declaration order.
+    pub const ALL: [Signal; 8] = [
+        Signal::ShutdownInitiated,
+        Signal::AfterShutdownDelayDuration,
+        Signal::PreShutdownHooksStopped,
+        Signal::NotAcceptingNewRequest,
+        Signal::InFlightRequestsDrained,
+        Signal::HTTPServerStoppedListening,
+        Signal::HasBeenReady,
+        Signal::MuxAndDiscoveryComplete,
+    ];
+
+    /// The signal's exact name, as logged (`[graceful-termination] shutdown event name=…`).
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            Signal::ShutdownInitiated => "ShutdownInitiated",
+            Signal::AfterShutdownDelayDuration => "AfterShutdownDelayDuration",
+            Signal::PreShutdownHooksStopped => "PreShutdownHooksStopped",
+            Signal::NotAcceptingNewRequest => "NotAcceptingNewRequest",
+            Signal::InFlightRequestsDrained => "InFlightRequestsDrained",
+            Signal::HTTPServerStoppedListening => "HTTPServerStoppedListening",
+            Signal::HasBeenReady => "HasBeenReady",
+            Signal::MuxAndDiscoveryComplete => "MuxAndDiscoveryComplete",
+        }
+    }
+
+    /// The signal with this exact name.
+    #[must_use]
+    pub fn from_name(name: &str) -> Option<Signal> {
+        Signal::ALL.into_iter().find(|s| s.name() == name)
+    }
+
+    /// Index in [`Signal::ALL`].
+    #[must_use]
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+
+    /// The bit of this signal in a [`SignalSet`].
+    #[must_use]
+    pub const fn bit(self) -> u8 {
+        1 << (self as u8)
+    }
+
+    /// Whether this is one of the six termination signals (as opposed to the start-up
+    /// signals [`Signal::HasBeenReady`] and [`Signal::MuxAndDiscoveryComplete`]).
+    #[must_use]
+    pub const fn is_termination(self) -> bool {
+        !matches!(self, Signal::HasBeenReady | Signal::MuxAndDiscoveryComplete)
+    }
+}
+
+impl fmt::Display for Signal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A set of signals, one bit each.
+#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct SignalSet(u8);
+
+impl SignalSet {
+    /// The empty set.
+    pub const EMPTY: SignalSet = SignalSet(0);
+
+    /// The set with these raw bits (bit `i` is `Signal::ALL[i]`).
+    #[must_use]
+    pub const fn from_bits(bits: u8) -> Self {
+        SignalSet(bits)
+    }
+
+    /// The raw bits.
+    #[must_use]
+    pub const fn bits(self) -> u8 {
+        self.0
+    }
+
+    /// Whether `signal` is in the set.
+    #[must_use]
+    pub const fn contains(self, signal: Signal) -> bool {
+        self.0 & signal.bit() != 0
+    }
+
+    /// The set with `signal` added.
+    #[must_use]
+    pub const fn with(self, signal: Signal) -> Self {
+        SignalSet(self.0 | signal.bit())
+    }
+
+    /// Adds `signal`; returns whether it was new.
+    pub fn insert(&mut self, signal: Signal) -> bool {
+        let new = !self.contains(signal);
+        self.0 |= signal.bit();
+        new
+    }
+
+    /// The signals in the set, in declaration order.
+    pub fn iter(self) -> impl Iterator<Item = Signal> {
+        Signal::ALL.into_iter().filter(move |s| self.contains(*s))
+    }
+}
+
+impl fmt::Debug for SignalSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_set().entries(self.iter()).finish()
+    }
+}
+
+/// When each signal fired, if it has.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SignalTimes {
+    at: [Option<Instant>; 8],
+}
+
+impl SignalTimes {
+    /// When `signal` fired, or `None`.
+    #[must_use]
+    pub fn get(&self, signal: Signal) -> Option<Instant> {
+        self.at[signal.index()]
+    }
+
+    /// Records that `signal` fired at `now`; a signal that has already fired keeps its first
+    /// instant. Returns whether this was the first time.
+    pub fn record(&mut self, signal: Signal, now: Instant) -> bool {
+        let slot = &mut self.at[signal.index()];
+        if slot.is_some() {
+            return false;
+        }
+        *slot = Some(now);
+        true
+    }
+
+    /// The set of signals that have fired.
+    #[must_use]
+    pub fn fired(&self) -> SignalSet {
+        Signal::ALL
+            .into_iter()
+            .filter(|s| self.at[s.index()].is_some())
+            .fold(SignalSet::EMPTY, SignalSet::with)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for s in Signal::ALL {
+            assert_eq!(Signal::from_name(s.name()), Some(s));
+            assert_eq!(Signal::ALL[s.index()], s);
+        }
+        assert_eq!(Signal::from_name("nope"), None);
+    }
+
+    #[test]
+    fn times_keep_the_first_instant() {
+        let mut t = SignalTimes::default();
+        assert!(t.record(Signal::ShutdownInitiated, Instant::from_secs(1)));
+        assert!(!t.record(Signal::ShutdownInitiated, Instant::from_secs(2)));
+        assert_eq!(t.get(Signal::ShutdownInitiated), Some(Instant::from_secs(1)));
+        assert_eq!(t.fired(), SignalSet::EMPTY.with(Signal::ShutdownInitiated));
+    }
+}
