@@ -7,9 +7,11 @@ extern crate alloc;
 #[cfg(any(feature = "std", test))]
 extern crate std;
 
+pub mod health;
 pub mod signal;
 pub mod time;
 
+pub use health::{CheckOutcome, Endpoint, HealthQuery, HealthResponse, HealthTarget};
 pub use signal::{Signal, SignalSet, SignalTimes};
 pub use time::Instant;
 #[cfg(feature = "std")]
