@@ -7,9 +7,11 @@ extern crate alloc;
 #[cfg(any(feature = "std", test))]
 extern crate std;
 
+pub mod duration;
 pub mod signal;
 pub mod time;
 
+pub use duration::{format_duration, parse_duration, DurationError, GoDuration};
 pub use signal::{Signal, SignalSet, SignalTimes};
 pub use time::Instant;
 #[cfg(feature = "std")]
