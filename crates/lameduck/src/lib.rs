@@ -7,10 +7,12 @@ extern crate alloc;
 #[cfg(any(feature = "std", test))]
 extern crate std;
 
+pub mod config;
 pub mod duration;
 pub mod signal;
 pub mod time;
 
+pub use config::{Config, ConfigBuilder, ConfigError, ConfigOption, ShutdownMode};
 pub use duration::{format_duration, parse_duration, DurationError, GoDuration};
 pub use signal::{Signal, SignalSet, SignalTimes};
 pub use time::Instant;
