@@ -7,11 +7,13 @@ extern crate alloc;
 #[cfg(any(feature = "std", test))]
 extern crate std;
 
-pub mod health;
+pub mod config;
+pub mod duration;
 pub mod signal;
 pub mod time;
 
-pub use health::{CheckOutcome, Endpoint, HealthQuery, HealthResponse, HealthTarget};
+pub use config::{Config, ConfigBuilder, ConfigError, ConfigOption, ShutdownMode};
+pub use duration::{format_duration, parse_duration, DurationError, GoDuration};
 pub use signal::{Signal, SignalSet, SignalTimes};
 pub use time::Instant;
 #[cfg(feature = "std")]

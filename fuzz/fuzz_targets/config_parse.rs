@@ -1,0 +1,93 @@
+//! Duration and configuration parsing never panics, and every accepted duration round-trips
+//! through Go formatting.
+//!
+//! Input: one selector byte, then text (lossily decoded as UTF-8). The selector picks the
+//! option set first; the text is also tried as every option's value, as an option name, and,
+//! split at its first `=`, as a `flag=value` pair.
+#![no_main]
+
+use lameduck::config::{ConfigOption, MAX_CONFIG_DURATION};
+use lameduck::duration::{format_duration, parse_duration, DurationError};
+use lameduck::{Config, ConfigBuilder};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&selector, rest)) = data.split_first() else {
+        return;
+    };
+    let text = String::from_utf8_lossy(rest);
+    let text = text.as_ref();
+
+    check_duration(text);
+
+    let mut builder = Config::builder();
+    let first = ConfigOption::ALL[usize::from(selector) % ConfigOption::ALL.len()];
+    try_set(&mut builder, first, text);
+    for option in ConfigOption::ALL {
+        try_set(&mut builder, option, text);
+    }
+
+    if let Ok(option) = text.parse::<ConfigOption>() {
+        assert_eq!(option.flag().parse::<ConfigOption>(), Ok(option));
+    }
+    if let Some((name, value)) = text.split_once('=') {
+        if let Ok(option) = name.parse::<ConfigOption>() {
+            try_set(&mut builder, option, value);
+        }
+    }
+
+    // Everything `set` accepted is valid, so `build` must accept it too.
+    let config = builder.build().expect("set only stores valid values");
+    check_config(&config, text);
+});
+
+fn check_duration(text: &str) {
+    match parse_duration(text) {
+        Ok(d) => {
+            assert!(d <= MAX_CONFIG_DURATION, "{text:?} parsed to {d:?}");
+            let printed = format_duration(d).to_string();
+            assert_eq!(
+                parse_duration(&printed),
+                Ok(d),
+                "{text:?} printed as {printed:?}"
+            );
+        }
+        Err(err) => {
+            let message = err.to_string();
+            if !matches!(err, DurationError::Empty) {
+                assert_eq!(err.input(), text);
+            }
+            assert!(message.starts_with("invalid duration"), "{message}");
+        }
+    }
+}
+
+fn try_set(builder: &mut ConfigBuilder, option: ConfigOption, value: &str) {
+    let before = builder.clone();
+    match builder.set(option, value) {
+        Ok(_) => {
+            if option.is_duration() {
+                assert!(parse_duration(value).is_ok());
+            }
+        }
+        Err(err) => {
+            assert_eq!(err.option(), Some(option));
+            assert!(err.to_string().contains(option.flag()), "{err}");
+            assert_eq!(*builder, before, "a failed set changed the builder");
+        }
+    }
+}
+
+fn check_config(config: &Config, text: &str) {
+    let _ = config.is_exempt_path(text);
+    for d in [
+        config.shutdown_delay(),
+        config.shutdown_watch_termination_grace_period(),
+        config.request_timeout(),
+        config.livez_grace_period(),
+        config.http_shutdown_timeout(),
+    ] {
+        assert!(d <= MAX_CONFIG_DURATION);
+    }
+    assert_eq!(config.to_builder().build().as_ref(), Ok(config));
+}
