@@ -1,4 +1,24 @@
 //! lameduck: kube-apiserver style graceful termination as a `no_std` state machine.
+//!
+//! On SIGTERM a service behind a load balancer must turn `/readyz` red at once while still
+//! serving (the lame-duck window), run its pre-shutdown hooks, stop accepting, drain in-flight
+//! requests, end long-running requests at a paced rate, stop listening and exit 0. This crate
+//! is that sequence, and nothing else: no runtime, no clock, no I/O. Adapter crates bind it
+//! to tokio/hyper, smol and actix-web.
+//!
+//! * [`Machine`]: the runtime-checked state machine of the whole DAG; inputs with the time
+//!   passed in, [`Event`]s out, [`Machine::poll_timeout`] for the next deadline. Its module
+//!   docs show the run loop an adapter writes.
+//! * [`Lifecycle`]: the typestate API over it (configure → prepare → run).
+//! * [`Shared`]: what request tasks read concurrently: the admission [`Gate`], health
+//!   answers, and futures for signals.
+//! * [`health`]: the exact `/readyz`, `/livez`, `/healthz` bodies of kube-apiserver.
+//! * [`config`] and [`duration`]: validated configuration and Go-style durations.
+//! * [`trace`]: the reference model, [`check_trace`], for testing a service's observed
+//!   behaviour.
+//!
+//! The crate is `no_std` with `alloc`. The `std` feature (default) only adds
+//! [`StdClock`], `std::error::Error` impls and blocking waits.
 #![no_std]
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
@@ -7,14 +27,34 @@ extern crate alloc;
 #[cfg(any(feature = "std", test))]
 extern crate std;
 
+pub mod classify;
 pub mod config;
 pub mod duration;
+pub mod gate;
+pub mod health;
+pub mod lifecycle;
+pub mod machine;
+pub mod responses;
+pub mod shared;
 pub mod signal;
+pub mod sim;
+mod sync;
 pub mod time;
+pub mod trace;
 
+pub use classify::{default_is_long_running, RequestClass, RequestInfo};
 pub use config::{Config, ConfigBuilder, ConfigError, ConfigOption, ShutdownMode};
-pub use duration::{format_duration, parse_duration, DurationError, GoDuration};
+pub use duration::{parse_duration, DurationError};
+pub use gate::{Gate, LongRunningTicket, NormalTicket, Rejection};
+pub use health::{CheckOutcome, Endpoint, HealthQuery, HealthResponse, HealthTarget};
+pub use lifecycle::{Configuring, Lifecycle, Prepared, Running, Stage};
+pub use machine::{
+    DrainPlan, Event, ExitReason, HookId, HookKind, HookOutcome, Input, InputError, ListenerId,
+    Machine, MuxSignalId, Phase, RegisterError, StopSource,
+};
+pub use shared::{Admission, CheckFn, EndpointSet, Shared, SignalFired};
 pub use signal::{Signal, SignalSet, SignalTimes};
 pub use time::Instant;
 #[cfg(feature = "std")]
 pub use time::StdClock;
+pub use trace::{check_trace, Rule, TraceEvent, TraceSummary, TracedEvent, Violation};

@@ -189,7 +189,10 @@ mod tests {
         let mut t = SignalTimes::default();
         assert!(t.record(Signal::ShutdownInitiated, Instant::from_secs(1)));
         assert!(!t.record(Signal::ShutdownInitiated, Instant::from_secs(2)));
-        assert_eq!(t.get(Signal::ShutdownInitiated), Some(Instant::from_secs(1)));
+        assert_eq!(
+            t.get(Signal::ShutdownInitiated),
+            Some(Instant::from_secs(1))
+        );
         assert_eq!(t.fired(), SignalSet::EMPTY.with(Signal::ShutdownInitiated));
     }
 }

@@ -127,7 +127,9 @@ impl StdClock {
     /// Converts a reading of the std clock; readings before the epoch map to [`Instant::ZERO`].
     #[must_use]
     pub fn instant(&self, at: std::time::Instant) -> Instant {
-        Instant(duration_nanos_saturating(at.saturating_duration_since(self.epoch)))
+        Instant(duration_nanos_saturating(
+            at.saturating_duration_since(self.epoch),
+        ))
     }
 
     /// Converts back to the std clock, saturating at the largest representable std instant.

@@ -1,0 +1,98 @@
+//! Request classes (DESIGN section 1): normal, long-running or exempt.
+
+/// How the admission layer treats a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RequestClass {
+    /// Tracked by the normal wait group; bounded by `request_timeout`.
+    Normal,
+    /// A watch, SSE or WebSocket request: tracked by the long-running wait group, signalled
+    /// at `NotAcceptingNewRequest` and drained at a paced rate within the grace period.
+    LongRunning,
+    /// Health and metrics paths: never rejected and never tracked.
+    Exempt,
+}
+
+/// The parts of a request classification looks at, borrowed from the adapter's request type.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RequestInfo<'a> {
+    /// The URL path, e.g. `/api/v1/pods`.
+    pub path: &'a str,
+    /// The raw query string without `?`, if any.
+    pub query: Option<&'a str>,
+    /// The `Accept` header, if present and valid UTF-8.
+    pub accept: Option<&'a str>,
+    /// Whether the request carries an `Upgrade` header (WebSocket and friends).
+    pub upgrade: bool,
+}
+
+/// DESIGN's default long-running predicate: query `watch=true` or `watch=1`,
+/// `Accept: text/event-stream`, or an `Upgrade` header.
+#[must_use]
+pub fn default_is_long_running(req: &RequestInfo<'_>) -> bool {
+    if req.upgrade {
+        return true;
+    }
+    if let Some(accept) = req.accept {
+        if accept
+            .split(',')
+            .any(|v| media_type(v).eq_ignore_ascii_case("text/event-stream"))
+        {
+            return true;
+        }
+    }
+    req.query.is_some_and(|q| {
+        q.split('&')
+            .any(|pair| matches!(pair, "watch=true" | "watch=1" | "watch=True" | "watch=TRUE"))
+    })
+}
+
+fn media_type(v: &str) -> &str {
+    v.split(';').next().unwrap_or("").trim()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info<'a>(path: &'a str, query: Option<&'a str>, accept: Option<&'a str>) -> RequestInfo<'a> {
+        RequestInfo {
+            path,
+            query,
+            accept,
+            upgrade: false,
+        }
+    }
+
+    #[test]
+    fn default_predicate() {
+        assert!(default_is_long_running(&info(
+            "/x",
+            Some("a=1&watch=true"),
+            None
+        )));
+        assert!(default_is_long_running(&info("/x", Some("watch=1"), None)));
+        assert!(!default_is_long_running(&info(
+            "/x",
+            Some("watch=false"),
+            None
+        )));
+        assert!(!default_is_long_running(&info(
+            "/x",
+            Some("nowatch=true"),
+            None
+        )));
+        assert!(default_is_long_running(&info(
+            "/x",
+            None,
+            Some("text/html, text/event-stream;q=0.9")
+        )));
+        assert!(!default_is_long_running(&info(
+            "/x",
+            None,
+            Some("application/json")
+        )));
+        let mut ws = info("/ws", None, None);
+        ws.upgrade = true;
+        assert!(default_is_long_running(&ws));
+    }
+}

@@ -1,0 +1,559 @@
+//! The admission gate: lock-free tracking of in-flight requests.
+//!
+//! Two wait groups, one for normal requests and one for long-running ones (watch, SSE,
+//! WebSocket), in the manner of kube-apiserver's `SafeWaitGroup` and
+//! `RateLimitedSafeWaitGroup`:
+//!
+//! * [`Gate::admit_normal`] / [`Gate::admit_long_running`] add one request and return a
+//!   ticket whose drop releases it. Admission is one atomic read-modify-write and allocates
+//!   nothing.
+//! * Once the lifecycle closes the gate (at `NotAcceptingNewRequest`), every further
+//!   admission is rejected with the [`Rejection`] of the configured mode: "add after wait" is
+//!   an error, never a race.
+//! * Waiters are woken through [`event_listener`]: the last release after closing notifies
+//!   [`Gate::listen`]ers, so a driver awaits the drain instead of polling it.
+//! * While the long-running drain runs, completions are paced (burst 1) at the rate the
+//!   lifecycle chose, until the drain deadline; see [`LongRunningTicket::reserve_release`].
+//!
+//! # Invariants
+//! Each counter word holds `count << 1 | CLOSED`. All changes to a word are read-modify-write
+//! operations, so they are totally ordered: an admission either precedes the close (and the
+//! drain waits for it) or follows it (and sees `CLOSED` and backs out). The word is therefore
+//! never observed as `CLOSED` with count 0 and later with a non-zero count that belongs to an
+//! admitted request: a backed-out admission only transiently raises the count and never
+//! hands out a ticket.
+//!
+//! Orderings: admissions are `Relaxed` (they publish nothing, like `Arc::clone`). Releases are
+//! `AcqRel` so that everything a request did happens-before a drain observer that loads the
+//! word with `Acquire` and sees the count at zero. Closing is `AcqRel` for the same reason.
+
+use core::fmt;
+use core::time::Duration;
+
+use event_listener::{Event, EventListener};
+
+use crate::config::ShutdownMode;
+use crate::sync::{AtomicU64, AtomicUsize, Ordering};
+use crate::time::{duration_nanos_saturating, Instant};
+
+const CLOSED: usize = 1;
+const ONE: usize = 2;
+
+/// Why a request was not admitted, and so what the adapter answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Rejection {
+    /// Mode A after `NotAcceptingNewRequest`: 503 with `Retry-After: 1` (kube-apiserver's
+    /// `WithWaitGroup`).
+    ShuttingDown,
+    /// Mode B after `NotAcceptingNewRequest`: 429 with `Retry-After: 5` and
+    /// `Connection: close` (kube-apiserver's `WithRetryAfter`).
+    RetryAfter,
+}
+
+impl Rejection {
+    /// The rejection a closed gate gives in `mode`.
+    #[must_use]
+    pub const fn for_mode(mode: ShutdownMode) -> Self {
+        match mode {
+            ShutdownMode::CloseListener => Rejection::ShuttingDown,
+            ShutdownMode::SendRetryAfter => Rejection::RetryAfter,
+        }
+    }
+
+    /// The canned HTTP response for this rejection.
+    #[must_use]
+    pub const fn response(self) -> &'static crate::responses::CannedResponse {
+        match self {
+            Rejection::ShuttingDown => &crate::responses::SHUTTING_DOWN,
+            Rejection::RetryAfter => &crate::responses::RETRY_AFTER,
+        }
+    }
+}
+
+impl fmt::Display for Rejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Rejection::ShuttingDown => "server is shutting down (503)",
+            Rejection::RetryAfter => "server is shutting down, retry later (429)",
+        })
+    }
+}
+
+/// One counter word: `count << 1 | CLOSED`.
+struct WaitGroup {
+    word: AtomicUsize,
+}
+
+impl WaitGroup {
+    #[cfg(not(loom))]
+    const fn new() -> Self {
+        WaitGroup {
+            word: AtomicUsize::new(0),
+        }
+    }
+
+    #[cfg(loom)]
+    fn new() -> Self {
+        WaitGroup {
+            word: AtomicUsize::new(0),
+        }
+    }
+
+    /// Adds one; `false` (and nothing added) when closed.
+    #[inline]
+    fn try_add(&self) -> bool {
+        let prev = self.word.fetch_add(ONE, Ordering::Relaxed);
+        if prev & CLOSED == 0 {
+            return true;
+        }
+        // Closed: back out. This can be the release that brings the count to zero.
+        self.word.fetch_sub(ONE, Ordering::AcqRel);
+        false
+    }
+
+    /// Removes one; `true` when this was the last one out of a closed group.
+    #[inline]
+    fn done(&self) -> bool {
+        self.word.fetch_sub(ONE, Ordering::AcqRel) == CLOSED | ONE
+    }
+
+    /// Closes; returns the count at that moment.
+    fn close(&self) -> usize {
+        self.word.fetch_or(CLOSED, Ordering::AcqRel) >> 1
+    }
+
+    fn load(&self) -> usize {
+        self.word.load(Ordering::Acquire)
+    }
+}
+
+/// Completion pacing for the long-running drain: a rate limiter with burst 1, kept as the
+/// next free slot (GCRA). `interval == 0` means "not pacing".
+struct Pacer {
+    interval_nanos: AtomicU64,
+    next_slot: AtomicU64,
+    deadline: AtomicU64,
+}
+
+/// The shared admission state of one lifecycle. See the [module docs](self).
+pub struct Gate {
+    normal: WaitGroup,
+    long_running: WaitGroup,
+    pacer: Pacer,
+    mode: ShutdownMode,
+    drained: Event,
+}
+
+impl fmt::Debug for Gate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Gate")
+            .field("closed", &self.is_closed())
+            .field("normal", &self.normal_in_flight())
+            .field("long_running", &self.long_running_in_flight())
+            .field("mode", &self.mode)
+            .finish()
+    }
+}
+
+impl Gate {
+    /// An open gate for `mode`, with nothing in flight.
+    #[must_use]
+    pub fn new(mode: ShutdownMode) -> Self {
+        Gate {
+            normal: WaitGroup::new(),
+            long_running: WaitGroup::new(),
+            pacer: Pacer {
+                interval_nanos: AtomicU64::new(0),
+                next_slot: AtomicU64::new(0),
+                deadline: AtomicU64::new(0),
+            },
+            mode,
+            drained: Event::new(),
+        }
+    }
+
+    /// Admits a normal request, or rejects it once the gate is closed.
+    ///
+    /// Zero allocations; one atomic read-modify-write.
+    #[inline]
+    pub fn admit_normal(&self) -> Result<NormalTicket<'_>, Rejection> {
+        if self.normal.try_add() {
+            Ok(NormalTicket { gate: self })
+        } else {
+            self.notify_if_drained_after_backout();
+            Err(Rejection::for_mode(self.mode))
+        }
+    }
+
+    /// Admits a long-running request, or rejects it once the gate is closed.
+    #[inline]
+    pub fn admit_long_running(&self) -> Result<LongRunningTicket<'_>, Rejection> {
+        if self.long_running.try_add() {
+            Ok(LongRunningTicket { gate: self })
+        } else {
+            self.notify_if_drained_after_backout();
+            Err(Rejection::for_mode(self.mode))
+        }
+    }
+
+    /// A backed-out admission may have held the count above zero while the last real
+    /// request left; make sure a waiter hears about the drain.
+    #[cold]
+    fn notify_if_drained_after_backout(&self) {
+        if self.normal.load() == CLOSED || self.long_running.load() == CLOSED {
+            self.drained.notify(usize::MAX);
+        }
+    }
+
+    #[inline]
+    fn release_normal(&self) {
+        if self.normal.done() {
+            self.drained.notify(usize::MAX);
+        }
+    }
+
+    #[inline]
+    fn release_long_running(&self) {
+        if self.long_running.done() {
+            self.drained.notify(usize::MAX);
+        }
+    }
+
+    /// Closes the gate: every later admission is rejected. Returns the numbers of normal and
+    /// long-running requests in flight at that moment. Idempotent.
+    ///
+    /// The lifecycle machine calls this at `NotAcceptingNewRequest`; adapters do not.
+    pub fn close(&self) -> (usize, usize) {
+        let normal = self.normal.close();
+        let long_running = self.long_running.close();
+        self.drained.notify(usize::MAX);
+        (normal, long_running)
+    }
+
+    /// Starts pacing long-running completions at one per `interval` (burst 1), from `now`
+    /// until `deadline`. Called by the lifecycle machine at the start of the watch drain.
+    pub fn start_pacing(&self, now: Instant, interval: Duration, deadline: Instant) {
+        let interval = duration_nanos_saturating(interval).max(1);
+        self.pacer
+            .deadline
+            .store(deadline.as_nanos(), Ordering::Relaxed);
+        self.pacer
+            .next_slot
+            .store(now.as_nanos(), Ordering::Relaxed);
+        self.pacer.interval_nanos.store(interval, Ordering::Release);
+    }
+
+    /// Whether the gate is closed.
+    #[must_use]
+    pub fn is_closed(&self) -> bool {
+        self.normal.load() & CLOSED != 0
+    }
+
+    /// The shutdown mode, which decides the [`Rejection`].
+    #[must_use]
+    pub fn mode(&self) -> ShutdownMode {
+        self.mode
+    }
+
+    /// Normal requests in flight.
+    #[must_use]
+    pub fn normal_in_flight(&self) -> usize {
+        self.normal.load() >> 1
+    }
+
+    /// Long-running requests in flight.
+    #[must_use]
+    pub fn long_running_in_flight(&self) -> usize {
+        self.long_running.load() >> 1
+    }
+
+    /// Closed with no normal request in flight.
+    #[must_use]
+    pub fn normal_drained(&self) -> bool {
+        self.normal.load() == CLOSED
+    }
+
+    /// Closed with no long-running request in flight.
+    #[must_use]
+    pub fn long_running_drained(&self) -> bool {
+        self.long_running.load() == CLOSED
+    }
+
+    /// A listener notified whenever a closed wait group drains (and when the gate closes).
+    ///
+    /// Use it in the usual `event_listener` way: create the listener, re-check
+    /// [`Gate::normal_drained`] / [`Gate::long_running_drained`], then await it.
+    #[must_use]
+    pub fn listen(&self) -> EventListener {
+        self.drained.listen()
+    }
+
+    /// The slot at which a long-running completion observed at `now` may finish, or `None`
+    /// when it may finish at once (no drain pacing, or past the drain deadline).
+    fn reserve_slot(&self, now: Instant) -> Option<Instant> {
+        let interval = self.pacer.interval_nanos.load(Ordering::Acquire);
+        if interval == 0 {
+            return None;
+        }
+        let deadline = self.pacer.deadline.load(Ordering::Relaxed);
+        let now = now.as_nanos();
+        let mut next = self.pacer.next_slot.load(Ordering::Relaxed);
+        loop {
+            let slot = next.max(now);
+            if slot >= deadline {
+                return None;
+            }
+            match self.pacer.next_slot.compare_exchange_weak(
+                next,
+                slot.saturating_add(interval),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) if slot > now => return Some(Instant::from_nanos(slot)),
+                Ok(_) => return None,
+                Err(actual) => next = actual,
+            }
+        }
+    }
+}
+
+/// A normal request's place in the gate; dropping it releases the place.
+#[must_use = "dropping the ticket releases the request at once"]
+pub struct NormalTicket<'a> {
+    gate: &'a Gate,
+}
+
+impl Drop for NormalTicket<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        self.gate.release_normal();
+    }
+}
+
+impl fmt::Debug for NormalTicket<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("NormalTicket")
+    }
+}
+
+/// A long-running request's place in the gate; dropping it releases the place.
+#[must_use = "dropping the ticket releases the request at once"]
+pub struct LongRunningTicket<'a> {
+    gate: &'a Gate,
+}
+
+impl LongRunningTicket<'_> {
+    /// Reserves this request's completion slot in the paced drain.
+    ///
+    /// Returns `None` when the stream may end at once, or the instant until which the
+    /// adapter holds the end of the stream (and the ticket) before letting it finish. Call it
+    /// once, when the stream ends gracefully; a ticket dropped without it is released at once.
+    #[must_use]
+    pub fn reserve_release(&self, now: Instant) -> Option<Instant> {
+        self.gate.reserve_slot(now)
+    }
+}
+
+impl Drop for LongRunningTicket<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        self.gate.release_long_running();
+    }
+}
+
+impl fmt::Debug for LongRunningTicket<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("LongRunningTicket")
+    }
+}
+
+/// Owned tickets, for request futures that must be `'static`.
+///
+/// They hold an `Arc` of the lifecycle's shared state; cloning it is one more atomic
+/// increment, still with no allocation.
+pub mod owned {
+    use alloc::sync::Arc;
+    use core::fmt;
+
+    use super::Rejection;
+    use crate::shared::Shared;
+    use crate::time::Instant;
+
+    /// An owned normal ticket.
+    #[must_use = "dropping the ticket releases the request at once"]
+    pub struct OwnedNormalTicket {
+        shared: Arc<Shared>,
+    }
+
+    /// An owned long-running ticket.
+    #[must_use = "dropping the ticket releases the request at once"]
+    pub struct OwnedLongRunningTicket {
+        shared: Arc<Shared>,
+    }
+
+    /// Admits a normal request into `shared`'s gate.
+    pub fn admit_normal(shared: &Arc<Shared>) -> Result<OwnedNormalTicket, Rejection> {
+        if shared.gate().normal.try_add() {
+            Ok(OwnedNormalTicket {
+                shared: Arc::clone(shared),
+            })
+        } else {
+            shared.gate().notify_if_drained_after_backout();
+            Err(Rejection::for_mode(shared.gate().mode))
+        }
+    }
+
+    /// Admits a long-running request into `shared`'s gate.
+    pub fn admit_long_running(shared: &Arc<Shared>) -> Result<OwnedLongRunningTicket, Rejection> {
+        if shared.gate().long_running.try_add() {
+            Ok(OwnedLongRunningTicket {
+                shared: Arc::clone(shared),
+            })
+        } else {
+            shared.gate().notify_if_drained_after_backout();
+            Err(Rejection::for_mode(shared.gate().mode))
+        }
+    }
+
+    impl OwnedLongRunningTicket {
+        /// See [`super::LongRunningTicket::reserve_release`].
+        #[must_use]
+        pub fn reserve_release(&self, now: Instant) -> Option<Instant> {
+            self.shared.gate().reserve_slot(now)
+        }
+
+        /// The shared state this ticket belongs to.
+        #[must_use]
+        pub fn shared(&self) -> &Arc<Shared> {
+            &self.shared
+        }
+    }
+
+    impl OwnedNormalTicket {
+        /// The shared state this ticket belongs to.
+        #[must_use]
+        pub fn shared(&self) -> &Arc<Shared> {
+            &self.shared
+        }
+    }
+
+    impl Drop for OwnedNormalTicket {
+        fn drop(&mut self) {
+            self.shared.gate().release_normal();
+        }
+    }
+
+    impl Drop for OwnedLongRunningTicket {
+        fn drop(&mut self) {
+            self.shared.gate().release_long_running();
+        }
+    }
+
+    impl fmt::Debug for OwnedNormalTicket {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("OwnedNormalTicket")
+        }
+    }
+
+    impl fmt::Debug for OwnedLongRunningTicket {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("OwnedLongRunningTicket")
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use alloc::vec::Vec;
+
+    #[test]
+    fn admits_until_closed_then_rejects_by_mode() {
+        let gate = Gate::new(ShutdownMode::CloseListener);
+        let a = gate.admit_normal().unwrap();
+        let w = gate.admit_long_running().unwrap();
+        assert_eq!(gate.close(), (1, 1));
+        assert_eq!(gate.admit_normal().unwrap_err(), Rejection::ShuttingDown);
+        assert_eq!(
+            gate.admit_long_running().unwrap_err(),
+            Rejection::ShuttingDown
+        );
+        assert!(!gate.normal_drained());
+        drop(a);
+        assert!(gate.normal_drained());
+        assert!(!gate.long_running_drained());
+        drop(w);
+        assert!(gate.long_running_drained());
+
+        let b = Gate::new(ShutdownMode::SendRetryAfter);
+        b.close();
+        assert_eq!(b.admit_normal().unwrap_err(), Rejection::RetryAfter);
+    }
+
+    #[test]
+    fn close_is_idempotent_and_counts() {
+        let gate = Gate::new(ShutdownMode::CloseListener);
+        let tickets: Vec<_> = (0..5).map(|_| gate.admit_normal().unwrap()).collect();
+        assert_eq!(gate.normal_in_flight(), 5);
+        assert_eq!(gate.close(), (5, 0));
+        assert_eq!(gate.close(), (5, 0));
+        drop(tickets);
+        assert_eq!(gate.normal_in_flight(), 0);
+        assert!(gate.normal_drained());
+    }
+
+    #[test]
+    fn last_release_notifies_listeners() {
+        let gate = Gate::new(ShutdownMode::CloseListener);
+        let t = gate.admit_normal().unwrap();
+        gate.close();
+        let listener = gate.listen();
+        drop(t);
+        // The release notified: a blocking wait returns at once.
+        #[cfg(feature = "std")]
+        assert!(event_listener::Listener::wait_timeout(
+            listener,
+            std::time::Duration::from_secs(5)
+        )
+        .is_some());
+        #[cfg(not(feature = "std"))]
+        drop(listener);
+    }
+
+    #[test]
+    fn pacing_is_burst_one_at_the_interval_until_the_deadline() {
+        let gate = Gate::new(ShutdownMode::CloseListener);
+        let tickets: Vec<_> = (0..4).map(|_| gate.admit_long_running().unwrap()).collect();
+        let t0 = Instant::from_secs(10);
+        // Not draining yet: no pacing.
+        assert_eq!(tickets[0].reserve_release(t0), None);
+        gate.close();
+        gate.start_pacing(t0, Duration::from_millis(5), t0 + Duration::from_millis(12));
+        // The first goes at once (burst 1), the next ones every 5 ms.
+        assert_eq!(tickets[0].reserve_release(t0), None);
+        assert_eq!(
+            tickets[1].reserve_release(t0),
+            Some(t0 + Duration::from_millis(5))
+        );
+        assert_eq!(
+            tickets[2].reserve_release(t0),
+            Some(t0 + Duration::from_millis(10))
+        );
+        // The next slot (15 ms) is past the deadline (12 ms): no wait.
+        assert_eq!(tickets[3].reserve_release(t0), None);
+    }
+
+    #[test]
+    fn pacing_does_not_bank_tokens_while_idle() {
+        let gate = Gate::new(ShutdownMode::CloseListener);
+        let t0 = Instant::ZERO;
+        gate.start_pacing(t0, Duration::from_millis(10), Instant::from_secs(100));
+        let a = gate.admit_long_running().unwrap();
+        assert_eq!(a.reserve_release(Instant::from_secs(1)), None);
+        // Burst 1: only one immediate completion after a long idle period.
+        assert_eq!(
+            a.reserve_release(Instant::from_secs(1)),
+            Some(Instant::from_secs(1) + Duration::from_millis(10))
+        );
+    }
+}

@@ -1,0 +1,1194 @@
+//! The runtime-checked lifecycle state machine: the whole DAG of DESIGN section 3.
+//!
+//! [`Machine`] is sans-IO in the manner of quinn-proto and str0m. Its methods come in four
+//! kinds, used in this order by a driver:
+//!
+//! * **registration** (`add_*`), legal only while configuring;
+//! * **inputs**: [`Machine::handle_input`] with an [`Input`] and the current time, and
+//!   [`Machine::handle_timeout`] when the instant from [`Machine::poll_timeout`] is reached;
+//! * **outputs**: [`Machine::poll_event`], drained until it returns `None` after every input;
+//! * **getters**: [`Machine::phase`], [`Machine::shared`], hook and listener names.
+//!
+//! Every input that is illegal in the current state returns an [`InputError`] and changes
+//! nothing. All decisions (when signals fire, what to stop, when to give up waiting, the exit
+//! code) are made here; a driver only turns [`Event`]s into effects and reports back.
+//!
+//! # The run loop a driver writes
+//!
+//! ```
+//! use core::time::Duration;
+//! use lameduck::{Config, Event, Input, Instant, Machine, StopSource};
+//!
+//! let mut m = Machine::new(Config::builder().shutdown_delay(Duration::from_secs(2)).build()?);
+//! let api = m.add_listener("api")?;
+//! let mut now = Instant::ZERO;
+//! m.handle_input(Input::Prepare, now)?;
+//! m.handle_input(Input::Start, now)?;
+//! m.handle_input(Input::ListenerServing(api), now)?;
+//! m.handle_input(Input::StopRequested(StopSource::Signal), now)?;
+//! let exit = loop {
+//!     // 1. Drain the outputs and turn each into an effect.
+//!     while let Some(event) = m.poll_event() {
+//!         match event {
+//!             Event::StopListening { .. } => {
+//!                 // close the listener, then report it (a real driver does this later):
+//!                 m.handle_input(Input::ListenerStopped(api), now)?;
+//!                 m.handle_input(Input::ServerStopped(api), now)?;
+//!             }
+//!             Event::Exit { code, .. } => return Ok::<_, Box<dyn std::error::Error>>(assert_eq!(code, 0)),
+//!             _ => {} // log signals, notify systemd, run hooks, ...
+//!         }
+//!     }
+//!     // 2. Sleep until the next deadline (or until an input arrives), then feed the time.
+//!     let Some(deadline) = m.poll_timeout() else { break None };
+//!     now = deadline;
+//!     m.handle_timeout(now);
+//! };
+//! # let _: Option<()> = exit;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use alloc::collections::VecDeque;
+use alloc::string::String;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::fmt;
+use core::time::Duration;
+
+use crate::config::{Config, ShutdownMode};
+use crate::health::is_valid_check_name;
+use crate::shared::{Check, CheckFn, CheckKind, EndpointSet, PostStartState, Shared};
+use crate::signal::Signal;
+use crate::time::{duration_nanos_saturating, Instant};
+
+/// Extra time the normal drain waits past `request_timeout` before it gives up: a request
+/// admitted just before `NotAcceptingNewRequest` gets its 504 at most `request_timeout`
+/// later, and its release must still be counted.
+pub const NORMAL_DRAIN_SLACK: Duration = Duration::from_secs(1);
+
+/// How often the machine reports drain progress while draining.
+pub const DRAIN_PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Where a lifecycle is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Phase {
+    /// Registering hooks, listeners, checks.
+    Configuring,
+    /// Prepared; health checks frozen; not started.
+    Prepared,
+    /// Started, waiting for every listener to serve.
+    Starting,
+    /// Serving; `/readyz` can pass.
+    Serving,
+    /// From `ShutdownInitiated` to `NotAcceptingNewRequest`: `/readyz` fails, requests are
+    /// served normally (the lame-duck window and the pre-shutdown hooks).
+    LameDuck,
+    /// From `NotAcceptingNewRequest` until requests drained and the listeners stopped.
+    Draining,
+    /// Drained and stopped; waiting for the servers and after-drain hooks.
+    Stopping,
+    /// An exit code was decided; nothing more happens.
+    Exited,
+}
+
+/// Kinds of hooks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum HookKind {
+    /// Runs concurrently with the shutdown delay, from `ShutdownInitiated`.
+    PreShutdown,
+    /// Runs once every listener serves; adds a `poststarthook/<name>` health check.
+    PostStart,
+    /// Runs after `InFlightRequestsDrained` (flush logs, traces, exporters).
+    AfterDrain,
+    /// Runs once at exit, on every exit path; its outcome does not change the exit code.
+    Destroy,
+}
+
+impl HookKind {
+    /// A short name for logs.
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            HookKind::PreShutdown => "pre-shutdown",
+            HookKind::PostStart => "post-start",
+            HookKind::AfterDrain => "after-drain",
+            HookKind::Destroy => "destroy",
+        }
+    }
+}
+
+/// A registered hook.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct HookId(pub(crate) u16);
+
+/// A registered listener.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ListenerId(pub(crate) u16);
+
+/// A registered readiness-of-routes signal (`MuxAndDiscoveryComplete` waits for all).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MuxSignalId(pub(crate) u16);
+
+impl HookId {
+    /// An id from its raw index, for fuzzers and reference-model tests. The machine rejects
+    /// ids that were not registered with a typed error.
+    #[must_use]
+    pub const fn from_raw(index: u16) -> Self {
+        HookId(index)
+    }
+
+    /// The index in registration order (across all kinds).
+    #[must_use]
+    pub const fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl ListenerId {
+    /// An id from its raw index, for fuzzers and reference-model tests. The machine rejects
+    /// ids that were not registered with a typed error.
+    #[must_use]
+    pub const fn from_raw(index: u16) -> Self {
+        ListenerId(index)
+    }
+
+    /// The index in registration order.
+    #[must_use]
+    pub const fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl MuxSignalId {
+    /// An id from its raw index, for fuzzers and reference-model tests. The machine rejects
+    /// ids that were not registered with a typed error.
+    #[must_use]
+    pub const fn from_raw(index: u16) -> Self {
+        MuxSignalId(index)
+    }
+
+    /// The index in registration order.
+    #[must_use]
+    pub const fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// How a hook ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum HookOutcome {
+    /// It returned success.
+    Succeeded,
+    /// It returned an error.
+    Failed,
+    /// It panicked; counted as failed.
+    Panicked,
+}
+
+impl HookOutcome {
+    /// Whether the hook failed (error or panic).
+    #[must_use]
+    pub const fn is_failure(self) -> bool {
+        !matches!(self, HookOutcome::Succeeded)
+    }
+}
+
+/// What asked for termination.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StopSource {
+    /// SIGTERM or SIGINT. A second one forces exit 1 at once.
+    Signal,
+    /// `request_shutdown()` from code; repeating it changes nothing.
+    Api,
+}
+
+/// Why the process exits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ExitReason {
+    /// A graceful termination with nothing failed.
+    Graceful,
+    /// A graceful termination during which a hook failed or panicked, or a listener failed.
+    Failure,
+    /// A second signal forced exit.
+    SecondSignal,
+}
+
+impl fmt::Display for ExitReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ExitReason::Graceful => "graceful termination completed",
+            ExitReason::Failure => "graceful termination completed after a failure",
+            ExitReason::SecondSignal => "second signal received, exiting at once",
+        })
+    }
+}
+
+/// The plan for the drains, decided at `NotAcceptingNewRequest`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DrainPlan {
+    /// Normal requests in flight when the gate closed.
+    pub normal_in_flight: usize,
+    /// Long-running requests in flight when the gate closed.
+    pub long_running_in_flight: usize,
+    /// When the normal drain gives up (`None`: no request timeout, it waits without bound).
+    pub normal_deadline: Option<Instant>,
+    /// When the long-running drain gives up (`None`: not waited for, grace period 0).
+    pub long_running_deadline: Option<Instant>,
+    /// The interval between paced long-running completions
+    /// (`1 / max(count / grace, min_watch_drain_qps)`), if pacing.
+    pub pacing_interval: Option<Duration>,
+}
+
+/// An input to the machine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Input {
+    /// Freeze the registrations and build the shared state (typestate: `prepare`).
+    Prepare,
+    /// Start running (typestate: `start`). Listeners are then bound by the driver.
+    Start,
+    /// A listener is bound and serving.
+    ListenerServing(ListenerId),
+    /// A hook the machine asked to run has ended.
+    HookFinished {
+        /// Which hook.
+        hook: HookId,
+        /// How it ended.
+        outcome: HookOutcome,
+    },
+    /// A readiness-of-routes signal fired (idempotent).
+    MuxSignalFired(MuxSignalId),
+    /// Termination was requested.
+    StopRequested(StopSource),
+    /// The gate notified its listeners: a wait group may have drained. Cheap; send it
+    /// whenever in doubt.
+    DrainProgress,
+    /// A listener stopped accepting (after [`Event::StopListening`], or because it failed).
+    ListenerStopped(ListenerId),
+    /// A listener's server finished: every connection closed, or they were force-closed.
+    ServerStopped(ListenerId),
+}
+
+/// An output of the machine; see [`Machine::poll_event`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// A lifecycle signal fired. Log it (`[graceful-termination] shutdown event name=…`).
+    Signal {
+        /// Which.
+        signal: Signal,
+        /// When.
+        at: Instant,
+    },
+    /// Every listener serves: tell systemd `READY=1`.
+    NotifyReady,
+    /// Run every post-start hook concurrently; report each with [`Input::HookFinished`].
+    RunPostStartHooks,
+    /// Tell systemd `STOPPING=1`.
+    NotifyStopping,
+    /// Run every pre-shutdown hook concurrently; report each with [`Input::HookFinished`].
+    RunPreShutdownHooks,
+    /// The gate closed (`NotAcceptingNewRequest`). End keep-alive on every connection after
+    /// its current response (HTTP/1 `Connection: close`, HTTP/2 GOAWAY); long-running
+    /// handlers learn it through [`Shared::signal_fired`]. Wait on the gate and send
+    /// [`Input::DrainProgress`] when it notifies.
+    DrainStarted(DrainPlan),
+    /// Drain progress, about once a second while draining: log it.
+    DrainProgress {
+        /// Normal requests still in flight.
+        normal_in_flight: usize,
+        /// Long-running requests still in flight.
+        long_running_in_flight: usize,
+    },
+    /// The normal drain ended.
+    NormalDrainFinished {
+        /// Requests still in flight (non-zero only when the deadline passed).
+        remaining: usize,
+        /// Whether it ended at its deadline.
+        timed_out: bool,
+    },
+    /// The long-running drain ended.
+    LongRunningDrainFinished {
+        /// Long-running requests in flight when it began.
+        before: usize,
+        /// Still in flight when it ended.
+        after: usize,
+        /// Whether it ended at the grace deadline.
+        timed_out: bool,
+        /// Whether it was not waited for at all (grace period 0).
+        skipped: bool,
+    },
+    /// Stop every listener (close the listening sockets) and shut the servers down; connections
+    /// get until `shutdown_deadline` to finish, after which the machine sends
+    /// [`Event::ForceCloseConnections`].
+    StopListening {
+        /// The HTTP shutdown deadline (`None`: unbounded).
+        shutdown_deadline: Option<Instant>,
+    },
+    /// The HTTP shutdown timeout passed: close every remaining connection now.
+    ForceCloseConnections,
+    /// Run every after-drain hook; report each with [`Input::HookFinished`].
+    RunAfterDrainHooks,
+    /// A hook failed or panicked; the process will exit 1 at the end.
+    HookFailed {
+        /// Which hook ([`Machine::hook_name`] names it).
+        hook: HookId,
+        /// How.
+        outcome: HookOutcome,
+    },
+    /// A listener stopped before it was asked to; termination starts and the exit code
+    /// will be 1.
+    ListenerFailed(ListenerId),
+    /// Run the destroy hooks, once, now. Always immediately followed by [`Event::Exit`].
+    RunDestroyHooks,
+    /// Exit the process with `code`.
+    Exit {
+        /// 0 or 1.
+        code: u8,
+        /// Why.
+        reason: ExitReason,
+    },
+}
+
+/// An error from registration.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RegisterError {
+    /// Registration is only possible while configuring.
+    #[error("unable to add {what} {name:?} because the lifecycle is already prepared")]
+    AlreadyPrepared {
+        /// What was being added.
+        what: &'static str,
+        /// Its name.
+        name: String,
+    },
+    /// The name is empty or malformed.
+    #[error("invalid {what} name {name:?}")]
+    InvalidName {
+        /// What was being added.
+        what: &'static str,
+        /// Its name.
+        name: String,
+    },
+    /// The name is taken.
+    #[error("unable to add {what} {name:?} because it is already registered")]
+    Duplicate {
+        /// What was being added.
+        what: &'static str,
+        /// Its name.
+        name: String,
+    },
+    /// More than 65,535 registrations of one kind.
+    #[error("too many {what} registrations")]
+    TooMany {
+        /// What was being added.
+        what: &'static str,
+    },
+}
+
+/// An input that is illegal in the machine's current state. The machine is unchanged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum InputError {
+    /// The input needs another phase.
+    #[error("{input} is not legal in phase {phase:?}")]
+    WrongPhase {
+        /// The input's name.
+        input: &'static str,
+        /// The machine's phase.
+        phase: Phase,
+    },
+    /// No such hook.
+    #[error("unknown hook {0:?}")]
+    UnknownHook(HookId),
+    /// The hook was not asked to run, or already reported.
+    #[error("hook {0:?} is not running")]
+    HookNotRunning(HookId),
+    /// No such listener.
+    #[error("unknown listener {0:?}")]
+    UnknownListener(ListenerId),
+    /// The listener already reported this.
+    #[error("listener {listener:?} already reported {input}")]
+    ListenerRepeated {
+        /// Which.
+        listener: ListenerId,
+        /// The input's name.
+        input: &'static str,
+    },
+    /// A server cannot stop before its listener.
+    #[error("server {0:?} stopped before its listener")]
+    ServerBeforeListener(ListenerId),
+    /// No such readiness-of-routes signal.
+    #[error("unknown readiness-of-routes signal {0:?}")]
+    UnknownMuxSignal(MuxSignalId),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum HookState {
+    Registered,
+    Running,
+    Done(HookOutcome),
+}
+
+struct Hook {
+    name: String,
+    kind: HookKind,
+    state: HookState,
+    /// For post-start hooks: the slot of its health check.
+    post_start_slot: usize,
+}
+
+#[derive(Default, Clone, Copy)]
+struct ListenerState {
+    serving: bool,
+    stopped: bool,
+    server_stopped: bool,
+}
+
+struct PendingCheck {
+    name: String,
+    endpoints: EndpointSet,
+    check: CheckFn,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(usize)]
+enum Timer {
+    ShutdownDelay = 0,
+    NormalDrain = 1,
+    LongRunningDrain = 2,
+    HttpShutdown = 3,
+    DrainProgress = 4,
+}
+
+/// The lifecycle state machine. See the [module docs](self).
+pub struct Machine {
+    config: Config,
+    phase_gate: Stage,
+    hooks: Vec<Hook>,
+    listener_names: Vec<String>,
+    listeners: Vec<ListenerState>,
+    mux_names: Vec<String>,
+    mux_fired: Vec<bool>,
+    pending_checks: Vec<PendingCheck>,
+    shared: Option<Arc<Shared>>,
+    timers: [Option<Instant>; 5],
+    events: VecDeque<Event>,
+    // Facts the DAG is computed from. Signals themselves live in `Shared`.
+    stop_requested: bool,
+    signals_received: u8,
+    failed: bool,
+    announced_serving: bool,
+    normal_drained: bool,
+    long_running_drained: bool,
+    long_running_before: usize,
+    stop_listening_sent: bool,
+    force_closed: bool,
+    after_drain_started: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stage {
+    Configuring,
+    Prepared,
+    Running,
+    Exited,
+}
+
+impl fmt::Debug for Machine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Machine")
+            .field("phase", &self.phase())
+            .field("timers", &self.timers)
+            .field("pending_events", &self.events.len())
+            .finish_non_exhaustive()
+    }
+}
+
+fn id16(len: usize, what: &'static str) -> Result<u16, RegisterError> {
+    u16::try_from(len).map_err(|_| RegisterError::TooMany { what })
+}
+
+impl Machine {
+    /// A machine in [`Phase::Configuring`].
+    #[must_use]
+    pub fn new(config: Config) -> Self {
+        Machine {
+            config,
+            phase_gate: Stage::Configuring,
+            hooks: Vec::new(),
+            listener_names: Vec::new(),
+            listeners: Vec::new(),
+            mux_names: Vec::new(),
+            mux_fired: Vec::new(),
+            pending_checks: Vec::new(),
+            shared: None,
+            timers: [None; 5],
+            events: VecDeque::new(),
+            stop_requested: false,
+            signals_received: 0,
+            failed: false,
+            announced_serving: false,
+            normal_drained: false,
+            long_running_drained: false,
+            long_running_before: 0,
+            stop_listening_sent: false,
+            force_closed: false,
+            after_drain_started: false,
+        }
+    }
+
+    /// The configuration.
+    #[must_use]
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    fn check_configuring(&self, what: &'static str, name: &str) -> Result<(), RegisterError> {
+        if self.phase_gate != Stage::Configuring {
+            return Err(RegisterError::AlreadyPrepared {
+                what,
+                name: name.into(),
+            });
+        }
+        if !is_valid_check_name(name) {
+            return Err(RegisterError::InvalidName {
+                what,
+                name: name.into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Registers a hook of `kind` named `name`.
+    pub fn add_hook(&mut self, kind: HookKind, name: &str) -> Result<HookId, RegisterError> {
+        let what = kind.name();
+        self.check_configuring(what, name)?;
+        if self.hooks.iter().any(|h| h.kind == kind && h.name == name) {
+            return Err(RegisterError::Duplicate {
+                what,
+                name: name.into(),
+            });
+        }
+        if kind == HookKind::PostStart {
+            self.check_name_free_for_check(&post_start_check_name(name), what)?;
+        }
+        let id = HookId(id16(self.hooks.len(), what)?);
+        let post_start_slot = self
+            .hooks
+            .iter()
+            .filter(|h| h.kind == HookKind::PostStart)
+            .count();
+        self.hooks.push(Hook {
+            name: name.into(),
+            kind,
+            state: HookState::Registered,
+            post_start_slot,
+        });
+        Ok(id)
+    }
+
+    fn check_name_free_for_check(
+        &self,
+        name: &str,
+        what: &'static str,
+    ) -> Result<(), RegisterError> {
+        let taken = matches!(name, "ping" | "shutdown")
+            || self.pending_checks.iter().any(|c| c.name == name)
+            || self
+                .hooks
+                .iter()
+                .any(|h| h.kind == HookKind::PostStart && post_start_check_name(&h.name) == name);
+        if taken {
+            return Err(RegisterError::Duplicate {
+                what,
+                name: name.into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Registers a listener (one server of this lifecycle).
+    pub fn add_listener(&mut self, name: &str) -> Result<ListenerId, RegisterError> {
+        self.check_configuring("listener", name)?;
+        if self.listener_names.iter().any(|n| n == name) {
+            return Err(RegisterError::Duplicate {
+                what: "listener",
+                name: name.into(),
+            });
+        }
+        let id = ListenerId(id16(self.listeners.len(), "listener")?);
+        self.listener_names.push(name.into());
+        self.listeners.push(ListenerState::default());
+        Ok(id)
+    }
+
+    /// Registers a readiness-of-routes signal.
+    pub fn add_mux_signal(&mut self, name: &str) -> Result<MuxSignalId, RegisterError> {
+        self.check_configuring("readiness-of-routes signal", name)?;
+        if self.mux_names.iter().any(|n| n == name) {
+            return Err(RegisterError::Duplicate {
+                what: "readiness-of-routes signal",
+                name: name.into(),
+            });
+        }
+        let id = MuxSignalId(id16(self.mux_names.len(), "readiness-of-routes signal")?);
+        self.mux_names.push(name.into());
+        self.mux_fired.push(false);
+        Ok(id)
+    }
+
+    /// Registers a user health check on `endpoints`. Checks run in registration order, after
+    /// `ping` and the post-start hook checks registered before them, and before `shutdown`.
+    pub fn add_health_check(
+        &mut self,
+        name: &str,
+        endpoints: EndpointSet,
+        check: CheckFn,
+    ) -> Result<(), RegisterError> {
+        self.check_configuring("health check", name)?;
+        self.check_name_free_for_check(name, "health check")?;
+        self.pending_checks.push(PendingCheck {
+            name: name.into(),
+            endpoints,
+            check,
+        });
+        Ok(())
+    }
+
+    /// The name of a hook.
+    #[must_use]
+    pub fn hook_name(&self, hook: HookId) -> Option<&str> {
+        self.hooks.get(hook.index()).map(|h| h.name.as_str())
+    }
+
+    /// The kind of a hook.
+    #[must_use]
+    pub fn hook_kind(&self, hook: HookId) -> Option<HookKind> {
+        self.hooks.get(hook.index()).map(|h| h.kind)
+    }
+
+    /// The hooks of `kind`, in registration order.
+    pub fn hooks(&self, kind: HookKind) -> impl Iterator<Item = (HookId, &str)> {
+        self.hooks
+            .iter()
+            .enumerate()
+            .filter(move |(_, h)| h.kind == kind)
+            .map(|(i, h)| (HookId(i as u16), h.name.as_str()))
+    }
+
+    /// The name of a listener.
+    #[must_use]
+    pub fn listener_name(&self, listener: ListenerId) -> Option<&str> {
+        self.listener_names
+            .get(listener.index())
+            .map(String::as_str)
+    }
+
+    /// The listeners, in registration order.
+    pub fn listeners(&self) -> impl Iterator<Item = (ListenerId, &str)> {
+        self.listener_names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (ListenerId(i as u16), n.as_str()))
+    }
+
+    /// The name of a readiness-of-routes signal.
+    #[must_use]
+    pub fn mux_signal_name(&self, id: MuxSignalId) -> Option<&str> {
+        self.mux_names.get(id.index()).map(String::as_str)
+    }
+
+    /// The shared state, from [`Phase::Prepared`] on.
+    #[must_use]
+    pub fn shared(&self) -> Option<&Arc<Shared>> {
+        self.shared.as_ref()
+    }
+
+    /// The current phase.
+    #[must_use]
+    pub fn phase(&self) -> Phase {
+        match self.phase_gate {
+            Stage::Configuring => Phase::Configuring,
+            Stage::Prepared => Phase::Prepared,
+            Stage::Exited => Phase::Exited,
+            Stage::Running => {
+                if self.has_fired(Signal::InFlightRequestsDrained)
+                    && self.has_fired(Signal::HTTPServerStoppedListening)
+                {
+                    Phase::Stopping
+                } else if self.has_fired(Signal::NotAcceptingNewRequest) {
+                    Phase::Draining
+                } else if self.has_fired(Signal::ShutdownInitiated) {
+                    Phase::LameDuck
+                } else if self.announced_serving {
+                    Phase::Serving
+                } else {
+                    Phase::Starting
+                }
+            }
+        }
+    }
+
+    /// Whether `signal` has fired.
+    #[must_use]
+    pub fn has_fired(&self, signal: Signal) -> bool {
+        self.shared.as_ref().is_some_and(|s| s.has_fired(signal))
+    }
+
+    /// When `signal` fired.
+    #[must_use]
+    pub fn fired_at(&self, signal: Signal) -> Option<Instant> {
+        self.shared.as_ref().and_then(|s| s.fired_at(signal))
+    }
+
+    /// The next output, or `None` when there is nothing more until the next input or timeout.
+    #[must_use = "events must be acted on"]
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// The earliest instant at which [`Machine::handle_timeout`] has work, if any.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.timers.iter().flatten().min().copied()
+    }
+
+    /// Advances time to `now`: fires every timer that is due.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.phase_gate == Stage::Running {
+            self.advance(now);
+        }
+    }
+
+    /// Feeds one input at `now`. Illegal inputs return an error and change nothing.
+    pub fn handle_input(&mut self, input: Input, now: Instant) -> Result<(), InputError> {
+        let phase = self.phase();
+        let wrong = |input: &'static str| Err(InputError::WrongPhase { input, phase });
+        match input {
+            Input::Prepare => {
+                if self.phase_gate != Stage::Configuring {
+                    return wrong("Prepare");
+                }
+                let _shared = self.prepare();
+                return Ok(());
+            }
+            Input::Start => {
+                if self.phase_gate != Stage::Prepared {
+                    return wrong("Start");
+                }
+                self.start(now);
+                return Ok(());
+            }
+            _ if self.phase_gate != Stage::Running => return wrong(input_name(&input)),
+            Input::ListenerServing(id) => {
+                let l = self.listener_mut(id)?;
+                if l.serving || l.stopped {
+                    return Err(InputError::ListenerRepeated {
+                        listener: id,
+                        input: "ListenerServing",
+                    });
+                }
+                l.serving = true;
+            }
+            Input::HookFinished { hook, outcome } => {
+                let h = self
+                    .hooks
+                    .get_mut(hook.index())
+                    .ok_or(InputError::UnknownHook(hook))?;
+                if h.state != HookState::Running {
+                    return Err(InputError::HookNotRunning(hook));
+                }
+                h.state = HookState::Done(outcome);
+                let (kind, slot) = (h.kind, h.post_start_slot);
+                if kind == HookKind::PostStart {
+                    if let Some(s) = &self.shared {
+                        s.set_post_start(
+                            slot,
+                            if outcome.is_failure() {
+                                PostStartState::Failed
+                            } else {
+                                PostStartState::Succeeded
+                            },
+                        );
+                    }
+                }
+                if outcome.is_failure() {
+                    self.failed = true;
+                    self.events.push_back(Event::HookFailed { hook, outcome });
+                    if kind == HookKind::PostStart {
+                        // DESIGN: a failing post-start hook starts a graceful termination.
+                        self.stop_requested = true;
+                    }
+                }
+            }
+            Input::MuxSignalFired(id) => {
+                let fired = self
+                    .mux_fired
+                    .get_mut(id.index())
+                    .ok_or(InputError::UnknownMuxSignal(id))?;
+                *fired = true;
+            }
+            Input::StopRequested(source) => {
+                if source == StopSource::Signal {
+                    self.signals_received = self.signals_received.saturating_add(1);
+                    if self.signals_received >= 2 {
+                        self.exit(1, ExitReason::SecondSignal);
+                        return Ok(());
+                    }
+                }
+                self.stop_requested = true;
+            }
+            Input::DrainProgress => {}
+            Input::ListenerStopped(id) => {
+                let sent = self.stop_listening_sent;
+                let l = self.listener_mut(id)?;
+                if l.stopped {
+                    return Err(InputError::ListenerRepeated {
+                        listener: id,
+                        input: "ListenerStopped",
+                    });
+                }
+                l.stopped = true;
+                if !sent {
+                    // The listener died on its own: terminate, and exit 1 at the end.
+                    self.failed = true;
+                    self.stop_requested = true;
+                    self.events.push_back(Event::ListenerFailed(id));
+                }
+            }
+            Input::ServerStopped(id) => {
+                let l = self.listener_mut(id)?;
+                if !l.stopped {
+                    return Err(InputError::ServerBeforeListener(id));
+                }
+                if l.server_stopped {
+                    return Err(InputError::ListenerRepeated {
+                        listener: id,
+                        input: "ServerStopped",
+                    });
+                }
+                l.server_stopped = true;
+            }
+        }
+        self.advance(now);
+        Ok(())
+    }
+
+    fn listener_mut(&mut self, id: ListenerId) -> Result<&mut ListenerState, InputError> {
+        self.listeners
+            .get_mut(id.index())
+            .ok_or(InputError::UnknownListener(id))
+    }
+
+    /// Starts running. Only called in [`Stage::Prepared`] (checked by `handle_input`, or by
+    /// the typestate API's types).
+    pub(crate) fn start(&mut self, now: Instant) {
+        self.phase_gate = Stage::Running;
+        if let Some(s) = &self.shared {
+            s.set_started(now);
+        }
+        self.advance(now);
+    }
+
+    /// Freezes the registrations and builds the shared state. Only called in
+    /// [`Stage::Configuring`] (checked by `handle_input`, or by the typestate API's types).
+    pub(crate) fn prepare(&mut self) -> Arc<Shared> {
+        // Check order as kube-apiserver: ping, post-start hooks and user checks in
+        // registration order, then `shutdown` (readyz only) last.
+        let mut checks = Vec::with_capacity(self.pending_checks.len() + self.hooks.len() + 2);
+        checks.push(Check {
+            name: "ping".into(),
+            endpoints: EndpointSet::ALL,
+            kind: CheckKind::Ping,
+        });
+        for h in self.hooks.iter().filter(|h| h.kind == HookKind::PostStart) {
+            checks.push(Check {
+                name: post_start_check_name(&h.name),
+                endpoints: EndpointSet::ALL,
+                kind: CheckKind::PostStartHook {
+                    slot: h.post_start_slot,
+                },
+            });
+        }
+        for c in self.pending_checks.drain(..) {
+            checks.push(Check {
+                name: c.name,
+                endpoints: c.endpoints,
+                kind: CheckKind::User(c.check),
+            });
+        }
+        checks.push(Check {
+            name: "shutdown".into(),
+            endpoints: EndpointSet::READYZ,
+            kind: CheckKind::Shutdown,
+        });
+        let post_start = self
+            .hooks
+            .iter()
+            .filter(|h| h.kind == HookKind::PostStart)
+            .count();
+        let shared = Arc::new(Shared::new(self.config.clone(), checks, post_start));
+        self.shared = Some(Arc::clone(&shared));
+        self.phase_gate = Stage::Prepared;
+        shared
+    }
+
+    fn fire(&mut self, signal: Signal, now: Instant) {
+        let Some(shared) = &self.shared else { return };
+        if shared.fire(signal, now) {
+            self.events.push_back(Event::Signal { signal, at: now });
+        }
+    }
+
+    fn timer_due(&self, t: Timer, now: Instant) -> bool {
+        self.timers[t as usize].is_some_and(|d| d <= now)
+    }
+
+    fn hooks_of(&self, kind: HookKind) -> impl Iterator<Item = &Hook> {
+        self.hooks.iter().filter(move |h| h.kind == kind)
+    }
+
+    fn start_hooks(&mut self, kind: HookKind) -> bool {
+        let mut any = false;
+        for h in self.hooks.iter_mut().filter(|h| h.kind == kind) {
+            h.state = HookState::Running;
+            any = true;
+        }
+        any
+    }
+
+    fn all_done(&self, kind: HookKind) -> bool {
+        self.hooks_of(kind)
+            .all(|h| matches!(h.state, HookState::Done(_)))
+    }
+
+    /// Computes the DAG: fires every signal and emits every event whose preconditions hold
+    /// at `now`, until nothing more changes.
+    fn advance(&mut self, now: Instant) {
+        let Some(shared) = self.shared.clone() else {
+            return;
+        };
+        let gate = shared.gate();
+        let fired = |s: Signal| shared.has_fired(s);
+
+        // Start-up.
+        if !fired(Signal::MuxAndDiscoveryComplete)
+            && !fired(Signal::ShutdownInitiated)
+            && !self.stop_requested
+            && self.mux_fired.iter().all(|f| *f)
+        {
+            self.fire(Signal::MuxAndDiscoveryComplete, now);
+        }
+        if !self.announced_serving && self.listeners.iter().all(|l| l.serving) {
+            self.announced_serving = true;
+            self.events.push_back(Event::NotifyReady);
+            if self.start_hooks(HookKind::PostStart) {
+                self.events.push_back(Event::RunPostStartHooks);
+            }
+        }
+
+        // The lame-duck window.
+        if self.stop_requested && !fired(Signal::ShutdownInitiated) {
+            self.fire(Signal::ShutdownInitiated, now);
+            self.events.push_back(Event::NotifyStopping);
+            self.timers[Timer::ShutdownDelay as usize] = Some(now + self.config.shutdown_delay());
+            if self.start_hooks(HookKind::PreShutdown) {
+                self.events.push_back(Event::RunPreShutdownHooks);
+            }
+        }
+        if fired(Signal::ShutdownInitiated)
+            && !fired(Signal::AfterShutdownDelayDuration)
+            && self.timer_due(Timer::ShutdownDelay, now)
+        {
+            self.timers[Timer::ShutdownDelay as usize] = None;
+            self.fire(Signal::AfterShutdownDelayDuration, now);
+        }
+        if fired(Signal::ShutdownInitiated)
+            && !fired(Signal::PreShutdownHooksStopped)
+            && self.all_done(HookKind::PreShutdown)
+        {
+            self.fire(Signal::PreShutdownHooksStopped, now);
+        }
+
+        // Stop accepting.
+        if fired(Signal::AfterShutdownDelayDuration)
+            && fired(Signal::PreShutdownHooksStopped)
+            && !fired(Signal::NotAcceptingNewRequest)
+        {
+            self.begin_drain(&shared, now);
+        }
+
+        // The drains.
+        if fired(Signal::NotAcceptingNewRequest) && !fired(Signal::InFlightRequestsDrained) {
+            if !self.normal_drained {
+                let timed_out = self.timer_due(Timer::NormalDrain, now);
+                if gate.normal_drained() || timed_out {
+                    self.normal_drained = true;
+                    self.timers[Timer::NormalDrain as usize] = None;
+                    self.events.push_back(Event::NormalDrainFinished {
+                        remaining: gate.normal_in_flight(),
+                        timed_out: timed_out && !gate.normal_drained(),
+                    });
+                }
+            }
+            if !self.long_running_drained {
+                let timed_out = self.timer_due(Timer::LongRunningDrain, now);
+                if gate.long_running_drained() || timed_out {
+                    self.long_running_drained = true;
+                    self.timers[Timer::LongRunningDrain as usize] = None;
+                    self.events.push_back(Event::LongRunningDrainFinished {
+                        before: self.long_running_before,
+                        after: gate.long_running_in_flight(),
+                        timed_out: timed_out && !gate.long_running_drained(),
+                        skipped: false,
+                    });
+                }
+            }
+            if self.timer_due(Timer::DrainProgress, now) {
+                self.timers[Timer::DrainProgress as usize] = Some(now + DRAIN_PROGRESS_INTERVAL);
+                self.events.push_back(Event::DrainProgress {
+                    normal_in_flight: gate.normal_in_flight(),
+                    long_running_in_flight: gate.long_running_in_flight(),
+                });
+            }
+            if self.normal_drained && self.long_running_drained {
+                self.timers[Timer::DrainProgress as usize] = None;
+                self.fire(Signal::InFlightRequestsDrained, now);
+                if self.start_hooks(HookKind::AfterDrain) {
+                    self.after_drain_started = true;
+                    self.events.push_back(Event::RunAfterDrainHooks);
+                }
+                if self.config.mode() == ShutdownMode::SendRetryAfter {
+                    self.stop_listening(now);
+                }
+            }
+        }
+
+        // The listeners.
+        if self.stop_listening_sent
+            && !fired(Signal::HTTPServerStoppedListening)
+            && self.listeners.iter().all(|l| l.stopped)
+        {
+            self.fire(Signal::HTTPServerStoppedListening, now);
+        }
+        if self.timer_due(Timer::HttpShutdown, now) {
+            self.timers[Timer::HttpShutdown as usize] = None;
+            if !self.listeners.iter().all(|l| l.server_stopped) {
+                self.force_closed = true;
+                self.events.push_back(Event::ForceCloseConnections);
+            }
+        }
+        if self.listeners.iter().all(|l| l.server_stopped) {
+            self.timers[Timer::HttpShutdown as usize] = None;
+        }
+
+        // Exit.
+        if fired(Signal::InFlightRequestsDrained)
+            && fired(Signal::HTTPServerStoppedListening)
+            && (self.force_closed || self.listeners.iter().all(|l| l.server_stopped))
+            && self.all_done(HookKind::AfterDrain)
+        {
+            let (code, reason) = if self.failed {
+                (1, ExitReason::Failure)
+            } else {
+                (0, ExitReason::Graceful)
+            };
+            self.exit(code, reason);
+        }
+    }
+
+    fn begin_drain(&mut self, shared: &Shared, now: Instant) {
+        self.fire(Signal::NotAcceptingNewRequest, now);
+        let gate = shared.gate();
+        let (normal, long_running) = gate.close();
+        self.long_running_before = long_running;
+        let request_timeout = self.config.request_timeout();
+        let normal_deadline =
+            (!request_timeout.is_zero()).then(|| now + request_timeout + NORMAL_DRAIN_SLACK);
+        self.timers[Timer::NormalDrain as usize] = normal_deadline;
+
+        let grace = self.config.shutdown_watch_termination_grace_period();
+        let mut plan = DrainPlan {
+            normal_in_flight: normal,
+            long_running_in_flight: long_running,
+            normal_deadline,
+            long_running_deadline: None,
+            pacing_interval: None,
+        };
+        if grace.is_zero() {
+            // Not waited for (kube-apiserver: "not going to wait for active watch
+            // request(s) to drain"). They are still told to end through the signal.
+            self.long_running_drained = true;
+            self.events.push_back(Event::LongRunningDrainFinished {
+                before: long_running,
+                after: long_running,
+                timed_out: false,
+                skipped: true,
+            });
+        } else {
+            let deadline = now + grace;
+            let interval = pacing_interval(long_running, grace, self.config.min_watch_drain_qps());
+            gate.start_pacing(now, interval, deadline);
+            self.timers[Timer::LongRunningDrain as usize] = Some(deadline);
+            plan.long_running_deadline = Some(deadline);
+            plan.pacing_interval = Some(interval);
+        }
+        self.timers[Timer::DrainProgress as usize] = Some(now + DRAIN_PROGRESS_INTERVAL);
+        self.events.push_back(Event::DrainStarted(plan));
+        if self.config.mode() == ShutdownMode::CloseListener {
+            self.stop_listening(now);
+        }
+    }
+
+    fn stop_listening(&mut self, now: Instant) {
+        if self.stop_listening_sent {
+            return;
+        }
+        self.stop_listening_sent = true;
+        let timeout = self.config.http_shutdown_timeout();
+        let shutdown_deadline = (!timeout.is_zero()).then(|| now + timeout);
+        self.timers[Timer::HttpShutdown as usize] = shutdown_deadline;
+        self.events
+            .push_back(Event::StopListening { shutdown_deadline });
+    }
+
+    fn exit(&mut self, code: u8, reason: ExitReason) {
+        self.phase_gate = Stage::Exited;
+        self.timers = [None; 5];
+        self.events.push_back(Event::RunDestroyHooks);
+        self.events.push_back(Event::Exit { code, reason });
+    }
+}
+
+/// The interval between paced long-running completions:
+/// `1 / max(count / grace, min_qps)`, never zero.
+#[must_use]
+pub fn pacing_interval(count: usize, grace: Duration, min_qps: u32) -> Duration {
+    let grace_nanos = duration_nanos_saturating(grace);
+    let by_count = match u64::try_from(count) {
+        Ok(0) | Err(_) => u64::MAX,
+        Ok(n) => grace_nanos / n,
+    };
+    let by_floor = match min_qps {
+        0 => u64::MAX,
+        q => 1_000_000_000 / u64::from(q),
+    };
+    Duration::from_nanos(by_count.min(by_floor).clamp(1, grace_nanos.max(1)))
+}
+
+fn post_start_check_name(hook: &str) -> String {
+    let mut s = String::from("poststarthook/");
+    s.push_str(hook);
+    s
+}
+
+fn input_name(input: &Input) -> &'static str {
+    match input {
+        Input::Prepare => "Prepare",
+        Input::Start => "Start",
+        Input::ListenerServing(_) => "ListenerServing",
+        Input::HookFinished { .. } => "HookFinished",
+        Input::MuxSignalFired(_) => "MuxSignalFired",
+        Input::StopRequested(_) => "StopRequested",
+        Input::DrainProgress => "DrainProgress",
+        Input::ListenerStopped(_) => "ListenerStopped",
+        Input::ServerStopped(_) => "ServerStopped",
+    }
+}
