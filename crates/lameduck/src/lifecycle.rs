@@ -246,6 +246,12 @@ impl Lifecycle<Prepared> {
         &self.data
     }
 
+    /// Registers a listener; servers are usually built once the shared state exists, so
+    /// listeners may still be added here, before start.
+    pub fn add_listener(&mut self, name: &str) -> Result<ListenerId, RegisterError> {
+        self.machine.add_listener(name)
+    }
+
     /// Starts running at `now`.
     #[must_use]
     pub fn start(mut self, now: Instant) -> Lifecycle<Running> {

@@ -351,8 +351,8 @@ pub enum Event {
 /// An error from registration.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum RegisterError {
-    /// Registration is only possible while configuring.
-    #[error("unable to add {what} {name:?} because the lifecycle is already prepared")]
+    /// Registration is closed (hooks and checks: after prepare; listeners: after start).
+    #[error("unable to add {what} {name:?} because registrations are closed")]
     AlreadyPrepared {
         /// What was being added.
         what: &'static str,
@@ -604,9 +604,20 @@ impl Machine {
         Ok(())
     }
 
-    /// Registers a listener (one server of this lifecycle).
+    /// Registers a listener (one server of this lifecycle). Legal while configuring and
+    /// once prepared (servers are usually built from the prepared shared state), not after
+    /// start.
     pub fn add_listener(&mut self, name: &str) -> Result<ListenerId, RegisterError> {
-        self.check_configuring("listener", name)?;
+        if self.phase_gate == Stage::Prepared {
+            if !is_valid_check_name(name) {
+                return Err(RegisterError::InvalidName {
+                    what: "listener",
+                    name: name.into(),
+                });
+            }
+        } else {
+            self.check_configuring("listener", name)?;
+        }
         if self.listener_names.iter().any(|n| n == name) {
             return Err(RegisterError::Duplicate {
                 what: "listener",
