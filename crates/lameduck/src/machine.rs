@@ -755,6 +755,12 @@ impl Machine {
         self.events.pop_front()
     }
 
+    /// Whether [`Machine::poll_event`] has events waiting.
+    #[must_use]
+    pub fn has_pending_events(&self) -> bool {
+        !self.events.is_empty()
+    }
+
     /// The earliest instant at which [`Machine::handle_timeout`] has work, if any.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {

@@ -1,0 +1,369 @@
+//! The tower layer that admits requests: classification, 429/503 rejections, the request
+//! timeout (504), health endpoints, and the shutdown signal for long-running handlers.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{ready, Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{header, HeaderValue, Request, Response, StatusCode};
+use lameduck::gate::owned::OwnedLongRunningTicket;
+use lameduck::health::HealthResponse;
+use lameduck::responses::{CannedResponse, REQUEST_TIMEOUT};
+use lameduck::{Admission, RequestInfo, Shared, Signal, SignalFired, StdClock};
+use pin_project_lite::pin_project;
+use tower_layer::Layer;
+use tower_service::Service;
+
+use crate::body::{LameduckBody, TicketSlot, Tracker};
+use crate::runtime::Runtime;
+
+/// Decides whether a request is long-running (watch, SSE, WebSocket).
+pub type Classifier = Arc<dyn Fn(&RequestInfo<'_>) -> bool + Send + Sync>;
+
+/// Handed to long-running handlers as a request extension: resolves when the server stops
+/// accepting new requests (`NotAcceptingNewRequest`), the moment to end the stream cleanly.
+///
+/// ```ignore
+/// let signal = req.extensions().get::<ShutdownSignal>().cloned();
+/// // in the stream: stop producing once `signal.wait()` resolves.
+/// ```
+#[derive(Clone)]
+pub struct ShutdownSignal {
+    shared: Arc<Shared>,
+}
+
+impl fmt::Debug for ShutdownSignal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ShutdownSignal")
+            .field("fired", &self.is_fired())
+            .finish()
+    }
+}
+
+impl ShutdownSignal {
+    /// A signal for `shared`'s lifecycle.
+    #[must_use]
+    pub fn new(shared: Arc<Shared>) -> Self {
+        ShutdownSignal { shared }
+    }
+
+    /// Resolves once the stream should end.
+    pub fn wait(&self) -> SignalFired {
+        self.shared.signal_fired(Signal::NotAcceptingNewRequest)
+    }
+
+    /// Whether the stream should end now.
+    #[must_use]
+    pub fn is_fired(&self) -> bool {
+        self.shared.has_fired(Signal::NotAcceptingNewRequest)
+    }
+}
+
+/// The long-running ticket of an upgrade request (WebSocket), as a request extension.
+///
+/// An upgraded connection outlives its `101` response, so the layer cannot see when it
+/// ends. Call [`take_upgrade_ticket`] in the handler and keep the ticket in the task that
+/// serves the upgraded connection: the drain waits for it until it is dropped.
+#[derive(Clone)]
+pub struct UpgradeTicketSlot(TicketSlot);
+
+impl fmt::Debug for UpgradeTicketSlot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("UpgradeTicketSlot")
+    }
+}
+
+/// Takes the long-running ticket of an upgrade request, so the upgraded connection stays
+/// counted (and the drain waits for it) until the ticket is dropped. The one call a
+/// WebSocket handler makes. Returns `None` for requests that carry no ticket.
+pub fn take_upgrade_ticket<B>(req: &Request<B>) -> Option<OwnedLongRunningTicket> {
+    let slot = req.extensions().get::<UpgradeTicketSlot>()?;
+    slot.0.lock().unwrap_or_else(PoisonError::into_inner).take()
+}
+
+fn canned_bytes(canned: &CannedResponse) -> Response<Bytes> {
+    let mut res = Response::new(Bytes::from_static(canned.body.as_bytes()));
+    *res.status_mut() =
+        StatusCode::from_u16(canned.status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+    let headers = res.headers_mut();
+    for (name, value) in canned.headers {
+        if let Ok(name) = header::HeaderName::from_bytes(name.as_bytes()) {
+            headers.insert(name, HeaderValue::from_static(value));
+        }
+    }
+    res
+}
+
+fn health_bytes(health: HealthResponse) -> Response<Bytes> {
+    let mut res = Response::new(Bytes::from(health.body));
+    *res.status_mut() =
+        StatusCode::from_u16(health.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let headers = res.headers_mut();
+    for (name, value) in lameduck::health::HEADERS {
+        if let Ok(name) = header::HeaderName::from_bytes(name.as_bytes()) {
+            headers.insert(name, HeaderValue::from_static(value));
+        }
+    }
+    res
+}
+
+/// A response from one of the core's canned responses (429, 503, 504).
+pub fn canned_response<B, R: Runtime>(canned: &CannedResponse) -> Response<LameduckBody<B, R>> {
+    canned_bytes(canned).map(LameduckBody::canned)
+}
+
+/// A response from a health answer, with kube-apiserver's headers.
+pub fn health_response<B, R: Runtime>(health: HealthResponse) -> Response<LameduckBody<B, R>> {
+    health_bytes(health).map(LameduckBody::canned)
+}
+
+/// The admission layer; see the [crate docs](crate).
+#[derive(Clone)]
+pub struct AdmissionLayer<R: Runtime> {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) runtime: R,
+    pub(crate) clock: StdClock,
+    pub(crate) classifier: Classifier,
+    pub(crate) serve_health: bool,
+}
+
+impl<R: Runtime> fmt::Debug for AdmissionLayer<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AdmissionLayer")
+            .field("serve_health", &self.serve_health)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<R: Runtime> AdmissionLayer<R> {
+    /// A layer for `shared`'s lifecycle, classifying with DESIGN's default predicate and
+    /// answering the health endpoints itself.
+    #[must_use]
+    pub fn new(shared: Arc<Shared>, runtime: R, clock: StdClock) -> Self {
+        AdmissionLayer {
+            shared,
+            runtime,
+            clock,
+            classifier: Arc::new(lameduck::default_is_long_running),
+            serve_health: true,
+        }
+    }
+
+    /// Uses `is_long_running` to pick long-running requests.
+    #[must_use]
+    pub fn long_running(
+        mut self,
+        is_long_running: impl Fn(&RequestInfo<'_>) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.classifier = Arc::new(is_long_running);
+        self
+    }
+
+    /// Whether the layer answers `/readyz`, `/livez` and `/healthz` itself (default: yes).
+    #[must_use]
+    pub fn serve_health(mut self, serve: bool) -> Self {
+        self.serve_health = serve;
+        self
+    }
+
+    /// The lifecycle's shared state.
+    #[must_use]
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+}
+
+impl<S, R: Runtime> Layer<S> for AdmissionLayer<R> {
+    type Service = AdmissionService<S, R>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        AdmissionService {
+            inner,
+            layer: self.clone(),
+        }
+    }
+}
+
+/// The service [`AdmissionLayer`] wraps around a handler.
+#[derive(Clone)]
+pub struct AdmissionService<S, R: Runtime> {
+    inner: S,
+    layer: AdmissionLayer<R>,
+}
+
+impl<S: fmt::Debug, R: Runtime> fmt::Debug for AdmissionService<S, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AdmissionService")
+            .field("inner", &self.inner)
+            .finish_non_exhaustive()
+    }
+}
+
+fn request_info<B>(req: &Request<B>) -> RequestInfo<'_> {
+    RequestInfo {
+        path: req.uri().path(),
+        query: req.uri().query(),
+        accept: req
+            .headers()
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok()),
+        upgrade: req.headers().contains_key(header::UPGRADE),
+    }
+}
+
+impl<S, R, ReqBody, ResBody> Service<Request<ReqBody>> for AdmissionService<S, R>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    R: Runtime,
+    ResBody: http_body::Body<Data = Bytes>,
+{
+    type Response = Response<LameduckBody<ResBody, R>>;
+    type Error = S::Error;
+    type Future = AdmissionFuture<S::Future, R>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: Request<ReqBody>) -> Self::Future {
+        let layer = &self.layer;
+        let shared = &layer.shared;
+        let info = request_info(&req);
+        if layer.serve_health {
+            let now = layer.clock.instant(layer.runtime.now());
+            if let Some(health) = shared.health(info.path, info.query, now) {
+                return AdmissionFuture::ready(health_bytes(health));
+            }
+        }
+        let class = shared.classify(&info, |i| (layer.classifier)(i));
+        let (tracker, timeout) = match shared.admit(class) {
+            Admission::Rejected(rejection) => {
+                return AdmissionFuture::ready(canned_bytes(rejection.response()));
+            }
+            Admission::Exempt => (None, None),
+            Admission::Normal(ticket) => {
+                let timeout = shared.config().request_timeout();
+                let sleep = (!timeout.is_zero())
+                    .then(|| layer.runtime.sleep_until(layer.runtime.now() + timeout));
+                (Some(Tracker::Normal(ticket)), sleep)
+            }
+            Admission::LongRunning(ticket) => {
+                let slot: TicketSlot = Arc::new(Mutex::new(Some(ticket)));
+                req.extensions_mut()
+                    .insert(ShutdownSignal::new(Arc::clone(shared)));
+                if req.headers().contains_key(header::UPGRADE) {
+                    req.extensions_mut()
+                        .insert(UpgradeTicketSlot(Arc::clone(&slot)));
+                }
+                (Some(Tracker::LongRunning(slot)), None)
+            }
+        };
+        AdmissionFuture {
+            state: FutureState::Call {
+                future: self.inner.call(req),
+                timeout,
+                tracker,
+                runtime: layer.runtime.clone(),
+                clock: layer.clock,
+            },
+        }
+    }
+}
+
+pin_project! {
+    /// The response future of [`AdmissionService`].
+    pub struct AdmissionFuture<F, R: Runtime> {
+        #[pin]
+        state: FutureState<F, R>,
+    }
+}
+
+pin_project! {
+    #[project = FutureProj]
+    enum FutureState<F, R: Runtime> {
+        /// Answered by the layer itself.
+        Ready { response: Option<http::response::Parts>, body: Option<Bytes> },
+        /// Passed to the handler.
+        Call {
+            #[pin]
+            future: F,
+            #[pin]
+            timeout: Option<R::Sleep>,
+            tracker: Option<Tracker>,
+            runtime: R,
+            clock: StdClock,
+        },
+    }
+}
+
+impl<F, R: Runtime> AdmissionFuture<F, R> {
+    fn ready(response: Response<Bytes>) -> Self {
+        let (parts, body) = response.into_parts();
+        AdmissionFuture {
+            state: FutureState::Ready {
+                response: Some(parts),
+                body: Some(body),
+            },
+        }
+    }
+}
+
+impl<F, R: Runtime> fmt::Debug for AdmissionFuture<F, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("AdmissionFuture")
+    }
+}
+
+impl<F, R, B, E> Future for AdmissionFuture<F, R>
+where
+    F: Future<Output = Result<Response<B>, E>>,
+    R: Runtime,
+    B: http_body::Body<Data = Bytes>,
+{
+    type Output = Result<Response<LameduckBody<B, R>>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project().state.project() {
+            FutureProj::Ready { response, body } => match response.take() {
+                Some(parts) => Poll::Ready(Ok(Response::from_parts(
+                    parts,
+                    LameduckBody::canned(body.take().unwrap_or_default()),
+                ))),
+                // Polled after completion: stay pending rather than panic.
+                None => Poll::Pending,
+            },
+            FutureProj::Call {
+                future,
+                timeout,
+                tracker,
+                runtime,
+                clock,
+            } => {
+                if let Poll::Ready(result) = future.poll(cx) {
+                    let response = result?;
+                    let (parts, body) = response.into_parts();
+                    let body = LameduckBody::tracked(body, tracker.take(), runtime.clone(), *clock);
+                    return Poll::Ready(Ok(Response::from_parts(parts, body)));
+                }
+                if let Some(sleep) = timeout.as_pin_mut() {
+                    ready!(sleep.poll(cx));
+                    // The handler ran past `request_timeout`: answer 504 and release.
+                    *tracker = None;
+                    return Poll::Ready(Ok(canned_response(&REQUEST_TIMEOUT)));
+                }
+                Poll::Pending
+            }
+        }
+    }
+}
+
+/// The request timeout the layer applies to normal requests, if any.
+#[must_use]
+pub fn request_timeout(shared: &Shared) -> Option<Duration> {
+    let t = shared.config().request_timeout();
+    (!t.is_zero()).then_some(t)
+}

@@ -1,0 +1,187 @@
+//! The response body the admission layer returns: the handler's body, tracked until it ends
+//! (and, for long-running requests during the drain, held until its paced slot), or a canned
+//! body of the lifecycle's own.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{ready, Context, Poll};
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use lameduck::gate::owned::{OwnedLongRunningTicket, OwnedNormalTicket};
+use lameduck::StdClock;
+use pin_project_lite::pin_project;
+
+use crate::runtime::Runtime;
+
+/// A long-running ticket that an upgrade handler can take over; see
+/// [`crate::take_upgrade_ticket`].
+pub(crate) type TicketSlot = Arc<Mutex<Option<OwnedLongRunningTicket>>>;
+
+/// What keeps a request counted in the gate until its body ends.
+pub(crate) enum Tracker {
+    /// Held for its `Drop`, which releases the request.
+    Normal(#[allow(dead_code)] OwnedNormalTicket),
+    LongRunning(TicketSlot),
+}
+
+impl Tracker {
+    /// The instant until which the end of a long-running body is held, if any.
+    fn hold_until(&self, clock: &StdClock, now: std::time::Instant) -> Option<std::time::Instant> {
+        match self {
+            Tracker::Normal(_) => None,
+            Tracker::LongRunning(slot) => {
+                let guard = slot.lock().unwrap_or_else(PoisonError::into_inner);
+                let ticket = guard.as_ref()?;
+                ticket
+                    .reserve_release(clock.instant(now))
+                    .map(|at| clock.to_std(at))
+            }
+        }
+    }
+}
+
+pin_project! {
+    /// The body of every response that passes through [`crate::AdmissionLayer`].
+    pub struct LameduckBody<B, R: Runtime> {
+        #[pin]
+        state: BodyState<B, R>,
+    }
+}
+
+pin_project! {
+    #[project = BodyProj]
+    enum BodyState<B, R: Runtime> {
+        /// A response of the lifecycle's own (health, 429, 503, 504).
+        Canned {
+            data: Option<Bytes>,
+        },
+        /// The handler's body.
+        Tracked {
+            #[pin]
+            inner: B,
+            tracker: Option<Tracker>,
+            runtime: R,
+            clock: StdClock,
+            #[pin]
+            hold: Option<R::Sleep>,
+        },
+    }
+}
+
+impl<B, R: Runtime> LameduckBody<B, R> {
+    pub(crate) fn canned(data: Bytes) -> Self {
+        LameduckBody {
+            state: BodyState::Canned { data: Some(data) },
+        }
+    }
+
+    pub(crate) fn tracked(inner: B, tracker: Option<Tracker>, runtime: R, clock: StdClock) -> Self {
+        LameduckBody {
+            state: BodyState::Tracked {
+                inner,
+                tracker,
+                runtime,
+                clock,
+                hold: None,
+            },
+        }
+    }
+}
+
+impl<B: fmt::Debug, R: Runtime> fmt::Debug for LameduckBody<B, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.state {
+            BodyState::Canned { data } => f.debug_struct("Canned").field("data", data).finish(),
+            BodyState::Tracked { inner, .. } => {
+                f.debug_struct("Tracked").field("inner", inner).finish()
+            }
+        }
+    }
+}
+
+impl<B, R> Body for LameduckBody<B, R>
+where
+    B: Body<Data = Bytes>,
+    R: Runtime,
+{
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        match self.project().state.project() {
+            BodyProj::Canned { data } => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
+            BodyProj::Tracked {
+                mut inner,
+                tracker,
+                runtime,
+                clock,
+                mut hold,
+            } => loop {
+                if let Some(sleep) = hold.as_mut().as_pin_mut() {
+                    ready!(sleep.poll(cx));
+                    hold.set(None);
+                    // The paced slot has come: release, then end the body.
+                    *tracker = None;
+                    return Poll::Ready(None);
+                }
+                match ready!(inner.as_mut().poll_frame(cx)) {
+                    Some(Ok(frame)) => return Poll::Ready(Some(Ok(frame))),
+                    Some(Err(e)) => {
+                        *tracker = None;
+                        return Poll::Ready(Some(Err(e)));
+                    }
+                    None => {
+                        let until = tracker
+                            .as_ref()
+                            .and_then(|t| t.hold_until(clock, runtime.now()));
+                        match until {
+                            Some(at) => hold.set(Some(runtime.sleep_until(at))),
+                            None => {
+                                *tracker = None;
+                                return Poll::Ready(None);
+                            }
+                        }
+                    }
+                }
+            },
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.state {
+            BodyState::Canned { data } => data.is_none(),
+            BodyState::Tracked {
+                inner, tracker, ..
+            } => match tracker {
+                // A long-running body may still have to wait for its paced slot.
+                Some(Tracker::LongRunning(_)) => false,
+                _ => inner.is_end_stream(),
+            },
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.state {
+            BodyState::Canned { data } => {
+                SizeHint::with_exact(data.as_ref().map_or(0, |d| d.len() as u64))
+            }
+            BodyState::Tracked {
+                inner,
+                tracker: Some(Tracker::LongRunning(_)),
+                ..
+            } => {
+                // Never exact: the end may be held past the last byte.
+                let mut hint = SizeHint::new();
+                hint.set_lower(inner.size_hint().lower());
+                hint
+            }
+            BodyState::Tracked { inner, .. } => inner.size_hint(),
+        }
+    }
+}

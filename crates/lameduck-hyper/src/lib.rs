@@ -1,0 +1,35 @@
+//! Runtime-agnostic hyper 1 and tower glue for [`lameduck`].
+//!
+//! Everything the tokio and smol adapters share lives here, written once against two small
+//! traits ([`Runtime`], [`Listener`]):
+//!
+//! * [`Builder`] / [`Server`]: the lifecycle driver. It runs the core
+//!   [`Machine`](lameduck::Machine) with the runtime's clock, runs hooks concurrently (a
+//!   failure or panic is reported by name), serves hyper connections (HTTP/1.1 and HTTP/2 on
+//!   one port) on any number of listeners, stops them at the DAG point of the mode, shuts
+//!   connections down gracefully (HTTP/1 `Connection: close`, HTTP/2 GOAWAY), force-closes
+//!   them at the HTTP shutdown timeout, sends systemd notifications and logs every signal.
+//! * [`AdmissionLayer`]: the tower layer (so axum works) that classifies requests (normal,
+//!   long-running, exempt), rejects them with 503/429 once the gate closes, answers 504 at
+//!   the request timeout, serves the health endpoints, hands long-running handlers a
+//!   [`ShutdownSignal`], and keeps every request counted until its response body ends
+//!   (long-running ones until their paced slot).
+//!
+//! Adapters supply only their runtime's timer, spawner, signals and I/O types.
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+mod admission;
+mod body;
+mod conn;
+mod flag;
+mod runtime;
+mod server;
+
+pub use admission::{
+    canned_response, health_response, request_timeout, take_upgrade_ticket, AdmissionFuture,
+    AdmissionLayer, AdmissionService, Classifier, ShutdownSignal, UpgradeTicketSlot,
+};
+pub use body::LameduckBody;
+pub use runtime::{BoxFuture, Exec, Listener, OsSignal, Runtime};
+pub use server::{BoxError, Builder, Handle, ServeError, Server, DESTROY_HOOKS_TIMEOUT};

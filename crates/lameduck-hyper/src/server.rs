@@ -1,0 +1,780 @@
+//! The lifecycle driver: runs the core machine on a [`Runtime`], serves hyper connections on
+//! any number of listeners, and turns every core event into its effect. It holds no policy:
+//! when to do what is decided by [`lameduck::Machine`].
+
+use std::collections::HashMap;
+use std::error::Error as StdError;
+use std::fmt;
+use std::future::{poll_fn, Future};
+use std::io;
+use std::net::SocketAddr;
+use std::panic::AssertUnwindSafe;
+use std::pin::pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::Duration;
+
+use bytes::Bytes;
+use event_listener::Event as Notify;
+use futures_channel::mpsc;
+use futures_util::{FutureExt, StreamExt};
+use http::{Request, Response};
+use hyper::body::Incoming;
+use hyper_util::server::conn::auto;
+use lameduck::{
+    Config, EndpointSet, Event, HookId, HookKind, HookOutcome, Input, Lifecycle,
+    ListenerId, Phase, Prepared, RegisterError, Shared, Signal, StdClock, StopSource,
+};
+use tower_service::Service;
+use tracing::{debug, error, info, warn};
+
+use crate::admission::AdmissionLayer;
+use crate::flag::Flag;
+use crate::runtime::{BoxFuture, Exec, Listener, Runtime};
+
+/// Errors a hook may return.
+pub type BoxError = Box<dyn StdError + Send + Sync>;
+
+type HookFn = Box<dyn FnOnce() -> BoxFuture<Result<(), BoxError>> + Send>;
+type ServeFn<R> = Box<dyn FnOnce(ServeContext<R>) -> BoxFuture<()> + Send>;
+
+/// Errors from building or running a server.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// A hook, check or listener could not be registered.
+    #[error(transparent)]
+    Register(#[from] RegisterError),
+    /// Signal handling was already installed in this process.
+    #[error("the signal handler is already installed in this process")]
+    SignalsAlreadyInstalled,
+    /// Installing the signal handler failed.
+    #[error("cannot install the signal handler: {0}")]
+    Signals(#[source] io::Error),
+}
+
+/// Messages from tasks to the driver.
+enum Msg {
+    Stop(StopSource),
+    HookFinished(HookId, HookOutcome),
+    ListenerServing(ListenerId),
+    ListenerStopped(ListenerId),
+    ServerStopped(ListenerId),
+}
+
+/// What an accept loop needs from the driver.
+struct ServeContext<R> {
+    id: ListenerId,
+    name: String,
+    runtime: R,
+    shared: Arc<Shared>,
+    control: Arc<ServeControl>,
+    tx: mpsc::UnboundedSender<Msg>,
+}
+
+/// Broadcast from the driver to every accept loop and connection.
+#[derive(Default)]
+struct ServeControl {
+    /// `StopListening`: close the listener, shut connections down gracefully.
+    stop: Flag,
+    /// `ForceCloseConnections`: drop every connection now.
+    force: Flag,
+}
+
+/// Configures hooks and checks before the server is prepared.
+pub struct Builder<R: Runtime> {
+    lifecycle: Lifecycle<lameduck::Configuring>,
+    runtime: R,
+    hooks: HashMap<HookId, HookFn>,
+    handle_signals: bool,
+}
+
+impl<R: Runtime> fmt::Debug for Builder<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder").finish_non_exhaustive()
+    }
+}
+
+fn boxed_hook<F, Fut, E>(f: F) -> HookFn
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: Future<Output = Result<(), E>> + Send + 'static,
+    E: Into<BoxError>,
+{
+    Box::new(move || Box::pin(async move { f().await.map_err(Into::into) }))
+}
+
+impl<R: Runtime> Builder<R> {
+    /// A builder for `config` on `runtime`.
+    pub fn new(config: Config, runtime: R) -> Self {
+        Builder {
+            lifecycle: Lifecycle::new(config),
+            runtime,
+            hooks: HashMap::new(),
+            handle_signals: true,
+        }
+    }
+
+    fn hook<F, Fut, E>(&mut self, kind: HookKind, name: &str, f: F) -> Result<&mut Self, RegisterError>
+    where
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: Future<Output = Result<(), E>> + Send + 'static,
+        E: Into<BoxError>,
+    {
+        let id = match kind {
+            HookKind::PreShutdown => self.lifecycle.add_pre_shutdown_hook(name)?,
+            HookKind::PostStart => self.lifecycle.add_post_start_hook(name)?,
+            HookKind::AfterDrain => self.lifecycle.add_after_drain_hook(name)?,
+            HookKind::Destroy => self.lifecycle.add_destroy_hook(name)?,
+        };
+        self.hooks.insert(id, boxed_hook(f));
+        Ok(self)
+    }
+
+    /// Adds a pre-shutdown hook: runs from `ShutdownInitiated`, concurrently with the delay
+    /// and the other pre-shutdown hooks; `NotAcceptingNewRequest` waits for it. A failure
+    /// or panic is logged with the hook's name and makes the exit code 1, after the drain.
+    pub fn pre_shutdown_hook<F, Fut, E>(&mut self, name: &str, f: F) -> Result<&mut Self, RegisterError>
+    where
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: Future<Output = Result<(), E>> + Send + 'static,
+        E: Into<BoxError>,
+    {
+        self.hook(HookKind::PreShutdown, name, f)
+    }
+
+    /// Adds a post-start hook: runs once every listener serves; the health check
+    /// `poststarthook/<name>` fails until it returns. A failure starts a graceful
+    /// termination that exits 1.
+    pub fn post_start_hook<F, Fut, E>(&mut self, name: &str, f: F) -> Result<&mut Self, RegisterError>
+    where
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: Future<Output = Result<(), E>> + Send + 'static,
+        E: Into<BoxError>,
+    {
+        self.hook(HookKind::PostStart, name, f)
+    }
+
+    /// Adds an after-drain hook (flush logs, traces, exporters): runs after
+    /// `InFlightRequestsDrained`; the exit waits for it.
+    pub fn after_drain_hook<F, Fut, E>(&mut self, name: &str, f: F) -> Result<&mut Self, RegisterError>
+    where
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: Future<Output = Result<(), E>> + Send + 'static,
+        E: Into<BoxError>,
+    {
+        self.hook(HookKind::AfterDrain, name, f)
+    }
+
+    /// Adds a destroy hook: runs once on every exit path, for at most
+    /// [`DESTROY_HOOKS_TIMEOUT`] in all.
+    pub fn destroy_hook<F, Fut, E>(&mut self, name: &str, f: F) -> Result<&mut Self, RegisterError>
+    where
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: Future<Output = Result<(), E>> + Send + 'static,
+        E: Into<BoxError>,
+    {
+        self.hook(HookKind::Destroy, name, f)
+    }
+
+    /// Adds a health check on `endpoints`.
+    pub fn health_check(
+        &mut self,
+        name: &str,
+        endpoints: EndpointSet,
+        check: impl Fn() -> Result<(), String> + Send + Sync + 'static,
+    ) -> Result<&mut Self, RegisterError> {
+        self.lifecycle
+            .add_health_check(name, endpoints, Box::new(check))?;
+        Ok(self)
+    }
+
+    /// Leaves SIGTERM/SIGINT alone, for embedders who own signals; terminate through
+    /// [`Handle::request_shutdown`].
+    pub fn without_signals(&mut self) -> &mut Self {
+        self.handle_signals = false;
+        self
+    }
+
+    /// Freezes hooks and checks. Listeners are added to the prepared server.
+    #[must_use]
+    pub fn prepare(self) -> Server<R> {
+        let (tx, rx) = mpsc::unbounded();
+        let clock = StdClock::with_epoch(self.runtime.now());
+        Server {
+            lifecycle: self.lifecycle.prepare(),
+            runtime: self.runtime,
+            clock,
+            hooks: self.hooks,
+            handle_signals: self.handle_signals,
+            serves: Vec::new(),
+            control: Arc::new(ServeControl::default()),
+            tx,
+            rx,
+        }
+    }
+}
+
+/// A prepared server: hand [`Server::layer`] to your service, add listeners with
+/// [`Server::serve`], then [`Server::run`] it.
+pub struct Server<R: Runtime> {
+    lifecycle: Lifecycle<Prepared>,
+    runtime: R,
+    clock: StdClock,
+    hooks: HashMap<HookId, HookFn>,
+    handle_signals: bool,
+    serves: Vec<(ListenerId, String, ServeFn<R>)>,
+    control: Arc<ServeControl>,
+    tx: mpsc::UnboundedSender<Msg>,
+    rx: mpsc::UnboundedReceiver<Msg>,
+}
+
+impl<R: Runtime> fmt::Debug for Server<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Server")
+            .field("lifecycle", &self.lifecycle)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Controls a server from elsewhere: request termination, read its state.
+#[derive(Clone)]
+pub struct Handle {
+    shared: Arc<Shared>,
+    tx: mpsc::UnboundedSender<Msg>,
+}
+
+impl fmt::Debug for Handle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Handle").finish_non_exhaustive()
+    }
+}
+
+impl Handle {
+    /// Starts a graceful termination from code. Returns `false` when the server is gone.
+    /// Repeating it changes nothing (only a second OS signal forces exit).
+    pub fn request_shutdown(&self) -> bool {
+        self.tx.unbounded_send(Msg::Stop(StopSource::Api)).is_ok()
+    }
+
+    /// Delivers an OS-signal-like stop (a second one forces exit 1), for embedders that own
+    /// signal handling.
+    pub fn deliver_signal(&self) -> bool {
+        self.tx.unbounded_send(Msg::Stop(StopSource::Signal)).is_ok()
+    }
+
+    /// The lifecycle's shared state: signals, gate counts, health.
+    #[must_use]
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// Normal and long-running requests in flight.
+    #[must_use]
+    pub fn in_flight(&self) -> (usize, usize) {
+        let gate = self.shared.gate();
+        (gate.normal_in_flight(), gate.long_running_in_flight())
+    }
+
+    /// Resolves when `signal` fires.
+    pub fn signal_fired(&self, signal: Signal) -> lameduck::SignalFired {
+        self.shared.signal_fired(signal)
+    }
+}
+
+/// How long the destroy hooks get, in all.
+pub const DESTROY_HOOKS_TIMEOUT: Duration = Duration::from_secs(5);
+
+static SIGNALS_INSTALLED: AtomicBool = AtomicBool::new(false);
+
+/// Clears [`SIGNALS_INSTALLED`] when the driver that set it ends.
+struct SignalsInstalled;
+
+impl Drop for SignalsInstalled {
+    fn drop(&mut self) {
+        SIGNALS_INSTALLED.store(false, Ordering::Release);
+    }
+}
+
+impl<R: Runtime> Server<R> {
+    /// The shared state.
+    #[must_use]
+    pub fn shared(&self) -> &Arc<Shared> {
+        self.lifecycle.shared()
+    }
+
+    /// The clock that converts the runtime's instants to the core's.
+    #[must_use]
+    pub fn clock(&self) -> StdClock {
+        self.clock
+    }
+
+    /// A handle for requesting termination and observing the server.
+    #[must_use]
+    pub fn handle(&self) -> Handle {
+        Handle {
+            shared: Arc::clone(self.shared()),
+            tx: self.tx.clone(),
+        }
+    }
+
+    /// The admission layer to wrap around your service (axum: `Router::layer`).
+    #[must_use]
+    pub fn layer(&self) -> AdmissionLayer<R> {
+        AdmissionLayer::new(Arc::clone(self.shared()), self.runtime.clone(), self.clock)
+    }
+
+    /// Serves `service` on `listener` (HTTP/1.1 and HTTP/2 with prior knowledge, upgrades
+    /// allowed) as part of this lifecycle. Wrap the service in [`Server::layer`] first.
+    pub fn serve<L, S, B>(&mut self, name: &str, listener: L, service: S) -> Result<SocketAddr, ServeError>
+    where
+        L: Listener,
+        S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
+        S::Future: Send + 'static,
+        S::Error: Into<BoxError>,
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        let addr = listener
+            .local_addr()
+            .map_err(|e| ServeError::Register(RegisterError::InvalidName { what: "listener", name: e.to_string() }))?;
+        let id = self.lifecycle.add_listener(name)?;
+        let serve: ServeFn<R> = Box::new(move |ctx| Box::pin(accept_loop(ctx, listener, service)));
+        self.serves.push((id, name.to_string(), serve));
+        Ok(addr)
+    }
+
+    /// Runs the lifecycle until it exits; returns the process exit code (0 or 1).
+    ///
+    /// Installs SIGTERM/SIGINT handling unless [`Builder::without_signals`] was called.
+    pub async fn run(self) -> Result<u8, ServeError> {
+        let Server {
+            lifecycle,
+            runtime,
+            clock,
+            mut hooks,
+            handle_signals,
+            serves,
+            control,
+            tx,
+            mut rx,
+        } = self;
+        let _installed = if handle_signals {
+            if SIGNALS_INSTALLED.swap(true, Ordering::AcqRel) {
+                return Err(ServeError::SignalsAlreadyInstalled);
+            }
+            let guard = SignalsInstalled;
+            let mut signals = runtime.signals().map_err(ServeError::Signals)?;
+            let stop_tx = tx.clone();
+            runtime.spawn(async move {
+                while let Some(sig) = signals.next().await {
+                    info!(signal = sig.name(), "[graceful-termination] received signal");
+                    if stop_tx.unbounded_send(Msg::Stop(StopSource::Signal)).is_err() {
+                        break;
+                    }
+                }
+            });
+            Some(guard)
+        } else {
+            None
+        };
+
+        let shared = Arc::clone(lifecycle.shared());
+        let now = |rt: &R| clock.instant(rt.now());
+        info!("[graceful-termination] waiting for shutdown to be initiated");
+        let mut lc = lifecycle.start(now(&runtime));
+        for (id, name, serve) in serves {
+            let ctx = ServeContext {
+                id,
+                name,
+                runtime: runtime.clone(),
+                shared: Arc::clone(&shared),
+                control: Arc::clone(&control),
+                tx: tx.clone(),
+            };
+            runtime.spawn(serve(ctx));
+        }
+
+        let mut destroy_ran = false;
+        loop {
+            while let Some(event) = lc.poll_event() {
+                match event {
+                    Event::Signal { signal, .. } => log_signal(signal),
+                    Event::NotifyReady => notify_systemd(&[sd_notify::NotifyState::Ready]),
+                    Event::NotifyStopping => notify_systemd(&[sd_notify::NotifyState::Stopping]),
+                    Event::RunPostStartHooks => spawn_hooks(&runtime, &lc, HookKind::PostStart, &mut hooks, &tx),
+                    Event::RunPreShutdownHooks => spawn_hooks(&runtime, &lc, HookKind::PreShutdown, &mut hooks, &tx),
+                    Event::RunAfterDrainHooks => spawn_hooks(&runtime, &lc, HookKind::AfterDrain, &mut hooks, &tx),
+                    Event::DrainStarted(plan) => info!(
+                        normal = plan.normal_in_flight,
+                        long_running = plan.long_running_in_flight,
+                        pacing_interval = ?plan.pacing_interval,
+                        "[graceful-termination] draining in-flight requests"
+                    ),
+                    Event::DrainProgress { normal_in_flight, long_running_in_flight } => info!(
+                        normal = normal_in_flight,
+                        long_running = long_running_in_flight,
+                        "[graceful-termination] drain in progress"
+                    ),
+                    Event::NormalDrainFinished { remaining, timed_out } => {
+                        if timed_out {
+                            warn!(remaining, "[graceful-termination] in-flight non long-running request(s) did not drain before the deadline");
+                        } else {
+                            info!("[graceful-termination] in-flight non long-running request(s) have drained");
+                        }
+                    }
+                    Event::LongRunningDrainFinished { before, after, timed_out, skipped } => {
+                        if skipped {
+                            info!(active = before, "[graceful-termination] not going to wait for active watch request(s) to drain");
+                        } else {
+                            info!(
+                                activeWatchesBefore = before,
+                                activeWatchesAfter = after,
+                                timed_out,
+                                "[graceful-termination] active watch request(s) have drained"
+                            );
+                        }
+                    }
+                    Event::StopListening { shutdown_deadline } => {
+                        info!(
+                            shutdown_timeout = ?shutdown_deadline.map(|d| d.saturating_duration_since(now(&runtime))),
+                            "[graceful-termination] stopping listeners"
+                        );
+                        control.stop.set();
+                    }
+                    Event::ForceCloseConnections => {
+                        error!("Failed to shutdown server: context deadline exceeded; closing remaining connections");
+                        control.force.set();
+                    }
+                    Event::HookFailed { hook, outcome } => error!(
+                        hook = lc.machine().hook_name(hook).unwrap_or("?"),
+                        kind = lc.machine().hook_kind(hook).map_or("?", HookKind::name),
+                        ?outcome,
+                        "[graceful-termination] hook failed"
+                    ),
+                    Event::ListenerFailed(id) => error!(
+                        listener = lc.machine().listener_name(id).unwrap_or("?"),
+                        "[graceful-termination] listener stopped unexpectedly"
+                    ),
+                    Event::RunDestroyHooks => {
+                        if !destroy_ran {
+                            destroy_ran = true;
+                            run_destroy_hooks(&runtime, &lc, &mut hooks).await;
+                        }
+                    }
+                    Event::Exit { code, reason } => {
+                        control.force.set();
+                        info!(code, %reason, "[graceful-termination] apiserver is exiting");
+                        return Ok(code);
+                    }
+                }
+            }
+
+            // Wait for an input, a deadline or a drain notification. The gate listener is
+            // created before the machine re-checks the counts, so no release is missed.
+            let draining = lc.phase() == Phase::Draining;
+            let gate_listener = draining.then(|| shared.gate().listen());
+            if draining {
+                let _ = lc.handle_input(Input::DrainProgress, now(&runtime));
+                if lc.machine().has_pending_events() {
+                    continue;
+                }
+            }
+            let deadline = lc.poll_timeout().map(|d| clock.to_std(d));
+            let mut sleep = pin!(deadline.map(|d| runtime.sleep_until(d)));
+            let mut gate_listener = gate_listener;
+            let woke = poll_fn(|cx| {
+                if let Poll::Ready(msg) = rx.poll_next_unpin(cx) {
+                    return Poll::Ready(Wake::Msg(msg));
+                }
+                if let Some(l) = gate_listener.as_mut() {
+                    if l.poll_unpin(cx).is_ready() {
+                        return Poll::Ready(Wake::Gate);
+                    }
+                }
+                if let Some(s) = sleep.as_mut().as_pin_mut() {
+                    if s.poll(cx).is_ready() {
+                        return Poll::Ready(Wake::Timer);
+                    }
+                }
+                Poll::Pending
+            })
+            .await;
+            let t = now(&runtime);
+            let result = match woke {
+                Wake::Msg(Some(msg)) => lc.handle_input(msg_input(msg), t),
+                // Every sender lives in this function too; cannot happen while it runs.
+                Wake::Msg(None) => Ok(()),
+                Wake::Gate => lc.handle_input(Input::DrainProgress, t),
+                Wake::Timer => {
+                    lc.handle_timeout(t);
+                    Ok(())
+                }
+            };
+            if let Err(e) = result {
+                debug!(error = %e, "input ignored by the lifecycle");
+            }
+        }
+    }
+}
+
+enum Wake {
+    Msg(Option<Msg>),
+    Gate,
+    Timer,
+}
+
+fn msg_input(msg: Msg) -> Input {
+    match msg {
+        Msg::Stop(source) => Input::StopRequested(source),
+        Msg::HookFinished(hook, outcome) => Input::HookFinished { hook, outcome },
+        Msg::ListenerServing(id) => Input::ListenerServing(id),
+        Msg::ListenerStopped(id) => Input::ListenerStopped(id),
+        Msg::ServerStopped(id) => Input::ServerStopped(id),
+    }
+}
+
+fn log_signal(signal: Signal) {
+    match signal {
+        Signal::PreShutdownHooksStopped => info!(
+            name = signal.name(),
+            "[graceful-termination] pre-shutdown hooks completed, shutdown event"
+        ),
+        _ => info!(name = signal.name(), "[graceful-termination] shutdown event"),
+    }
+}
+
+fn notify_systemd(state: &[sd_notify::NotifyState<'_>]) {
+    if std::env::var_os("NOTIFY_SOCKET").is_none() {
+        return;
+    }
+    if let Err(e) = sd_notify::notify(false, state) {
+        warn!(error = %e, "cannot notify systemd");
+    }
+}
+
+fn spawn_hooks<R: Runtime>(
+    runtime: &R,
+    lc: &Lifecycle<lameduck::Running>,
+    kind: HookKind,
+    hooks: &mut HashMap<HookId, HookFn>,
+    tx: &mpsc::UnboundedSender<Msg>,
+) {
+    let ids: Vec<(HookId, String)> = lc
+        .machine()
+        .hooks(kind)
+        .map(|(id, name)| (id, name.to_string()))
+        .collect();
+    for (id, name) in ids {
+        let Some(hook) = hooks.remove(&id) else {
+            continue;
+        };
+        let tx = tx.clone();
+        runtime.spawn(async move {
+            let outcome = match AssertUnwindSafe(async move { hook().await }).catch_unwind().await {
+                Ok(Ok(())) => HookOutcome::Succeeded,
+                Ok(Err(e)) => {
+                    error!(hook = %name, kind = kind.name(), error = %e, "[graceful-termination] hook returned an error");
+                    HookOutcome::Failed
+                }
+                Err(_) => {
+                    error!(hook = %name, kind = kind.name(), "[graceful-termination] hook panicked");
+                    HookOutcome::Panicked
+                }
+            };
+            let _ = tx.unbounded_send(Msg::HookFinished(id, outcome));
+        });
+    }
+}
+
+async fn run_destroy_hooks<R: Runtime>(
+    runtime: &R,
+    lc: &Lifecycle<lameduck::Running>,
+    hooks: &mut HashMap<HookId, HookFn>,
+) {
+    let deadline = runtime.now() + DESTROY_HOOKS_TIMEOUT;
+    let ids: Vec<(HookId, String)> = lc
+        .machine()
+        .hooks(HookKind::Destroy)
+        .map(|(id, name)| (id, name.to_string()))
+        .collect();
+    for (id, name) in ids {
+        let Some(hook) = hooks.remove(&id) else { continue };
+        let run = AssertUnwindSafe(async move { hook().await }).catch_unwind();
+        let sleep = runtime.sleep_until(deadline);
+        match futures_util::future::select(pin!(run), pin!(sleep)).await {
+            futures_util::future::Either::Left((Ok(Ok(())), _)) => {}
+            futures_util::future::Either::Left((Ok(Err(e)), _)) => {
+                error!(hook = %name, error = %e, "destroy hook failed");
+            }
+            futures_util::future::Either::Left((Err(_), _)) => error!(hook = %name, "destroy hook panicked"),
+            futures_util::future::Either::Right(_) => {
+                error!(hook = %name, "destroy hooks ran out of time");
+                return;
+            }
+        }
+    }
+}
+
+/// Counts live connections; wakes waiters when the count reaches zero.
+#[derive(Default)]
+struct Connections {
+    count: AtomicUsize,
+    zero: Notify,
+}
+
+struct ConnectionGuard(Arc<Connections>);
+
+impl Drop for ConnectionGuard {
+    fn drop(&mut self) {
+        if self.0.count.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.zero.notify(usize::MAX);
+        }
+    }
+}
+
+impl Connections {
+    fn open(self: &Arc<Self>) -> ConnectionGuard {
+        self.count.fetch_add(1, Ordering::AcqRel);
+        ConnectionGuard(Arc::clone(self))
+    }
+
+    async fn wait_zero(&self) {
+        loop {
+            if self.count.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            let l = self.zero.listen();
+            if self.count.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            l.await;
+        }
+    }
+}
+
+/// How long an accept loop waits after an accept error (e.g. too many open files).
+const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(50);
+
+async fn accept_loop<R, L, S, B>(ctx: ServeContext<R>, mut listener: L, service: S)
+where
+    R: Runtime,
+    L: Listener,
+    S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    let mut builder = auto::Builder::new(Exec(ctx.runtime.clone()));
+    builder.http1().timer(ctx.runtime.hyper_timer());
+    builder.http2().timer(ctx.runtime.hyper_timer());
+    let builder = Arc::new(builder);
+    let connections = Arc::new(Connections::default());
+    if let Ok(addr) = listener.local_addr() {
+        info!(listener = %ctx.name, %addr, "Serving on {addr}");
+    }
+    let _ = ctx.tx.unbounded_send(Msg::ListenerServing(ctx.id));
+
+    loop {
+        let stop = ctx.control.stop.wait();
+        let accepted = {
+            let accept = pin!(listener.accept());
+            let stop = pin!(stop);
+            match futures_util::future::select(accept, stop).await {
+                futures_util::future::Either::Left((r, _)) => r,
+                futures_util::future::Either::Right(_) => break,
+            }
+        };
+        match accepted {
+            Ok((io, peer)) => {
+                let guard = connections.open();
+                let conn = serve_connection(
+                    Arc::clone(&builder),
+                    io,
+                    peer,
+                    service.clone(),
+                    Arc::clone(&ctx.shared),
+                    Arc::clone(&ctx.control),
+                );
+                ctx.runtime.spawn(async move {
+                    conn.await;
+                    drop(guard);
+                });
+            }
+            Err(e) => {
+                warn!(listener = %ctx.name, error = %e, "accept failed");
+                let sleep = ctx.runtime.sleep_until(ctx.runtime.now() + ACCEPT_ERROR_BACKOFF);
+                let stop = ctx.control.stop.wait();
+                if let futures_util::future::Either::Right(_) =
+                    futures_util::future::select(pin!(sleep), pin!(stop)).await
+                {
+                    break;
+                }
+            }
+        }
+    }
+    let addr = listener.local_addr().ok();
+    drop(listener);
+    info!(listener = %ctx.name, addr = ?addr, "Stopped listening");
+    let _ = ctx.tx.unbounded_send(Msg::ListenerStopped(ctx.id));
+    let zero = pin!(connections.wait_zero());
+    let force = pin!(ctx.control.force.wait());
+    futures_util::future::select(zero, force).await;
+    let _ = ctx.tx.unbounded_send(Msg::ServerStopped(ctx.id));
+}
+
+/// Serves one connection. Graceful shutdown (HTTP/1 `Connection: close` after the current
+/// response, idle connections closed; HTTP/2 GOAWAY) starts when the listener stops, in mode A
+/// already at `NotAcceptingNewRequest` (the same moment), and for an HTTP/2 connection also
+/// when one of its responses asks to close the connection (mode B's 429).
+async fn serve_connection<R, I, S, B>(
+    builder: Arc<auto::Builder<Exec<R>>>,
+    io: I,
+    peer: SocketAddr,
+    service: S,
+    shared: Arc<Shared>,
+    control: Arc<ServeControl>,
+) where
+    R: Runtime,
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    let goaway = Arc::new(Flag::default());
+    let svc = crate::conn::ConnService::new(service, Arc::clone(&goaway));
+    let mut conn = pin!(builder.serve_connection_with_upgrades(io, svc));
+    let graceful = async {
+        let stop = pin!(control.stop.wait());
+        let not_accepting = pin!(async {
+            if shared.config().mode() == lameduck::ShutdownMode::CloseListener {
+                shared.signal_fired(Signal::NotAcceptingNewRequest).await;
+            } else {
+                std::future::pending::<()>().await;
+            }
+        });
+        let goaway = pin!(goaway.wait());
+        futures_util::future::select(stop, futures_util::future::select(not_accepting, goaway)).await;
+    };
+    let force = control.force.wait();
+    let mut graceful = pin!(graceful);
+    let mut force = pin!(force);
+    let mut shutting_down = false;
+    let result = poll_fn(|cx| {
+        if force.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Ok(()));
+        }
+        if !shutting_down && graceful.as_mut().poll(cx).is_ready() {
+            shutting_down = true;
+            conn.as_mut().graceful_shutdown();
+        }
+        conn.as_mut().poll(cx)
+    })
+    .await;
+    if let Err(e) = result {
+        debug!(%peer, error = %e, "connection error");
+    }
+}
