@@ -1,5 +1,10 @@
 //! Helpers shared by the top-level examples and black-box tests of the lameduck workspace.
 //!
-//! This package is never published; it exists so that `examples/` and `tests/` at the
-//! repository root have a package to belong to.
+//! This package is never published; it holds what every example server has in common
+//! (DESIGN section 6): flag parsing, logging, and the demo routes for hyper-based servers.
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod flags;
+pub mod logging;
+pub mod routes;

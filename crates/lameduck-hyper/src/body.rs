@@ -156,9 +156,7 @@ where
     fn is_end_stream(&self) -> bool {
         match &self.state {
             BodyState::Canned { data } => data.is_none(),
-            BodyState::Tracked {
-                inner, tracker, ..
-            } => match tracker {
+            BodyState::Tracked { inner, tracker, .. } => match tracker {
                 // A long-running body may still have to wait for its paced slot.
                 Some(Tracker::LongRunning(_)) => false,
                 _ => inner.is_end_stream(),

@@ -28,7 +28,7 @@ mod server;
 
 pub use admission::{
     canned_response, health_response, request_timeout, take_upgrade_ticket, AdmissionFuture,
-    AdmissionLayer, AdmissionService, Classifier, ShutdownSignal, UpgradeTicketSlot,
+    AdmissionLayer, AdmissionService, Classifier, HealthService, ShutdownSignal, UpgradeTicketSlot,
 };
 pub use body::LameduckBody;
 pub use runtime::{BoxFuture, Exec, Listener, OsSignal, Runtime};

@@ -23,8 +23,8 @@ use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper_util::server::conn::auto;
 use lameduck::{
-    Config, EndpointSet, Event, HookId, HookKind, HookOutcome, Input, Lifecycle,
-    ListenerId, Phase, Prepared, RegisterError, Shared, Signal, StdClock, StopSource,
+    Config, EndpointSet, Event, HookId, HookKind, HookOutcome, Input, Lifecycle, ListenerId, Phase,
+    Prepared, RegisterError, Shared, Signal, StdClock, StopSource,
 };
 use tower_service::Service;
 use tracing::{debug, error, info, warn};
@@ -115,7 +115,12 @@ impl<R: Runtime> Builder<R> {
         }
     }
 
-    fn hook<F, Fut, E>(&mut self, kind: HookKind, name: &str, f: F) -> Result<&mut Self, RegisterError>
+    fn hook<F, Fut, E>(
+        &mut self,
+        kind: HookKind,
+        name: &str,
+        f: F,
+    ) -> Result<&mut Self, RegisterError>
     where
         F: FnOnce() -> Fut + Send + 'static,
         Fut: Future<Output = Result<(), E>> + Send + 'static,
@@ -134,7 +139,11 @@ impl<R: Runtime> Builder<R> {
     /// Adds a pre-shutdown hook: runs from `ShutdownInitiated`, concurrently with the delay
     /// and the other pre-shutdown hooks; `NotAcceptingNewRequest` waits for it. A failure
     /// or panic is logged with the hook's name and makes the exit code 1, after the drain.
-    pub fn pre_shutdown_hook<F, Fut, E>(&mut self, name: &str, f: F) -> Result<&mut Self, RegisterError>
+    pub fn pre_shutdown_hook<F, Fut, E>(
+        &mut self,
+        name: &str,
+        f: F,
+    ) -> Result<&mut Self, RegisterError>
     where
         F: FnOnce() -> Fut + Send + 'static,
         Fut: Future<Output = Result<(), E>> + Send + 'static,
@@ -146,7 +155,11 @@ impl<R: Runtime> Builder<R> {
     /// Adds a post-start hook: runs once every listener serves; the health check
     /// `poststarthook/<name>` fails until it returns. A failure starts a graceful
     /// termination that exits 1.
-    pub fn post_start_hook<F, Fut, E>(&mut self, name: &str, f: F) -> Result<&mut Self, RegisterError>
+    pub fn post_start_hook<F, Fut, E>(
+        &mut self,
+        name: &str,
+        f: F,
+    ) -> Result<&mut Self, RegisterError>
     where
         F: FnOnce() -> Fut + Send + 'static,
         Fut: Future<Output = Result<(), E>> + Send + 'static,
@@ -157,7 +170,11 @@ impl<R: Runtime> Builder<R> {
 
     /// Adds an after-drain hook (flush logs, traces, exporters): runs after
     /// `InFlightRequestsDrained`; the exit waits for it.
-    pub fn after_drain_hook<F, Fut, E>(&mut self, name: &str, f: F) -> Result<&mut Self, RegisterError>
+    pub fn after_drain_hook<F, Fut, E>(
+        &mut self,
+        name: &str,
+        f: F,
+    ) -> Result<&mut Self, RegisterError>
     where
         F: FnOnce() -> Fut + Send + 'static,
         Fut: Future<Output = Result<(), E>> + Send + 'static,
@@ -260,7 +277,9 @@ impl Handle {
     /// Delivers an OS-signal-like stop (a second one forces exit 1), for embedders that own
     /// signal handling.
     pub fn deliver_signal(&self) -> bool {
-        self.tx.unbounded_send(Msg::Stop(StopSource::Signal)).is_ok()
+        self.tx
+            .unbounded_send(Msg::Stop(StopSource::Signal))
+            .is_ok()
     }
 
     /// The lifecycle's shared state: signals, gate counts, health.
@@ -324,9 +343,26 @@ impl<R: Runtime> Server<R> {
         AdmissionLayer::new(Arc::clone(self.shared()), self.runtime.clone(), self.clock)
     }
 
+    /// A service answering the health endpoints, for routers that mount them explicitly.
+    #[must_use]
+    pub fn health_service(&self) -> crate::HealthService<R> {
+        crate::HealthService::new(Arc::clone(self.shared()), self.runtime.clone(), self.clock)
+    }
+
+    /// The runtime.
+    #[must_use]
+    pub fn runtime(&self) -> &R {
+        &self.runtime
+    }
+
     /// Serves `service` on `listener` (HTTP/1.1 and HTTP/2 with prior knowledge, upgrades
     /// allowed) as part of this lifecycle. Wrap the service in [`Server::layer`] first.
-    pub fn serve<L, S, B>(&mut self, name: &str, listener: L, service: S) -> Result<SocketAddr, ServeError>
+    pub fn serve<L, S, B>(
+        &mut self,
+        name: &str,
+        listener: L,
+        service: S,
+    ) -> Result<SocketAddr, ServeError>
     where
         L: Listener,
         S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
@@ -335,9 +371,12 @@ impl<R: Runtime> Server<R> {
         B: http_body::Body<Data = Bytes> + Send + 'static,
         B::Error: Into<BoxError>,
     {
-        let addr = listener
-            .local_addr()
-            .map_err(|e| ServeError::Register(RegisterError::InvalidName { what: "listener", name: e.to_string() }))?;
+        let addr = listener.local_addr().map_err(|e| {
+            ServeError::Register(RegisterError::InvalidName {
+                what: "listener",
+                name: e.to_string(),
+            })
+        })?;
         let id = self.lifecycle.add_listener(name)?;
         let serve: ServeFn<R> = Box::new(move |ctx| Box::pin(accept_loop(ctx, listener, service)));
         self.serves.push((id, name.to_string(), serve));
@@ -368,8 +407,14 @@ impl<R: Runtime> Server<R> {
             let stop_tx = tx.clone();
             runtime.spawn(async move {
                 while let Some(sig) = signals.next().await {
-                    info!(signal = sig.name(), "[graceful-termination] received signal");
-                    if stop_tx.unbounded_send(Msg::Stop(StopSource::Signal)).is_err() {
+                    info!(
+                        signal = sig.name(),
+                        "[graceful-termination] received signal"
+                    );
+                    if stop_tx
+                        .unbounded_send(Msg::Stop(StopSource::Signal))
+                        .is_err()
+                    {
                         break;
                     }
                 }
@@ -396,34 +441,53 @@ impl<R: Runtime> Server<R> {
         }
 
         let mut destroy_ran = false;
+        // HasBeenReady fires in a request task (the first 200 from /readyz); log it here.
+        let mut has_been_ready = Some(shared.signal_fired(Signal::HasBeenReady));
         loop {
             while let Some(event) = lc.poll_event() {
                 match event {
                     Event::Signal { signal, .. } => log_signal(signal),
                     Event::NotifyReady => notify_systemd(&[sd_notify::NotifyState::Ready]),
                     Event::NotifyStopping => notify_systemd(&[sd_notify::NotifyState::Stopping]),
-                    Event::RunPostStartHooks => spawn_hooks(&runtime, &lc, HookKind::PostStart, &mut hooks, &tx),
-                    Event::RunPreShutdownHooks => spawn_hooks(&runtime, &lc, HookKind::PreShutdown, &mut hooks, &tx),
-                    Event::RunAfterDrainHooks => spawn_hooks(&runtime, &lc, HookKind::AfterDrain, &mut hooks, &tx),
+                    Event::RunPostStartHooks => {
+                        spawn_hooks(&runtime, &lc, HookKind::PostStart, &mut hooks, &tx)
+                    }
+                    Event::RunPreShutdownHooks => {
+                        spawn_hooks(&runtime, &lc, HookKind::PreShutdown, &mut hooks, &tx)
+                    }
+                    Event::RunAfterDrainHooks => {
+                        spawn_hooks(&runtime, &lc, HookKind::AfterDrain, &mut hooks, &tx)
+                    }
                     Event::DrainStarted(plan) => info!(
                         normal = plan.normal_in_flight,
                         long_running = plan.long_running_in_flight,
                         pacing_interval = ?plan.pacing_interval,
                         "[graceful-termination] draining in-flight requests"
                     ),
-                    Event::DrainProgress { normal_in_flight, long_running_in_flight } => info!(
+                    Event::DrainProgress {
+                        normal_in_flight,
+                        long_running_in_flight,
+                    } => info!(
                         normal = normal_in_flight,
                         long_running = long_running_in_flight,
                         "[graceful-termination] drain in progress"
                     ),
-                    Event::NormalDrainFinished { remaining, timed_out } => {
+                    Event::NormalDrainFinished {
+                        remaining,
+                        timed_out,
+                    } => {
                         if timed_out {
                             warn!(remaining, "[graceful-termination] in-flight non long-running request(s) did not drain before the deadline");
                         } else {
                             info!("[graceful-termination] in-flight non long-running request(s) have drained");
                         }
                     }
-                    Event::LongRunningDrainFinished { before, after, timed_out, skipped } => {
+                    Event::LongRunningDrainFinished {
+                        before,
+                        after,
+                        timed_out,
+                        skipped,
+                    } => {
                         if skipped {
                             info!(active = before, "[graceful-termination] not going to wait for active watch request(s) to drain");
                         } else {
@@ -492,6 +556,12 @@ impl<R: Runtime> Server<R> {
                         return Poll::Ready(Wake::Gate);
                     }
                 }
+                if let Some(ready) = has_been_ready.as_mut() {
+                    if ready.poll_unpin(cx).is_ready() {
+                        has_been_ready = None;
+                        return Poll::Ready(Wake::Ready);
+                    }
+                }
                 if let Some(s) = sleep.as_mut().as_pin_mut() {
                     if s.poll(cx).is_ready() {
                         return Poll::Ready(Wake::Timer);
@@ -506,6 +576,10 @@ impl<R: Runtime> Server<R> {
                 // Every sender lives in this function too; cannot happen while it runs.
                 Wake::Msg(None) => Ok(()),
                 Wake::Gate => lc.handle_input(Input::DrainProgress, t),
+                Wake::Ready => {
+                    log_signal(Signal::HasBeenReady);
+                    Ok(())
+                }
                 Wake::Timer => {
                     lc.handle_timeout(t);
                     Ok(())
@@ -521,6 +595,7 @@ impl<R: Runtime> Server<R> {
 enum Wake {
     Msg(Option<Msg>),
     Gate,
+    Ready,
     Timer,
 }
 
@@ -537,10 +612,13 @@ fn msg_input(msg: Msg) -> Input {
 fn log_signal(signal: Signal) {
     match signal {
         Signal::PreShutdownHooksStopped => info!(
-            name = signal.name(),
+            name = %signal,
             "[graceful-termination] pre-shutdown hooks completed, shutdown event"
         ),
-        _ => info!(name = signal.name(), "[graceful-termination] shutdown event"),
+        Signal::HasBeenReady | Signal::MuxAndDiscoveryComplete => {
+            info!(name = %signal, "[graceful-termination] lifecycle event");
+        }
+        _ => info!(name = %signal, "[graceful-termination] shutdown event"),
     }
 }
 
@@ -599,7 +677,9 @@ async fn run_destroy_hooks<R: Runtime>(
         .map(|(id, name)| (id, name.to_string()))
         .collect();
     for (id, name) in ids {
-        let Some(hook) = hooks.remove(&id) else { continue };
+        let Some(hook) = hooks.remove(&id) else {
+            continue;
+        };
         let run = AssertUnwindSafe(async move { hook().await }).catch_unwind();
         let sleep = runtime.sleep_until(deadline);
         match futures_util::future::select(pin!(run), pin!(sleep)).await {
@@ -607,7 +687,9 @@ async fn run_destroy_hooks<R: Runtime>(
             futures_util::future::Either::Left((Ok(Err(e)), _)) => {
                 error!(hook = %name, error = %e, "destroy hook failed");
             }
-            futures_util::future::Either::Left((Err(_), _)) => error!(hook = %name, "destroy hook panicked"),
+            futures_util::future::Either::Left((Err(_), _)) => {
+                error!(hook = %name, "destroy hook panicked")
+            }
             futures_util::future::Either::Right(_) => {
                 error!(hook = %name, "destroy hooks ran out of time");
                 return;
@@ -704,7 +786,9 @@ where
             }
             Err(e) => {
                 warn!(listener = %ctx.name, error = %e, "accept failed");
-                let sleep = ctx.runtime.sleep_until(ctx.runtime.now() + ACCEPT_ERROR_BACKOFF);
+                let sleep = ctx
+                    .runtime
+                    .sleep_until(ctx.runtime.now() + ACCEPT_ERROR_BACKOFF);
                 let stop = ctx.control.stop.wait();
                 if let futures_util::future::Either::Right(_) =
                     futures_util::future::select(pin!(sleep), pin!(stop)).await
@@ -757,7 +841,8 @@ async fn serve_connection<R, I, S, B>(
             }
         });
         let goaway = pin!(goaway.wait());
-        futures_util::future::select(stop, futures_util::future::select(not_accepting, goaway)).await;
+        futures_util::future::select(stop, futures_util::future::select(not_accepting, goaway))
+            .await;
     };
     let force = control.force.wait();
     let mut graceful = pin!(graceful);

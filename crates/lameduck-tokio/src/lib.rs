@@ -41,9 +41,7 @@ use lameduck_hyper::{Builder, Listener, OsSignal, Runtime};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
-pub use lameduck_hyper::{
-    take_upgrade_ticket, AdmissionLayer, Handle, ServeError, ShutdownSignal,
-};
+pub use lameduck_hyper::{take_upgrade_ticket, AdmissionLayer, Handle, ServeError, ShutdownSignal};
 
 /// The tokio runtime seam: tokio's clock, `tokio::spawn`, tokio signals and hyper-util's
 /// `TokioTimer`.

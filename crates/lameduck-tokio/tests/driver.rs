@@ -1,0 +1,253 @@
+//! The tokio driver and admission layer under tokio's paused clock: every duration here is
+//! virtual, so the tests are exact and instant.
+
+use std::convert::Infallible;
+use std::io;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use http_body_util::{BodyExt, Empty, Full};
+use hyper_util::rt::TokioIo;
+use lameduck::{Config, Signal};
+use lameduck_hyper::{Listener, ServeError};
+use lameduck_tokio::ShutdownSignal;
+use tokio::io::DuplexStream;
+use tower::{service_fn, Layer, ServiceExt};
+
+/// A listener that never accepts: the driver's own behaviour, without sockets.
+struct IdleListener;
+
+impl Listener for IdleListener {
+    type Io = TokioIo<DuplexStream>;
+
+    async fn accept(&mut self) -> io::Result<(Self::Io, SocketAddr)> {
+        std::future::pending().await
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        Ok(([127, 0, 0, 1], 1).into())
+    }
+}
+
+fn ok_service() -> impl tower::Service<
+    Request<hyper::body::Incoming>,
+    Response = Response<Full<Bytes>>,
+    Error = Infallible,
+    Future = impl Send,
+> + Clone
+       + Send
+       + 'static {
+    service_fn(|_req: Request<hyper::body::Incoming>| async {
+        Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"ok"))))
+    })
+}
+
+fn config(f: impl FnOnce(lameduck::ConfigBuilder) -> lameduck::ConfigBuilder) -> Config {
+    f(Config::builder()).build().unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn not_accepting_waits_for_the_delay_and_a_slow_hook_then_exits_0() {
+    let mut b = lameduck_tokio::builder(config(|c| c.shutdown_delay(Duration::from_secs(5))));
+    b.without_signals();
+    b.pre_shutdown_hook("slow", || async {
+        tokio::time::sleep(Duration::from_secs(7)).await;
+        Ok::<_, Infallible>(())
+    })
+    .unwrap();
+    let mut server = b.prepare();
+    server.serve("api", IdleListener, ok_service()).unwrap();
+    let handle = server.handle();
+    let run = tokio::spawn(server.run());
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(handle.request_shutdown());
+    assert_eq!(run.await.unwrap().unwrap(), 0);
+    let shared = handle.shared();
+    let t0 = shared.fired_at(Signal::ShutdownInitiated).unwrap();
+    let delay = shared.fired_at(Signal::AfterShutdownDelayDuration).unwrap() - t0;
+    let n = shared.fired_at(Signal::NotAcceptingNewRequest).unwrap() - t0;
+    // Virtual time: exact up to the scheduler's millisecond rounding.
+    assert!(
+        delay >= Duration::from_secs(5) && delay < Duration::from_millis(5010),
+        "{delay:?}"
+    );
+    assert!(
+        n >= Duration::from_secs(7) && n < Duration::from_millis(7010),
+        "{n:?}"
+    );
+    for s in [
+        Signal::InFlightRequestsDrained,
+        Signal::HTTPServerStoppedListening,
+    ] {
+        assert!(shared.has_fired(s), "{s}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn failing_and_panicking_hooks_still_drain_and_exit_1() {
+    for panic in [false, true] {
+        let mut b = lameduck_tokio::builder(Config::default());
+        b.without_signals();
+        b.pre_shutdown_hook("bad", move || async move {
+            if panic {
+                panic!("hook panicked on purpose");
+            }
+            Err::<(), _>("hook failed on purpose")
+        })
+        .unwrap();
+        let mut server = b.prepare();
+        server.serve("api", IdleListener, ok_service()).unwrap();
+        let handle = server.handle();
+        let run = tokio::spawn(server.run());
+        handle.request_shutdown();
+        assert_eq!(run.await.unwrap().unwrap(), 1, "panic = {panic}");
+        assert!(handle.shared().has_fired(Signal::InFlightRequestsDrained));
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_second_signal_exits_1_at_once() {
+    let mut b = lameduck_tokio::builder(config(|c| c.shutdown_delay(Duration::from_secs(60))));
+    b.without_signals();
+    let mut server = b.prepare();
+    server.serve("api", IdleListener, ok_service()).unwrap();
+    let handle = server.handle();
+    let run = tokio::spawn(server.run());
+    handle.deliver_signal();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    handle.deliver_signal();
+    let started = tokio::time::Instant::now();
+    assert_eq!(run.await.unwrap().unwrap(), 1);
+    assert!(started.elapsed() < Duration::from_millis(10));
+    assert!(!handle.shared().has_fired(Signal::NotAcceptingNewRequest));
+}
+
+#[tokio::test(start_paused = true)]
+async fn installing_the_signal_handler_twice_is_an_error() {
+    let mut first = lameduck_tokio::builder(Config::default()).prepare();
+    first.serve("api", IdleListener, ok_service()).unwrap();
+    let handle = first.handle();
+    let run = tokio::spawn(first.run());
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let second = lameduck_tokio::builder(Config::default()).prepare();
+    assert!(matches!(
+        second.run().await,
+        Err(ServeError::SignalsAlreadyInstalled)
+    ));
+    handle.request_shutdown();
+    assert_eq!(run.await.unwrap().unwrap(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_past_the_timeout_gets_504_and_is_released() {
+    let mut b = lameduck_tokio::builder(config(|c| c.request_timeout(Duration::from_secs(2))));
+    b.without_signals();
+    let server = b.prepare();
+    let svc = server
+        .layer()
+        .layer(service_fn(|_req: Request<Empty<Bytes>>| async {
+            tokio::time::sleep(Duration::from_secs(10)).await;
+            Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"late"))))
+        }));
+    let started = tokio::time::Instant::now();
+    let res = svc.oneshot(Request::new(Empty::new())).await.unwrap();
+    assert_eq!(res.status(), StatusCode::GATEWAY_TIMEOUT);
+    assert!(
+        started.elapsed() >= Duration::from_secs(2) && started.elapsed() < Duration::from_secs(3)
+    );
+    let body = res.into_body().collect().await.unwrap().to_bytes();
+    assert!(std::str::from_utf8(&body).unwrap().contains("Timeout"));
+    assert_eq!(server.shared().gate().normal_in_flight(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn closed_gate_answers_503_in_mode_a_and_429_in_mode_b_but_serves_health() {
+    for mode_b in [false, true] {
+        let mut b = lameduck_tokio::builder(config(|c| c.shutdown_send_retry_after(mode_b)));
+        b.without_signals();
+        let mut server = b.prepare();
+        let layer = server.layer();
+        server.serve("api", IdleListener, ok_service()).unwrap();
+        let handle = server.handle();
+        let run = tokio::spawn(server.run());
+        handle.request_shutdown();
+        assert_eq!(run.await.unwrap().unwrap(), 0);
+        let svc = layer.layer(service_fn(|_req: Request<Empty<Bytes>>| async {
+            Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"ok"))))
+        }));
+        let res = svc
+            .clone()
+            .oneshot(Request::new(Empty::new()))
+            .await
+            .unwrap();
+        let h = res.headers().clone();
+        if mode_b {
+            assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
+            assert_eq!(h["retry-after"], "5");
+            assert_eq!(h["connection"], "close");
+            let body = res.into_body().collect().await.unwrap().to_bytes();
+            assert_eq!(
+                &body[..],
+                b"The apiserver is shutting down, please try again later.\n"
+            );
+        } else {
+            assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+            assert_eq!(h["retry-after"], "1");
+        }
+        let health = Request::builder().uri("/livez").body(Empty::new()).unwrap();
+        let res = svc.oneshot(health).await.unwrap();
+        assert_eq!(res.status(), StatusCode::OK);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn long_running_bodies_end_at_the_paced_rate_and_hold_the_drain() {
+    let mut b = lameduck_tokio::builder(config(|c| {
+        c.shutdown_watch_termination_grace_period(Duration::from_secs(10))
+    }));
+    b.without_signals();
+    let mut server = b.prepare();
+    let layer = server.layer();
+    server.serve("api", IdleListener, ok_service()).unwrap();
+    let handle = server.handle();
+    // A stream that ends as soon as the server says so.
+    let svc = layer.layer(service_fn(|req: Request<Empty<Bytes>>| async move {
+        let signal = req.extensions().get::<ShutdownSignal>().cloned().unwrap();
+        let body = http_body_util::StreamBody::new(futures_util::stream::once(async move {
+            signal.wait().await;
+            Ok::<_, Infallible>(http_body::Frame::data(Bytes::from_static(b"bye\n")))
+        }));
+        Ok::<_, Infallible>(Response::new(body))
+    }));
+    let mut ends = Vec::new();
+    for _ in 0..4 {
+        let req = Request::builder()
+            .uri("/x?watch=true")
+            .body(Empty::new())
+            .unwrap();
+        let res = svc.clone().oneshot(req).await.unwrap();
+        ends.push(tokio::spawn(async move {
+            res.into_body().collect().await.unwrap();
+            tokio::time::Instant::now()
+        }));
+    }
+    assert_eq!(handle.in_flight(), (0, 4));
+    let run = tokio::spawn(server.run());
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    handle.request_shutdown();
+    let mut at = Vec::new();
+    for e in ends {
+        at.push(e.await.unwrap());
+    }
+    at.sort();
+    // max(4 / 10 s, 200/s) = 200/s: one end every 5 ms, the first at once.
+    let span = at[3] - at[0];
+    assert!(
+        span >= Duration::from_millis(15) && span <= Duration::from_millis(20),
+        "{span:?}"
+    );
+    assert_eq!(run.await.unwrap().unwrap(), 0);
+    assert_eq!(handle.in_flight(), (0, 0));
+}
