@@ -8,3 +8,4 @@
 pub mod flags;
 pub mod logging;
 pub mod routes;
+pub mod server;

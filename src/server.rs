@@ -1,0 +1,88 @@
+//! What every example server does around its routes: register the demo hook, bind, serve,
+//! print the `listening on` line, run, and turn every error into exit 1 with a message.
+
+use std::convert::Infallible;
+use std::io::{self, Write};
+
+use bytes::Bytes;
+use http::{Request, Response};
+use hyper::body::Incoming;
+use lameduck_hyper::{BoxError, Builder, Listener, Runtime, Server};
+use tower::Service;
+
+use crate::flags::Flags;
+
+/// Runs an example server on `runtime`: `listener` is the result of binding
+/// `flags.listen`, `service` builds the routes (wrapped in the admission layer) from the
+/// prepared server. Returns the process exit code.
+pub async fn run<R, L, S, B>(
+    flags: &Flags,
+    runtime: R,
+    listener: io::Result<L>,
+    service: impl FnOnce(&Server<R>) -> S,
+) -> i32
+where
+    R: Runtime,
+    L: Listener,
+    S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    let mut builder = Builder::new(flags.config.clone(), runtime.clone());
+    if let Some(d) = flags.pre_shutdown_hook_duration {
+        let rt = runtime.clone();
+        let registered = builder.pre_shutdown_hook("demo-sleep", move || async move {
+            rt.sleep_until(rt.now() + d).await;
+            Ok::<_, Infallible>(())
+        });
+        if let Err(e) = registered {
+            eprintln!("error: {e}");
+            return 1;
+        }
+    }
+    let mut server = builder.prepare();
+    let listener = match listener {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("error: failed to listen on {}: {e}", flags.listen);
+            return 1;
+        }
+    };
+    let service = service(&server);
+    let addr = match server.serve("api", listener, service) {
+        Ok(addr) => addr,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 1;
+        }
+    };
+    println!("listening on http://{addr}");
+    let _ = io::stdout().flush();
+    match server.run().await {
+        Ok(code) => i32::from(code),
+        Err(e) => {
+            eprintln!("error: {e}");
+            1
+        }
+    }
+}
+
+/// Runs `main` on a multi-threaded tokio runtime and exits the process with its code.
+pub fn exit_with_tokio<F: std::future::Future<Output = i32>>(main: impl FnOnce() -> F) -> ! {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the tokio runtime: {e}");
+            std::process::exit(1);
+        }
+    };
+    let code = runtime.block_on(main());
+    // Connections still open after a forced shutdown are not waited for.
+    runtime.shutdown_background();
+    std::process::exit(code);
+}
