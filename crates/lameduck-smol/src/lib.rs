@@ -1,0 +1,182 @@
+//! [`lameduck`] on smol / async-io: kube-apiserver's graceful termination for hyper 1
+//! services, from the same core and the same hyper glue as the tokio adapter.
+//!
+//! This crate supplies only smol's pieces: async-io's clock and timers, a spawner (smol's
+//! global executor or your own multi-threaded [`async_executor::Executor`]), async-signal's
+//! SIGTERM/SIGINT, and async-net listeners. Everything else is [`lameduck_hyper`].
+//!
+//! ```no_run
+//! use std::convert::Infallible;
+//! use lameduck::Config;
+//! use tower::ServiceBuilder;
+//!
+//! smol::block_on(async {
+//!     let mut server = lameduck_smol::builder(Config::default()).prepare();
+//!     let service = ServiceBuilder::new()
+//!         .layer(server.layer())
+//!         .service_fn(|_req: http::Request<hyper::body::Incoming>| async {
+//!             Ok::<_, Infallible>(http::Response::new(http_body_util::Full::new(bytes::Bytes::from("ok"))))
+//!         });
+//!     let listener = lameduck_smol::bind("127.0.0.1:8080".parse().unwrap()).await.unwrap();
+//!     server.serve("api", listener, service).unwrap();
+//!     std::process::exit(server.run().await.unwrap().into());
+//! })
+//! ```
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use async_executor::Executor;
+use async_io::Timer;
+use async_net::{TcpListener, TcpStream};
+use async_signal::{Signal, Signals};
+use futures_util::Stream;
+use lameduck::Config;
+use lameduck_hyper::{Builder, Listener, OsSignal, Runtime};
+use smol_hyper::rt::{FuturesIo, SmolTimer};
+
+pub use lameduck_hyper::{take_upgrade_ticket, AdmissionLayer, Handle, ServeError, ShutdownSignal};
+
+/// The smol runtime seam. Tasks go to smol's global executor, or to an executor of yours
+/// (run it on as many threads as you like).
+#[derive(Clone, Default)]
+pub struct SmolRuntime {
+    executor: Option<Arc<Executor<'static>>>,
+}
+
+impl std::fmt::Debug for SmolRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SmolRuntime")
+            .field("own_executor", &self.executor.is_some())
+            .finish()
+    }
+}
+
+impl SmolRuntime {
+    /// Spawns onto smol's global executor (`smol::spawn`).
+    #[must_use]
+    pub fn global() -> Self {
+        SmolRuntime { executor: None }
+    }
+
+    /// Spawns onto `executor`.
+    #[must_use]
+    pub fn with_executor(executor: Arc<Executor<'static>>) -> Self {
+        SmolRuntime {
+            executor: Some(executor),
+        }
+    }
+}
+
+/// async-io's timer as a `()` future.
+#[derive(Debug)]
+pub struct SmolSleep(Timer);
+
+impl Future for SmolSleep {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        Pin::new(&mut self.0).poll(cx).map(|_| ())
+    }
+}
+
+impl Runtime for SmolRuntime {
+    type Sleep = SmolSleep;
+    type HyperTimer = SmolTimer;
+    type Signals = SmolSignals;
+
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+
+    fn sleep_until(&self, deadline: Instant) -> SmolSleep {
+        SmolSleep(Timer::at(deadline))
+    }
+
+    fn spawn<F>(&self, future: F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        match &self.executor {
+            Some(ex) => ex.spawn(future).detach(),
+            None => smol::spawn(future).detach(),
+        }
+    }
+
+    fn hyper_timer(&self) -> SmolTimer {
+        SmolTimer::new()
+    }
+
+    fn signals(&self) -> io::Result<SmolSignals> {
+        Ok(SmolSignals(Signals::new([Signal::Term, Signal::Int])?))
+    }
+}
+
+/// SIGTERM and SIGINT from async-signal.
+#[derive(Debug)]
+pub struct SmolSignals(Signals);
+
+impl Stream for SmolSignals {
+    type Item = OsSignal;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<OsSignal>> {
+        loop {
+            return match Pin::new(&mut self.0).poll_next(cx) {
+                Poll::Ready(Some(Ok(Signal::Term))) => Poll::Ready(Some(OsSignal::Terminate)),
+                Poll::Ready(Some(Ok(Signal::Int))) => Poll::Ready(Some(OsSignal::Interrupt)),
+                // Other signals are not registered; errors are transient reads.
+                Poll::Ready(Some(_)) => continue,
+                Poll::Ready(None) => Poll::Ready(None),
+                Poll::Pending => Poll::Pending,
+            };
+        }
+    }
+}
+
+/// An async-net TCP listener for [`lameduck_hyper::Server::serve`].
+#[derive(Debug)]
+pub struct SmolListener(pub TcpListener);
+
+impl Listener for SmolListener {
+    type Io = FuturesIo<TcpStream>;
+
+    async fn accept(&mut self) -> io::Result<(Self::Io, SocketAddr)> {
+        let (stream, peer) = self.0.accept().await?;
+        let _ = stream.set_nodelay(true);
+        Ok((FuturesIo::new(stream), peer))
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.0.local_addr()
+    }
+}
+
+/// Binds a TCP listener on `addr`.
+pub async fn bind(addr: SocketAddr) -> io::Result<SmolListener> {
+    Ok(SmolListener(TcpListener::bind(addr).await?))
+}
+
+/// A server builder on smol.
+pub type ServerBuilder = Builder<SmolRuntime>;
+
+/// A prepared server on smol.
+pub type Server = lameduck_hyper::Server<SmolRuntime>;
+
+/// Starts configuring a server on smol's global executor.
+#[must_use]
+pub fn builder(config: Config) -> ServerBuilder {
+    Builder::new(config, SmolRuntime::global())
+}
+
+/// Starts configuring a server whose tasks run on `executor`.
+#[must_use]
+pub fn builder_on(config: Config, executor: Arc<Executor<'static>>) -> ServerBuilder {
+    Builder::new(config, SmolRuntime::with_executor(executor))
+}

@@ -1,0 +1,22 @@
+//! The example server on smol + hyper (DESIGN section 6), on a two-thread smol executor.
+//!
+//! `cargo run --release --example smol_server -- --listen 127.0.0.1:8080 --shutdown-delay 5s`
+
+use lameduck_smol::SmolRuntime;
+use lameduck_suite::{flags, logging, routes, server};
+use tower::ServiceBuilder;
+
+fn main() {
+    let flags = flags::from_env_or_exit();
+    logging::init();
+    server::exit_with_smol(2, |executor| async move {
+        let runtime = SmolRuntime::with_executor(executor);
+        let listener = lameduck_smol::bind(flags.listen).await;
+        server::run(&flags, runtime.clone(), listener, |server| {
+            ServiceBuilder::new()
+                .layer(server.layer().long_running(routes::is_long_running))
+                .service(routes::service(runtime))
+        })
+        .await
+    })
+}
