@@ -4,32 +4,19 @@
 use std::convert::Infallible;
 use std::io::{self, Write};
 
-use bytes::Bytes;
-use http::{Request, Response};
-use hyper::body::Incoming;
-use lameduck_hyper::{BoxError, Builder, Listener, Runtime, Server};
-use tower::Service;
+use lameduck_hyper::{Builder, HttpService, Listener, Runtime, Server};
 
 use crate::flags::Flags;
 
 /// Runs an example server on `runtime`: `listener` is the result of binding
 /// `flags.listen`, `service` builds the routes (wrapped in the admission layer) from the
 /// prepared server. Returns the process exit code.
-pub async fn run<R, L, S, B>(
+pub async fn run<R: Runtime, L: Listener, S: HttpService>(
     flags: &Flags,
     runtime: R,
     listener: io::Result<L>,
     service: impl FnOnce(&Server<R>) -> S,
-) -> i32
-where
-    R: Runtime,
-    L: Listener,
-    S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<BoxError>,
-    B: http_body::Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<BoxError>,
-{
+) -> i32 {
     let mut builder = Builder::new(flags.config.clone(), runtime.clone());
     if let Some(d) = flags.pre_shutdown_hook_duration {
         let rt = runtime.clone();

@@ -32,4 +32,6 @@ pub use admission::{
 };
 pub use body::LameduckBody;
 pub use runtime::{BoxFuture, Exec, Listener, OsSignal, Runtime};
-pub use server::{BoxError, Builder, Handle, ServeError, Server, DESTROY_HOOKS_TIMEOUT};
+pub use server::{
+    BoxError, Builder, Handle, Hook, HttpService, ServeError, Server, DESTROY_HOOKS_TIMEOUT,
+};

@@ -37,6 +37,51 @@ use crate::runtime::{BoxFuture, Exec, Listener, Runtime};
 pub type BoxError = Box<dyn StdError + Send + Sync>;
 
 type HookFn = Box<dyn FnOnce() -> BoxFuture<Result<(), BoxError>> + Send>;
+
+/// A service [`Server::serve`] can serve: a cloneable tower service from hyper requests to
+/// responses with a `Bytes` body. Implemented for every such service.
+pub trait HttpService:
+    Service<
+        Request<Incoming>,
+        Response = Response<Self::Body>,
+        Error: Into<BoxError>,
+        Future: Send + 'static,
+    > + Clone
+    + Send
+    + 'static
+{
+    /// The response body.
+    type Body: http_body::Body<Data = Bytes, Error: Into<BoxError>> + Send + 'static;
+}
+
+impl<S, B> HttpService for S
+where
+    S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    type Body = B;
+}
+
+/// A hook: an async function run once, returning `Ok` or an error. Implemented for every
+/// `FnOnce() -> impl Future<Output = Result<(), E>>` with `E: Into<BoxError>`.
+pub trait Hook: Send + 'static {
+    /// Boxes the hook.
+    fn into_boxed(self) -> Box<dyn FnOnce() -> BoxFuture<Result<(), BoxError>> + Send>;
+}
+
+impl<F, Fut, E> Hook for F
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: Future<Output = Result<(), E>> + Send + 'static,
+    E: Into<BoxError>,
+{
+    fn into_boxed(self) -> HookFn {
+        Box::new(move || Box::pin(async move { self().await.map_err(Into::into) }))
+    }
+}
 type ServeFn<R> = Box<dyn FnOnce(ServeContext<R>) -> BoxFuture<()> + Send>;
 
 /// Errors from building or running a server.
@@ -95,15 +140,6 @@ impl<R: Runtime> fmt::Debug for Builder<R> {
     }
 }
 
-fn boxed_hook<F, Fut, E>(f: F) -> HookFn
-where
-    F: FnOnce() -> Fut + Send + 'static,
-    Fut: Future<Output = Result<(), E>> + Send + 'static,
-    E: Into<BoxError>,
-{
-    Box::new(move || Box::pin(async move { f().await.map_err(Into::into) }))
-}
-
 impl<R: Runtime> Builder<R> {
     /// A builder for `config` on `runtime`.
     pub fn new(config: Config, runtime: R) -> Self {
@@ -115,82 +151,58 @@ impl<R: Runtime> Builder<R> {
         }
     }
 
-    fn hook<F, Fut, E>(
+    /// Adds a hook of `kind`; the methods below name each kind.
+    pub fn hook(
         &mut self,
         kind: HookKind,
         name: &str,
-        f: F,
-    ) -> Result<&mut Self, RegisterError>
-    where
-        F: FnOnce() -> Fut + Send + 'static,
-        Fut: Future<Output = Result<(), E>> + Send + 'static,
-        E: Into<BoxError>,
-    {
+        f: impl Hook,
+    ) -> Result<&mut Self, RegisterError> {
         let id = match kind {
             HookKind::PreShutdown => self.lifecycle.add_pre_shutdown_hook(name)?,
             HookKind::PostStart => self.lifecycle.add_post_start_hook(name)?,
             HookKind::AfterDrain => self.lifecycle.add_after_drain_hook(name)?,
             HookKind::Destroy => self.lifecycle.add_destroy_hook(name)?,
         };
-        self.hooks.insert(id, boxed_hook(f));
+        self.hooks.insert(id, f.into_boxed());
         Ok(self)
     }
 
     /// Adds a pre-shutdown hook: runs from `ShutdownInitiated`, concurrently with the delay
     /// and the other pre-shutdown hooks; `NotAcceptingNewRequest` waits for it. A failure
     /// or panic is logged with the hook's name and makes the exit code 1, after the drain.
-    pub fn pre_shutdown_hook<F, Fut, E>(
+    pub fn pre_shutdown_hook(
         &mut self,
         name: &str,
-        f: F,
-    ) -> Result<&mut Self, RegisterError>
-    where
-        F: FnOnce() -> Fut + Send + 'static,
-        Fut: Future<Output = Result<(), E>> + Send + 'static,
-        E: Into<BoxError>,
-    {
+        f: impl Hook,
+    ) -> Result<&mut Self, RegisterError> {
         self.hook(HookKind::PreShutdown, name, f)
     }
 
     /// Adds a post-start hook: runs once every listener serves; the health check
     /// `poststarthook/<name>` fails until it returns. A failure starts a graceful
     /// termination that exits 1.
-    pub fn post_start_hook<F, Fut, E>(
+    pub fn post_start_hook(
         &mut self,
         name: &str,
-        f: F,
-    ) -> Result<&mut Self, RegisterError>
-    where
-        F: FnOnce() -> Fut + Send + 'static,
-        Fut: Future<Output = Result<(), E>> + Send + 'static,
-        E: Into<BoxError>,
-    {
+        f: impl Hook,
+    ) -> Result<&mut Self, RegisterError> {
         self.hook(HookKind::PostStart, name, f)
     }
 
     /// Adds an after-drain hook (flush logs, traces, exporters): runs after
     /// `InFlightRequestsDrained`; the exit waits for it.
-    pub fn after_drain_hook<F, Fut, E>(
+    pub fn after_drain_hook(
         &mut self,
         name: &str,
-        f: F,
-    ) -> Result<&mut Self, RegisterError>
-    where
-        F: FnOnce() -> Fut + Send + 'static,
-        Fut: Future<Output = Result<(), E>> + Send + 'static,
-        E: Into<BoxError>,
-    {
+        f: impl Hook,
+    ) -> Result<&mut Self, RegisterError> {
         self.hook(HookKind::AfterDrain, name, f)
     }
 
     /// Adds a destroy hook: runs once on every exit path, for at most
     /// [`DESTROY_HOOKS_TIMEOUT`] in all.
-    pub fn destroy_hook<F, Fut, E>(&mut self, name: &str, f: F) -> Result<&mut Self, RegisterError>
-    where
-        F: FnOnce() -> Fut + Send + 'static,
-        Fut: Future<Output = Result<(), E>> + Send + 'static,
-        E: Into<BoxError>,
-    {
+    pub fn destroy_hook(&mut self, name: &str, f: impl Hook) -> Result<&mut Self, RegisterError> {
         self.hook(HookKind::Destroy, name, f)
     }
 
@@ -357,7 +369,7 @@ impl<R: Runtime> Server<R> {
 
     /// Serves `service` on `listener` (HTTP/1.1 and HTTP/2 with prior knowledge, upgrades
     /// allowed) as part of this lifecycle. Wrap the service in [`Server::layer`] first.
-    pub fn serve<L, S, B>(
+    pub fn serve<L, S>(
         &mut self,
         name: &str,
         listener: L,
@@ -365,11 +377,7 @@ impl<R: Runtime> Server<R> {
     ) -> Result<SocketAddr, ServeError>
     where
         L: Listener,
-        S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
-        S::Future: Send + 'static,
-        S::Error: Into<BoxError>,
-        B: http_body::Body<Data = Bytes> + Send + 'static,
-        B::Error: Into<BoxError>,
+        S: HttpService,
     {
         let addr = listener.local_addr().map_err(|e| {
             ServeError::Register(RegisterError::InvalidName {
@@ -738,15 +746,11 @@ impl Connections {
 /// How long an accept loop waits after an accept error (e.g. too many open files).
 const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(50);
 
-async fn accept_loop<R, L, S, B>(ctx: ServeContext<R>, mut listener: L, service: S)
+async fn accept_loop<R, L, S>(ctx: ServeContext<R>, mut listener: L, service: S)
 where
     R: Runtime,
     L: Listener,
-    S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<BoxError>,
-    B: http_body::Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<BoxError>,
+    S: HttpService,
 {
     let mut builder = auto::Builder::new(Exec(ctx.runtime.clone()));
     builder.http1().timer(ctx.runtime.hyper_timer());
@@ -812,7 +816,7 @@ where
 /// response, idle connections closed; HTTP/2 GOAWAY) starts when the listener stops, in mode A
 /// already at `NotAcceptingNewRequest` (the same moment), and for an HTTP/2 connection also
 /// when one of its responses asks to close the connection (mode B's 429).
-async fn serve_connection<R, I, S, B>(
+async fn serve_connection<R, I, S>(
     builder: Arc<auto::Builder<Exec<R>>>,
     io: I,
     peer: SocketAddr,
@@ -822,11 +826,7 @@ async fn serve_connection<R, I, S, B>(
 ) where
     R: Runtime,
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
-    S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<BoxError>,
-    B: http_body::Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<BoxError>,
+    S: HttpService,
 {
     let goaway = Arc::new(Flag::default());
     let svc = crate::conn::ConnService::new(service, Arc::clone(&goaway));
