@@ -1,10 +1,71 @@
 //! loom model checks of the gate's atomics. Run with:
 //! `RUSTFLAGS="--cfg loom" cargo test -p lameduck --test loom --release`
+//!
+//! `--cfg loom` reaches every crate, so `event-listener` must be built with its `loom`
+//! feature under `cfg(loom)` (it does not compile otherwise); its `Event` then uses loom's
+//! mutex and atomics too, and the waiter tests below check that no drain wake-up is lost.
+//!
+//! The gate-only models are exhaustive and take well under a second in release mode. The
+//! two drain-waiter models block in `event-listener`, whose loom mutex makes the full state
+//! space too large (unbounded: not done in 15 minutes); they run with at most
+//! [`MAX_PREEMPTIONS`] (3) preemptions, about 2 s, unless `LOOM_MAX_PREEMPTIONS` is set.
+//! The whole file takes about 5 s.
 #![cfg(loom)]
 
-use lameduck::{Gate, ShutdownMode};
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Wake, Waker};
+
+use event_listener::{EventListener, Listener};
+use lameduck::{Gate, Rejection, ShutdownMode};
+use loom::sync::mpsc::channel;
 use loom::sync::Arc;
 use loom::thread;
+
+/// The preemption bound of the drain-waiter models: 3 takes about 2 s in release mode, 4
+/// about 17 s. Bound 3 already finds the lost wake-up when the back-out path does not
+/// notify.
+const MAX_PREEMPTIONS: usize = 3;
+
+/// A model bounded to `MAX_PREEMPTIONS` preemptions unless `LOOM_MAX_PREEMPTIONS` says
+/// otherwise.
+fn model_bounded(f: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    if builder.preemption_bound.is_none() {
+        builder.preemption_bound = Some(MAX_PREEMPTIONS);
+    }
+    builder.check(f);
+}
+
+struct NoopWaker;
+
+impl Wake for NoopWaker {
+    fn wake(self: std::sync::Arc<Self>) {}
+}
+
+/// Whether `listener` was notified, without blocking.
+fn is_notified(listener: &mut EventListener) -> bool {
+    // `Waker::noop` needs Rust 1.85; the crate's MSRV is 1.80.
+    let waker = Waker::from(std::sync::Arc::new(NoopWaker));
+    Pin::new(listener)
+        .poll(&mut Context::from_waker(&waker))
+        .is_ready()
+}
+
+/// Blocks (in loom's sense) until `drained(gate)`, the way a driver waits: listen, re-check,
+/// wait. A lost wake-up leaves every thread blocked, which loom reports as a deadlock.
+fn wait_until(gate: &Gate, drained: impl Fn(&Gate) -> bool) {
+    loop {
+        if drained(gate) {
+            return;
+        }
+        let listener = gate.listen();
+        if drained(gate) {
+            return;
+        }
+        listener.wait();
+    }
+}
 
 /// An admission racing the close either gets a ticket that the drain then waits for, or is
 /// rejected; never both, never neither, and the count returns to zero.
@@ -41,8 +102,8 @@ fn concurrent_releases_after_close() {
         let gate = Arc::new(Gate::new(ShutdownMode::CloseListener));
         let g1 = Arc::clone(&gate);
         let g2 = Arc::clone(&gate);
-        let (tx1, rx1) = loom::sync::mpsc::channel();
-        let (tx2, rx2) = loom::sync::mpsc::channel();
+        let (tx1, rx1) = channel();
+        let (tx2, rx2) = channel();
         let t1 = thread::spawn(move || {
             let t = g1.admit_normal().unwrap();
             tx1.send(()).unwrap();
@@ -61,5 +122,116 @@ fn concurrent_releases_after_close() {
         t2.join().unwrap();
         assert!(gate.normal_drained());
         assert_eq!(gate.normal_in_flight(), 0);
+    });
+}
+
+/// Two tickets admitted before close, released concurrently on two threads after it: the
+/// last releaser observes the drained group (its own release is the last change to the
+/// word), a listener registered after close is notified, and nothing is left in flight.
+#[test]
+fn two_releases_after_close_last_one_sees_drained() {
+    loom::model(|| {
+        let gate = Arc::new(Gate::new(ShutdownMode::SendRetryAfter));
+        let (ready_tx, ready_rx) = channel();
+        let mut go = Vec::new();
+        let mut releasers = Vec::new();
+        for _ in 0..2 {
+            let g = Arc::clone(&gate);
+            let ready = ready_tx.clone();
+            let (go_tx, go_rx) = channel::<()>();
+            go.push(go_tx);
+            releasers.push(thread::spawn(move || {
+                let ticket = g.admit_normal().unwrap();
+                ready.send(()).unwrap();
+                go_rx.recv().unwrap();
+                drop(ticket);
+                g.normal_drained()
+            }));
+        }
+        ready_rx.recv().unwrap();
+        ready_rx.recv().unwrap();
+        assert_eq!(gate.close(), (2, 0));
+        assert_eq!(gate.admit_normal().unwrap_err(), Rejection::RetryAfter);
+        let mut listener = gate.listen();
+        assert!(!is_notified(&mut listener));
+        for tx in go {
+            tx.send(()).unwrap();
+        }
+        let saw_drained: Vec<bool> = releasers.into_iter().map(|t| t.join().unwrap()).collect();
+        assert!(
+            saw_drained.contains(&true),
+            "neither releaser observed the drained group: {saw_drained:?}"
+        );
+        assert!(
+            is_notified(&mut listener),
+            "the last release did not notify"
+        );
+        assert_eq!(gate.normal_in_flight(), 0);
+        assert!(gate.normal_drained());
+    });
+}
+
+/// A drain waiter never misses the wake-up, even when the last real release races a
+/// rejected admission's back-out (which transiently holds the count above zero, so the
+/// release itself sees a non-zero count and it is the back-out that must notify).
+#[test]
+fn drain_waiter_is_woken_when_a_backout_races_the_last_release() {
+    model_bounded(|| {
+        let gate = Arc::new(Gate::new(ShutdownMode::CloseListener));
+        let (ready_tx, ready_rx) = channel();
+        let (go_tx, go_rx) = channel::<()>();
+        let g = Arc::clone(&gate);
+        let releaser = thread::spawn(move || {
+            let ticket = g.admit_normal().unwrap();
+            ready_tx.send(()).unwrap();
+            go_rx.recv().unwrap();
+            drop(ticket);
+        });
+        ready_rx.recv().unwrap();
+        assert_eq!(gate.close(), (1, 0));
+        let g = Arc::clone(&gate);
+        let late = thread::spawn(move || {
+            assert_eq!(g.admit_normal().unwrap_err(), Rejection::ShuttingDown);
+        });
+        go_tx.send(()).unwrap();
+        wait_until(&gate, Gate::normal_drained);
+        releaser.join().unwrap();
+        late.join().unwrap();
+        assert_eq!(gate.normal_in_flight(), 0);
+    });
+}
+
+/// A waiter on one thread, two concurrent releases after close on others: the waiter
+/// always wakes.
+#[test]
+fn drain_waiter_is_woken_by_concurrent_releases() {
+    model_bounded(|| {
+        let gate = Arc::new(Gate::new(ShutdownMode::CloseListener));
+        let (ready_tx, ready_rx) = channel();
+        let mut go = Vec::new();
+        let mut releasers = Vec::new();
+        for _ in 0..2 {
+            let g = Arc::clone(&gate);
+            let ready = ready_tx.clone();
+            let (go_tx, go_rx) = channel::<()>();
+            go.push(go_tx);
+            releasers.push(thread::spawn(move || {
+                let ticket = g.admit_long_running().unwrap();
+                ready.send(()).unwrap();
+                go_rx.recv().unwrap();
+                drop(ticket);
+            }));
+        }
+        ready_rx.recv().unwrap();
+        ready_rx.recv().unwrap();
+        assert_eq!(gate.close(), (0, 2));
+        for tx in go {
+            tx.send(()).unwrap();
+        }
+        wait_until(&gate, Gate::long_running_drained);
+        for t in releasers {
+            t.join().unwrap();
+        }
+        assert_eq!(gate.long_running_in_flight(), 0);
     });
 }
