@@ -19,6 +19,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod adapter;
 mod admission;
 mod body;
 mod conn;

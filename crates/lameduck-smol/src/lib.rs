@@ -27,7 +27,6 @@
 
 use std::future::Future;
 use std::io;
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -38,8 +37,7 @@ use async_io::Timer;
 use async_net::{TcpListener, TcpStream};
 use async_signal::{Signal, Signals};
 use futures_util::Stream;
-use lameduck::Config;
-use lameduck_hyper::{Builder, Listener, OsSignal, Runtime};
+use lameduck_hyper::{OsSignal, Runtime};
 use smol_hyper::rt::{FuturesIo, SmolTimer};
 
 pub use lameduck_hyper::{take_upgrade_ticket, AdmissionLayer, Handle, ServeError, ShutdownSignal};
@@ -140,43 +138,17 @@ impl Stream for SmolSignals {
     }
 }
 
-/// An async-net TCP listener for [`lameduck_hyper::Server::serve`].
-#[derive(Debug)]
-pub struct SmolListener(pub TcpListener);
-
-impl Listener for SmolListener {
-    type Io = FuturesIo<TcpStream>;
-
-    async fn accept(&mut self) -> io::Result<(Self::Io, SocketAddr)> {
-        let (stream, peer) = self.0.accept().await?;
-        let _ = stream.set_nodelay(true);
-        Ok((FuturesIo::new(stream), peer))
-    }
-
-    fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.0.local_addr()
-    }
-}
-
-/// Binds a TCP listener on `addr`.
-pub async fn bind(addr: SocketAddr) -> io::Result<SmolListener> {
-    Ok(SmolListener(TcpListener::bind(addr).await?))
-}
-
-/// A server builder on smol.
-pub type ServerBuilder = Builder<SmolRuntime>;
-
-/// A prepared server on smol.
-pub type Server = lameduck_hyper::Server<SmolRuntime>;
-
-/// Starts configuring a server on smol's global executor.
-#[must_use]
-pub fn builder(config: Config) -> ServerBuilder {
-    Builder::new(config, SmolRuntime::global())
+lameduck_hyper::adapter_items! {
+    runtime: SmolRuntime = SmolRuntime::global(),
+    listener: SmolListener(TcpListener),
+    io: FuturesIo<TcpStream> = FuturesIo::new,
 }
 
 /// Starts configuring a server whose tasks run on `executor`.
 #[must_use]
-pub fn builder_on(config: Config, executor: Arc<Executor<'static>>) -> ServerBuilder {
-    Builder::new(config, SmolRuntime::with_executor(executor))
+pub fn builder_on(
+    config: lameduck::Config,
+    executor: Arc<Executor<'static>>,
+) -> lameduck_hyper::Builder<SmolRuntime> {
+    lameduck_hyper::Builder::new(config, SmolRuntime::with_executor(executor))
 }

@@ -29,15 +29,13 @@
 
 use std::future::Future;
 use std::io;
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
 use futures_util::Stream;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use lameduck::Config;
-use lameduck_hyper::{Builder, Listener, OsSignal, Runtime};
+use lameduck_hyper::{OsSignal, Runtime};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
@@ -101,38 +99,8 @@ impl Stream for TokioSignals {
     }
 }
 
-/// A tokio TCP listener for [`lameduck_hyper::Server::serve`].
-#[derive(Debug)]
-pub struct TokioListener(pub TcpListener);
-
-impl Listener for TokioListener {
-    type Io = TokioIo<TcpStream>;
-
-    async fn accept(&mut self) -> io::Result<(Self::Io, SocketAddr)> {
-        let (stream, peer) = self.0.accept().await?;
-        // Small responses go out at once; Nagle would delay them behind delayed ACKs.
-        let _ = stream.set_nodelay(true);
-        Ok((TokioIo::new(stream), peer))
-    }
-
-    fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.0.local_addr()
-    }
-}
-
-/// Binds a TCP listener on `addr`.
-pub async fn bind(addr: SocketAddr) -> io::Result<TokioListener> {
-    Ok(TokioListener(TcpListener::bind(addr).await?))
-}
-
-/// A server builder on tokio.
-pub type ServerBuilder = Builder<TokioRuntime>;
-
-/// A prepared server on tokio.
-pub type Server = lameduck_hyper::Server<TokioRuntime>;
-
-/// Starts configuring a server on tokio.
-#[must_use]
-pub fn builder(config: Config) -> ServerBuilder {
-    Builder::new(config, TokioRuntime)
+lameduck_hyper::adapter_items! {
+    runtime: TokioRuntime = TokioRuntime,
+    listener: TokioListener(TcpListener),
+    io: TokioIo<TcpStream> = TokioIo::new,
 }
