@@ -34,5 +34,6 @@ pub use admission::{
 pub use body::LameduckBody;
 pub use runtime::{BoxFuture, Exec, Listener, OsSignal, Runtime};
 pub use server::{
-    BoxError, Builder, Handle, Hook, HttpService, ServeError, Server, DESTROY_HOOKS_TIMEOUT,
+    BoxError, Builder, ConnectionGuard, ConnectionTracker, Handle, Hook, HttpService,
+    ListenerContext, ServeError, Server, DESTROY_HOOKS_TIMEOUT,
 };

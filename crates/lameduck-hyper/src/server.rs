@@ -82,7 +82,7 @@ where
         Box::new(move || Box::pin(async move { self().await.map_err(Into::into) }))
     }
 }
-type ServeFn<R> = Box<dyn FnOnce(ServeContext<R>) -> BoxFuture<()> + Send>;
+type ServeFn<R> = Box<dyn FnOnce(ListenerContext<R>) -> BoxFuture<()> + Send>;
 
 /// Errors from building or running a server.
 #[derive(Debug, thiserror::Error)]
@@ -107,14 +107,75 @@ enum Msg {
     ServerStopped(ListenerId),
 }
 
-/// What an accept loop needs from the driver.
-struct ServeContext<R> {
+/// What a server task (an accept loop, or another HTTP server such as actix-web's) gets
+/// from the driver: when to stop, and how to report back. See [`Server::serve_with`].
+pub struct ListenerContext<R> {
     id: ListenerId,
     name: String,
     runtime: R,
     shared: Arc<Shared>,
     control: Arc<ServeControl>,
     tx: mpsc::UnboundedSender<Msg>,
+}
+
+impl<R> fmt::Debug for ListenerContext<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ListenerContext")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<R: Runtime> ListenerContext<R> {
+    /// The listener's name.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The runtime.
+    #[must_use]
+    pub fn runtime(&self) -> &R {
+        &self.runtime
+    }
+
+    /// The lifecycle's shared state.
+    #[must_use]
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// Reports that the listener is bound and serving.
+    pub fn report_serving(&self) {
+        let _ = self.tx.unbounded_send(Msg::ListenerServing(self.id));
+    }
+
+    /// Reports that the listening socket is closed (new connections are refused).
+    pub fn report_listener_stopped(&self) {
+        let _ = self.tx.unbounded_send(Msg::ListenerStopped(self.id));
+    }
+
+    /// Reports that every connection of this server has ended (or was force-closed).
+    pub fn report_server_stopped(&self) {
+        let _ = self.tx.unbounded_send(Msg::ServerStopped(self.id));
+    }
+
+    /// Resolves when the lifecycle says to stop listening and shut connections down
+    /// gracefully.
+    pub async fn stop_listening(&self) {
+        self.control.stop.wait().await;
+    }
+
+    /// Whether the lifecycle has said to stop listening.
+    #[must_use]
+    pub fn is_stopping(&self) -> bool {
+        self.control.stop.is_set()
+    }
+
+    /// Resolves when the HTTP shutdown timeout has passed: close every connection now.
+    pub async fn force_close(&self) {
+        self.control.force.wait().await;
+    }
 }
 
 /// Broadcast from the driver to every accept loop and connection.
@@ -367,6 +428,22 @@ impl<R: Runtime> Server<R> {
         &self.runtime
     }
 
+    /// Adds a server of your own to this lifecycle (another HTTP server implementation, for
+    /// example): `serve` runs once the lifecycle starts, reports through the
+    /// [`ListenerContext`] when it serves, when its listener stopped and when its last
+    /// connection ended, and reacts to [`ListenerContext::stop_listening`] and
+    /// [`ListenerContext::force_close`].
+    pub fn serve_with<F, Fut>(&mut self, name: &str, serve: F) -> Result<(), ServeError>
+    where
+        F: FnOnce(ListenerContext<R>) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let id = self.lifecycle.add_listener(name)?;
+        let serve: ServeFn<R> = Box::new(move |ctx| Box::pin(serve(ctx)));
+        self.serves.push((id, name.to_string(), serve));
+        Ok(())
+    }
+
     /// Serves `service` on `listener` (HTTP/1.1 and HTTP/2 with prior knowledge, upgrades
     /// allowed) as part of this lifecycle. Wrap the service in [`Server::layer`] first.
     pub fn serve<L, S>(
@@ -437,7 +514,7 @@ impl<R: Runtime> Server<R> {
         info!("[graceful-termination] waiting for shutdown to be initiated");
         let mut lc = lifecycle.start(now(&runtime));
         for (id, name, serve) in serves {
-            let ctx = ServeContext {
+            let ctx = ListenerContext {
                 id,
                 name,
                 runtime: runtime.clone(),
@@ -706,36 +783,68 @@ async fn run_destroy_hooks<R: Runtime>(
     }
 }
 
-/// Counts live connections; wakes waiters when the count reaches zero.
+/// Counts a server's live connections and wakes waiters when none is left, so a server
+/// reports `ServerStopped` the moment its last connection ends.
+#[derive(Clone, Default)]
+pub struct ConnectionTracker {
+    inner: Arc<TrackerInner>,
+}
+
 #[derive(Default)]
-struct Connections {
+struct TrackerInner {
     count: AtomicUsize,
     zero: Notify,
 }
 
-struct ConnectionGuard(Arc<Connections>);
+impl fmt::Debug for ConnectionTracker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConnectionTracker")
+            .field("live", &self.live())
+            .finish()
+    }
+}
+
+/// One live connection; dropping it ends it for the [`ConnectionTracker`].
+#[derive(Debug)]
+pub struct ConnectionGuard(ConnectionTracker);
 
 impl Drop for ConnectionGuard {
     fn drop(&mut self) {
-        if self.0.count.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.0.zero.notify(usize::MAX);
+        let inner = &self.0.inner;
+        if inner.count.fetch_sub(1, Ordering::AcqRel) == 1 {
+            inner.zero.notify(usize::MAX);
         }
     }
 }
 
-impl Connections {
-    fn open(self: &Arc<Self>) -> ConnectionGuard {
-        self.count.fetch_add(1, Ordering::AcqRel);
-        ConnectionGuard(Arc::clone(self))
+impl ConnectionTracker {
+    /// A tracker with no connection.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
     }
 
-    async fn wait_zero(&self) {
+    /// Counts a new connection until the guard drops.
+    #[must_use]
+    pub fn open(&self) -> ConnectionGuard {
+        self.inner.count.fetch_add(1, Ordering::AcqRel);
+        ConnectionGuard(self.clone())
+    }
+
+    /// Live connections.
+    #[must_use]
+    pub fn live(&self) -> usize {
+        self.inner.count.load(Ordering::Acquire)
+    }
+
+    /// Resolves once no connection is live.
+    pub async fn wait_zero(&self) {
         loop {
-            if self.count.load(Ordering::Acquire) == 0 {
+            if self.live() == 0 {
                 return;
             }
-            let l = self.zero.listen();
-            if self.count.load(Ordering::Acquire) == 0 {
+            let l = self.inner.zero.listen();
+            if self.live() == 0 {
                 return;
             }
             l.await;
@@ -746,7 +855,7 @@ impl Connections {
 /// How long an accept loop waits after an accept error (e.g. too many open files).
 const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(50);
 
-async fn accept_loop<R, L, S>(ctx: ServeContext<R>, mut listener: L, service: S)
+async fn accept_loop<R, L, S>(ctx: ListenerContext<R>, mut listener: L, service: S)
 where
     R: Runtime,
     L: Listener,
@@ -756,14 +865,14 @@ where
     builder.http1().timer(ctx.runtime.hyper_timer());
     builder.http2().timer(ctx.runtime.hyper_timer());
     let builder = Arc::new(builder);
-    let connections = Arc::new(Connections::default());
+    let connections = ConnectionTracker::new();
     if let Ok(addr) = listener.local_addr() {
         info!(listener = %ctx.name, %addr, "Serving on {addr}");
     }
-    let _ = ctx.tx.unbounded_send(Msg::ListenerServing(ctx.id));
+    ctx.report_serving();
 
     loop {
-        let stop = ctx.control.stop.wait();
+        let stop = ctx.stop_listening();
         let accepted = {
             let accept = pin!(listener.accept());
             let stop = pin!(stop);
@@ -793,7 +902,7 @@ where
                 let sleep = ctx
                     .runtime
                     .sleep_until(ctx.runtime.now() + ACCEPT_ERROR_BACKOFF);
-                let stop = ctx.control.stop.wait();
+                let stop = ctx.stop_listening();
                 if let futures_util::future::Either::Right(_) =
                     futures_util::future::select(pin!(sleep), pin!(stop)).await
                 {
@@ -805,11 +914,11 @@ where
     let addr = listener.local_addr().ok();
     drop(listener);
     info!(listener = %ctx.name, addr = ?addr, "Stopped listening");
-    let _ = ctx.tx.unbounded_send(Msg::ListenerStopped(ctx.id));
+    ctx.report_listener_stopped();
     let zero = pin!(connections.wait_zero());
-    let force = pin!(ctx.control.force.wait());
+    let force = pin!(ctx.force_close());
     futures_util::future::select(zero, force).await;
-    let _ = ctx.tx.unbounded_send(Msg::ServerStopped(ctx.id));
+    ctx.report_server_stopped();
 }
 
 /// Serves one connection. Graceful shutdown (HTTP/1 `Connection: close` after the current
