@@ -203,7 +203,76 @@ impl<S: fmt::Debug, R: Runtime> fmt::Debug for AdmissionService<S, R> {
     }
 }
 
-fn request_info<B>(req: &Request<B>) -> RequestInfo<'_> {
+/// What admission decided for one request; see [`decide`].
+#[derive(Debug)]
+pub enum Decision {
+    /// Answer at once with this canned response (503 or 429).
+    Reject(&'static CannedResponse),
+    /// Serve the request.
+    Serve {
+        /// Hold this until the response body ends; it keeps the request counted.
+        tracker: Option<RequestTracker>,
+        /// Answer 504 if the handler has not responded by then (normal requests).
+        timeout: Option<Duration>,
+        /// Hand this to the handler (long-running requests).
+        signal: Option<ShutdownSignal>,
+        /// Hand this to the handler (long-running upgrade requests).
+        upgrade: Option<UpgradeTicketSlot>,
+    },
+}
+
+/// Classifies and admits one request: the admission decision every adapter applies (the
+/// tower layer here, actix-web's middleware elsewhere). Allocation-free for normal
+/// requests.
+pub fn decide(shared: &Arc<Shared>, info: &RequestInfo<'_>, classifier: &Classifier) -> Decision {
+    let class = shared.classify(info, |i| classifier(i));
+    match shared.admit(class) {
+        Admission::Rejected(rejection) => Decision::Reject(rejection.response()),
+        Admission::Exempt => Decision::Serve {
+            tracker: None,
+            timeout: None,
+            signal: None,
+            upgrade: None,
+        },
+        Admission::Normal(ticket) => Decision::Serve {
+            tracker: Some(RequestTracker(Tracker::Normal(ticket))),
+            timeout: request_timeout(shared),
+            signal: None,
+            upgrade: None,
+        },
+        Admission::LongRunning(ticket) => {
+            let slot: TicketSlot = Arc::new(Mutex::new(Some(ticket)));
+            Decision::Serve {
+                upgrade: info.upgrade.then(|| UpgradeTicketSlot(Arc::clone(&slot))),
+                tracker: Some(RequestTracker(Tracker::LongRunning(slot))),
+                timeout: None,
+                signal: Some(ShutdownSignal::new(Arc::clone(shared))),
+            }
+        }
+    }
+}
+
+/// Keeps one admitted request counted in the gate until dropped; hold it until the response
+/// body ends.
+#[derive(Debug)]
+pub struct RequestTracker(pub(crate) Tracker);
+
+impl RequestTracker {
+    /// Called when the response body has ended: the instant until which a long-running
+    /// body's end must be held (its paced slot in the drain), or `None` to end at once.
+    #[must_use]
+    pub fn hold_until(
+        &self,
+        clock: &StdClock,
+        now: std::time::Instant,
+    ) -> Option<std::time::Instant> {
+        self.0.hold_until(clock, now)
+    }
+}
+
+/// The parts of an HTTP request that classification looks at.
+#[must_use]
+pub fn request_info<B>(req: &Request<B>) -> RequestInfo<'_> {
     RequestInfo {
         path: req.uri().path(),
         query: req.uri().query(),
@@ -239,27 +308,22 @@ where
                 return AdmissionFuture::ready(health_bytes(health));
             }
         }
-        let class = shared.classify(&info, |i| (layer.classifier)(i));
-        let (tracker, timeout) = match shared.admit(class) {
-            Admission::Rejected(rejection) => {
-                return AdmissionFuture::ready(canned_bytes(rejection.response()));
-            }
-            Admission::Exempt => (None, None),
-            Admission::Normal(ticket) => {
-                let timeout = shared.config().request_timeout();
-                let sleep = (!timeout.is_zero())
-                    .then(|| layer.runtime.sleep_until(layer.runtime.now() + timeout));
-                (Some(Tracker::Normal(ticket)), sleep)
-            }
-            Admission::LongRunning(ticket) => {
-                let slot: TicketSlot = Arc::new(Mutex::new(Some(ticket)));
-                req.extensions_mut()
-                    .insert(ShutdownSignal::new(Arc::clone(shared)));
-                if req.headers().contains_key(header::UPGRADE) {
-                    req.extensions_mut()
-                        .insert(UpgradeTicketSlot(Arc::clone(&slot)));
+        let (tracker, timeout) = match decide(shared, &info, &layer.classifier) {
+            Decision::Reject(canned) => return AdmissionFuture::ready(canned_bytes(canned)),
+            Decision::Serve {
+                tracker,
+                timeout,
+                signal,
+                upgrade,
+            } => {
+                if let Some(signal) = signal {
+                    req.extensions_mut().insert(signal);
                 }
-                (Some(Tracker::LongRunning(slot)), None)
+                if let Some(upgrade) = upgrade {
+                    req.extensions_mut().insert(upgrade);
+                }
+                let sleep = timeout.map(|t| layer.runtime.sleep_until(layer.runtime.now() + t));
+                (tracker, sleep)
             }
         };
         AdmissionFuture {
@@ -293,7 +357,7 @@ pin_project! {
             future: F,
             #[pin]
             timeout: Option<R::Sleep>,
-            tracker: Option<Tracker>,
+            tracker: Option<RequestTracker>,
             runtime: R,
             clock: StdClock,
         },

@@ -14,6 +14,7 @@ use lameduck::gate::owned::{OwnedLongRunningTicket, OwnedNormalTicket};
 use lameduck::StdClock;
 use pin_project_lite::pin_project;
 
+use crate::admission::RequestTracker;
 use crate::runtime::Runtime;
 
 /// A long-running ticket that an upgrade handler can take over; see
@@ -21,6 +22,7 @@ use crate::runtime::Runtime;
 pub(crate) type TicketSlot = Arc<Mutex<Option<OwnedLongRunningTicket>>>;
 
 /// What keeps a request counted in the gate until its body ends.
+#[derive(Debug)]
 pub(crate) enum Tracker {
     /// Held for its `Drop`, which releases the request.
     Normal(#[allow(dead_code)] OwnedNormalTicket),
@@ -29,7 +31,11 @@ pub(crate) enum Tracker {
 
 impl Tracker {
     /// The instant until which the end of a long-running body is held, if any.
-    fn hold_until(&self, clock: &StdClock, now: std::time::Instant) -> Option<std::time::Instant> {
+    pub(crate) fn hold_until(
+        &self,
+        clock: &StdClock,
+        now: std::time::Instant,
+    ) -> Option<std::time::Instant> {
         match self {
             Tracker::Normal(_) => None,
             Tracker::LongRunning(slot) => {
@@ -62,7 +68,7 @@ pin_project! {
         Tracked {
             #[pin]
             inner: B,
-            tracker: Option<Tracker>,
+            tracker: Option<RequestTracker>,
             runtime: R,
             clock: StdClock,
             #[pin]
@@ -78,7 +84,12 @@ impl<B, R: Runtime> LameduckBody<B, R> {
         }
     }
 
-    pub(crate) fn tracked(inner: B, tracker: Option<Tracker>, runtime: R, clock: StdClock) -> Self {
+    pub(crate) fn tracked(
+        inner: B,
+        tracker: Option<RequestTracker>,
+        runtime: R,
+        clock: StdClock,
+    ) -> Self {
         LameduckBody {
             state: BodyState::Tracked {
                 inner,
@@ -158,7 +169,7 @@ where
             BodyState::Canned { data } => data.is_none(),
             BodyState::Tracked { inner, tracker, .. } => match tracker {
                 // A long-running body may still have to wait for its paced slot.
-                Some(Tracker::LongRunning(_)) => false,
+                Some(RequestTracker(Tracker::LongRunning(_))) => false,
                 _ => inner.is_end_stream(),
             },
         }
@@ -171,7 +182,7 @@ where
             }
             BodyState::Tracked {
                 inner,
-                tracker: Some(Tracker::LongRunning(_)),
+                tracker: Some(RequestTracker(Tracker::LongRunning(_))),
                 ..
             } => {
                 // Never exact: the end may be held past the last byte.

@@ -28,8 +28,9 @@ mod runtime;
 mod server;
 
 pub use admission::{
-    canned_response, health_response, request_timeout, take_upgrade_ticket, AdmissionFuture,
-    AdmissionLayer, AdmissionService, Classifier, HealthService, ShutdownSignal, UpgradeTicketSlot,
+    canned_response, decide, health_response, request_info, request_timeout, take_upgrade_ticket,
+    AdmissionFuture, AdmissionLayer, AdmissionService, Classifier, Decision, HealthService,
+    RequestTracker, ShutdownSignal, UpgradeTicketSlot,
 };
 pub use body::LameduckBody;
 pub use runtime::{BoxFuture, Exec, Listener, OsSignal, Runtime};
