@@ -87,42 +87,48 @@ async fn route<R: Runtime, B>(runtime: R, req: Request<B>) -> Response<RouteBody
     }
 }
 
-/// A chunked stream with one line per [`WATCH_INTERVAL`], ending cleanly once `signal`
-/// fires (never, without a signal).
+/// One line per [`WATCH_INTERVAL`] (the first at once), ending once `signal` fires (never,
+/// without a signal).
+pub fn watch_lines<R: Runtime>(
+    runtime: R,
+    signal: Option<ShutdownSignal>,
+) -> impl futures_util::Stream<Item = Bytes> + Send {
+    futures_util::stream::unfold((runtime, signal, 0u64), |(runtime, signal, n)| async move {
+        if n > 0 {
+            let sleep = pin!(runtime.sleep_until(runtime.now() + WATCH_INTERVAL));
+            match &signal {
+                Some(s) => {
+                    if let Either::Right(_) = select(sleep, pin!(s.wait())).await {
+                        return None;
+                    }
+                }
+                None => sleep.await,
+            }
+        }
+        if signal.as_ref().is_some_and(ShutdownSignal::is_fired) {
+            return None;
+        }
+        Some((
+            Bytes::from(format!("event {n}\n")),
+            (runtime, signal, n + 1),
+        ))
+    })
+}
+
+/// A chunked response streaming [`watch_lines`].
 pub fn watch_response<R: Runtime>(
     runtime: R,
     signal: Option<ShutdownSignal>,
 ) -> Response<RouteBody> {
-    let stream =
-        futures_util::stream::unfold((runtime, signal, 0u64), |(runtime, signal, n)| async move {
-            if n > 0 {
-                let sleep = pin!(runtime.sleep_until(runtime.now() + WATCH_INTERVAL));
-                match &signal {
-                    Some(s) => {
-                        if let Either::Right(_) = select(sleep, pin!(s.wait())).await {
-                            return None;
-                        }
-                    }
-                    None => sleep.await,
-                }
-            }
-            if signal.as_ref().is_some_and(ShutdownSignal::is_fired) {
-                return None;
-            }
-            let line = Bytes::from(format!("event {n}\n"));
-            Some((
-                Ok::<_, Infallible>(Frame::data(line)),
-                (runtime, signal, n + 1),
-            ))
-        });
-    let mut res = Response::new(StreamBody::new(stream).boxed_unsync());
+    use futures_util::StreamExt;
+    let frames = watch_lines(runtime, signal).map(|line| Ok::<_, Infallible>(Frame::data(line)));
+    let mut res = Response::new(StreamBody::new(frames).boxed_unsync());
     res.headers_mut().insert(
         http::header::CONTENT_TYPE,
         http::HeaderValue::from_static("text/plain; charset=utf-8"),
     );
     res
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;

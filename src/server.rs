@@ -8,7 +8,35 @@ use lameduck_hyper::{Builder, HttpService, Listener, Runtime, Server};
 
 use crate::flags::Flags;
 
-/// Runs an example server on `runtime`: `listener` is the result of binding
+/// A builder for `flags`, with the demo pre-shutdown hook when
+/// `--pre-shutdown-hook-duration` is given.
+pub fn builder<R: Runtime>(flags: &Flags, runtime: R) -> Result<Builder<R>, String> {
+    let mut builder = Builder::new(flags.config.clone(), runtime.clone());
+    if let Some(d) = flags.pre_shutdown_hook_duration {
+        builder
+            .pre_shutdown_hook("demo-sleep", move || async move {
+                runtime.sleep_until(runtime.now() + d).await;
+                Ok::<_, Infallible>(())
+            })
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(builder)
+}
+
+/// Prints the `listening on` line and runs the lifecycle; returns the exit code.
+pub async fn announce_and_run<R: Runtime>(server: Server<R>, addr: std::net::SocketAddr) -> i32 {
+    println!("listening on http://{addr}");
+    let _ = io::stdout().flush();
+    match server.run().await {
+        Ok(code) => i32::from(code),
+        Err(e) => {
+            eprintln!("error: {e}");
+            1
+        }
+    }
+}
+
+/// Runs a hyper-based example server on `runtime`: `listener` is the result of binding
 /// `flags.listen`, `service` builds the routes (wrapped in the admission layer) from the
 /// prepared server. Returns the process exit code.
 pub async fn run<R: Runtime, L: Listener, S: HttpService>(
@@ -17,19 +45,13 @@ pub async fn run<R: Runtime, L: Listener, S: HttpService>(
     listener: io::Result<L>,
     service: impl FnOnce(&Server<R>) -> S,
 ) -> i32 {
-    let mut builder = Builder::new(flags.config.clone(), runtime.clone());
-    if let Some(d) = flags.pre_shutdown_hook_duration {
-        let rt = runtime.clone();
-        let registered = builder.pre_shutdown_hook("demo-sleep", move || async move {
-            rt.sleep_until(rt.now() + d).await;
-            Ok::<_, Infallible>(())
-        });
-        if let Err(e) = registered {
+    let mut server = match builder(flags, runtime) {
+        Ok(b) => b.prepare(),
+        Err(e) => {
             eprintln!("error: {e}");
             return 1;
         }
-    }
-    let mut server = builder.prepare();
+    };
     let listener = match listener {
         Ok(l) => l,
         Err(e) => {
@@ -38,17 +60,8 @@ pub async fn run<R: Runtime, L: Listener, S: HttpService>(
         }
     };
     let service = service(&server);
-    let addr = match server.serve("api", listener, service) {
-        Ok(addr) => addr,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return 1;
-        }
-    };
-    println!("listening on http://{addr}");
-    let _ = io::stdout().flush();
-    match server.run().await {
-        Ok(code) => i32::from(code),
+    match server.serve("api", listener, service) {
+        Ok(addr) => announce_and_run(server, addr).await,
         Err(e) => {
             eprintln!("error: {e}");
             1

@@ -1,0 +1,338 @@
+//! [`lameduck`] for actix-web: kube-apiserver's graceful termination in place of actix's own
+//! stop-accepting-at-once shutdown.
+//!
+//! * [`Admission`]: the middleware (`App::wrap`): normal / long-running / exempt
+//!   classification, 503 or 429 with `Retry-After` once the server stops accepting, 504 at
+//!   the request timeout, a [`ShutdownSignal`] for long-running handlers, every request
+//!   counted until its response body ends, and `Connection: close` on every response once new
+//!   requests are no longer accepted.
+//! * [`health_routes`]: `/readyz`, `/livez`, `/healthz` (and `/<endpoint>/<check>`) with one
+//!   `App::configure` call.
+//! * [`serve`]: hands an actix `Server` (built with `disable_signals`) to the lifecycle, which
+//!   stops it at the DAG point of the mode (`ServerHandle::stop(true)`, then `stop(false)` at the
+//!   HTTP shutdown timeout) and notices its last connection closing at once through
+//!   [`track_connections`], instead of actix's one-second shutdown polling.
+//!
+//! The lifecycle driver itself is [`lameduck_hyper`]'s on tokio (actix-web runs on tokio):
+//! signals, hooks, systemd, logs. One core and one gate are shared by every actix worker.
+//!
+//! ```no_run
+//! use actix_web::{web, App, HttpServer};
+//! use lameduck::Config;
+//!
+//! #[actix_web::main]
+//! async fn main() -> std::io::Result<()> {
+//!     let mut server = lameduck_actix::builder(Config::default()).prepare();
+//!     let (shared, clock) = (server.shared().clone(), server.clock());
+//!     let admission = lameduck_actix::Admission::new(shared.clone(), clock);
+//!     let connections = lameduck_actix::ConnectionTracker::new();
+//!     let http = HttpServer::new(move || {
+//!         App::new()
+//!             .wrap(admission.clone())
+//!             .configure(lameduck_actix::health_routes(shared.clone(), clock))
+//!             .route("/", web::get().to(|| async { "ok" }))
+//!     })
+//!     .disable_signals()
+//!     .on_connect(lameduck_actix::track_connections(connections.clone()))
+//!     .bind("127.0.0.1:8080")?
+//!     .run();
+//!     lameduck_actix::serve(&mut server, "api", http, connections).unwrap();
+//!     std::process::exit(server.run().await.unwrap().into());
+//! }
+//! ```
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+mod body;
+
+use std::any::Any;
+use std::future::{ready, Ready};
+use std::pin::pin;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use actix_web::body::MessageBody;
+use actix_web::dev::{Extensions, Service, ServiceRequest, ServiceResponse, Transform};
+use actix_web::http::header::{self, HeaderName, HeaderValue};
+use actix_web::http::{ConnectionType, StatusCode};
+use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
+use bytes::Bytes;
+use futures_util::future::{select, Either, LocalBoxFuture};
+use lameduck::responses::{CannedResponse, REQUEST_TIMEOUT};
+use lameduck::{RequestInfo, Shared, Signal, StdClock};
+use lameduck_hyper::{decide, Classifier, Decision, Runtime, ServeError};
+use lameduck_tokio::TokioRuntime;
+
+pub use body::LameduckBody;
+pub use lameduck_hyper::{ConnectionTracker, Handle, ShutdownSignal};
+pub use lameduck_tokio::builder;
+
+/// A prepared lifecycle for actix-web (its driver runs on actix's tokio runtime).
+pub type Server = lameduck_tokio::Server;
+
+/// The admission middleware; see the [crate docs](crate). Cheap to clone: one per worker.
+#[derive(Clone)]
+pub struct Admission {
+    shared: Arc<Shared>,
+    clock: StdClock,
+    classifier: Classifier,
+}
+
+impl std::fmt::Debug for Admission {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Admission").finish_non_exhaustive()
+    }
+}
+
+impl Admission {
+    /// Middleware for `shared`'s lifecycle, with DESIGN's default long-running predicate.
+    #[must_use]
+    pub fn new(shared: Arc<Shared>, clock: StdClock) -> Self {
+        Admission {
+            shared,
+            clock,
+            classifier: Arc::new(lameduck::default_is_long_running),
+        }
+    }
+
+    /// Uses `is_long_running` to pick long-running requests.
+    #[must_use]
+    pub fn long_running(
+        mut self,
+        is_long_running: impl Fn(&RequestInfo<'_>) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.classifier = Arc::new(is_long_running);
+        self
+    }
+}
+
+impl<S, B> Transform<S, ServiceRequest> for Admission
+where
+    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = actix_web::Error> + 'static,
+    B: MessageBody + 'static,
+{
+    type Response = ServiceResponse<LameduckBody<B>>;
+    type Error = actix_web::Error;
+    type Transform = AdmissionMiddleware<S>;
+    type InitError = ();
+    type Future = Ready<Result<Self::Transform, ()>>;
+
+    fn new_transform(&self, service: S) -> Self::Future {
+        ready(Ok(AdmissionMiddleware {
+            service: Rc::new(service),
+            admission: self.clone(),
+        }))
+    }
+}
+
+/// The service [`Admission`] wraps around the app.
+pub struct AdmissionMiddleware<S> {
+    service: Rc<S>,
+    admission: Admission,
+}
+
+impl<S> std::fmt::Debug for AdmissionMiddleware<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdmissionMiddleware")
+            .finish_non_exhaustive()
+    }
+}
+
+/// One of the core's canned responses (429, 503, 504) for `req`.
+fn canned<B>(req: HttpRequest, c: &CannedResponse) -> ServiceResponse<LameduckBody<B>> {
+    let status = StatusCode::from_u16(c.status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+    let body = LameduckBody::canned(Bytes::from_static(c.body.as_bytes()));
+    let mut res = HttpResponse::with_body(status, body);
+    for (name, value) in c.headers {
+        if let Ok(name) = HeaderName::from_bytes(name.as_bytes()) {
+            res.headers_mut()
+                .insert(name, HeaderValue::from_static(value));
+        }
+    }
+    if c.close_connection {
+        res.head_mut().set_connection_type(ConnectionType::Close);
+    }
+    ServiceResponse::new(req, res)
+}
+
+/// Once new requests are no longer accepted, every response closes its keep-alive connection.
+fn close_if_draining<B>(shared: &Shared, res: &mut ServiceResponse<B>) {
+    if shared.has_fired(Signal::NotAcceptingNewRequest) {
+        res.response_mut()
+            .head_mut()
+            .set_connection_type(ConnectionType::Close);
+    }
+}
+
+impl<S, B> Service<ServiceRequest> for AdmissionMiddleware<S>
+where
+    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = actix_web::Error> + 'static,
+    B: MessageBody + 'static,
+{
+    type Response = ServiceResponse<LameduckBody<B>>;
+    type Error = actix_web::Error;
+    type Future = LocalBoxFuture<'static, Result<Self::Response, actix_web::Error>>;
+
+    actix_web::dev::forward_ready!(service);
+
+    fn call(&self, req: ServiceRequest) -> Self::Future {
+        let Admission {
+            shared,
+            clock,
+            classifier,
+        } = &self.admission;
+        let info = RequestInfo {
+            path: req.path(),
+            query: Some(req.query_string()).filter(|q| !q.is_empty()),
+            accept: req
+                .headers()
+                .get(header::ACCEPT)
+                .and_then(|v| v.to_str().ok()),
+            upgrade: req.headers().contains_key(header::UPGRADE),
+        };
+        let decision = decide(shared, &info, classifier);
+        let (tracker, timeout) = match decision {
+            Decision::Reject(response) => {
+                let (req, _payload) = req.into_parts();
+                return Box::pin(ready(Ok(canned(req, response))));
+            }
+            Decision::Serve {
+                tracker,
+                timeout,
+                signal,
+                upgrade,
+            } => {
+                if let Some(signal) = signal {
+                    req.extensions_mut().insert(signal);
+                }
+                if let Some(upgrade) = upgrade {
+                    req.extensions_mut().insert(upgrade);
+                }
+                (tracker, timeout)
+            }
+        };
+        let service = Rc::clone(&self.service);
+        let (shared, clock) = (Arc::clone(shared), *clock);
+        Box::pin(async move {
+            // The request is not cloned: actix's router needs sole ownership to route it.
+            let call = service.call(req);
+            let res = match timeout {
+                None => call.await?,
+                Some(t) => {
+                    let runtime = TokioRuntime;
+                    let sleep = runtime.sleep_until(runtime.now() + t);
+                    match select(pin!(call), pin!(sleep)).await {
+                        Either::Left((res, _)) => res?,
+                        Either::Right(_) => {
+                            // Past `request_timeout`: 504, and the request is released.
+                            drop(tracker);
+                            return Err(RequestTimedOut.into());
+                        }
+                    }
+                }
+            };
+            let mut res = res.map_body(|_, body| LameduckBody::tracked(body, tracker, clock));
+            close_if_draining(&shared, &mut res);
+            Ok(res)
+        })
+    }
+}
+
+/// A normal request ran past `request_timeout`: answered with the core's canned 504.
+#[derive(Debug)]
+struct RequestTimedOut;
+
+impl std::fmt::Display for RequestTimedOut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("request did not complete within the allotted timeout")
+    }
+}
+
+impl actix_web::ResponseError for RequestTimedOut {
+    fn status_code(&self) -> StatusCode {
+        StatusCode::GATEWAY_TIMEOUT
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        let mut res = HttpResponse::build(self.status_code());
+        for (name, value) in REQUEST_TIMEOUT.headers {
+            res.insert_header((*name, *value));
+        }
+        res.body(REQUEST_TIMEOUT.body)
+    }
+}
+
+/// State of the health routes.
+#[derive(Clone)]
+struct HealthState {
+    shared: Arc<Shared>,
+    clock: StdClock,
+}
+
+async fn health(req: HttpRequest, state: web::Data<HealthState>) -> HttpResponse {
+    let now = state.clock.instant(TokioRuntime.now());
+    let query = Some(req.query_string()).filter(|q| !q.is_empty());
+    match state.shared.health(req.path(), query, now) {
+        Some(h) => {
+            let mut res = HttpResponse::build(
+                StatusCode::from_u16(h.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            );
+            for (name, value) in lameduck::health::HEADERS {
+                res.insert_header((name, value));
+            }
+            res.body(h.body)
+        }
+        None => HttpResponse::NotFound().body("404 page not found\n"),
+    }
+}
+
+/// Registers `/readyz`, `/livez`, `/healthz` and `/<endpoint>/<check>` on an `App`:
+/// `App::new().configure(health_routes(shared, clock))`.
+pub fn health_routes(shared: Arc<Shared>, clock: StdClock) -> impl FnOnce(&mut web::ServiceConfig) {
+    move |cfg| {
+        cfg.app_data(web::Data::new(HealthState { shared, clock }));
+        for endpoint in ["/readyz", "/livez", "/healthz"] {
+            cfg.route(endpoint, web::get().to(health));
+            cfg.route(&format!("{endpoint}/{{check:.*}}"), web::get().to(health));
+        }
+    }
+}
+
+/// The `HttpServer::on_connect` callback that counts connections in `tracker`, so the
+/// lifecycle learns the moment the last one closes.
+pub fn track_connections(
+    tracker: ConnectionTracker,
+) -> impl Fn(&dyn Any, &mut Extensions) + Send + Sync + 'static {
+    move |_, extensions| {
+        // Dropped with the connection's extensions, when the connection ends.
+        extensions.insert(Rc::new(tracker.open()));
+    }
+}
+
+/// Adds an actix-web `Server` (built with `disable_signals()` and
+/// [`track_connections`]`(connections)`) to the lifecycle as listener `name`.
+pub fn serve(
+    lifecycle: &mut Server,
+    name: &str,
+    http: actix_web::dev::Server,
+    connections: ConnectionTracker,
+) -> Result<(), ServeError> {
+    lifecycle.serve_with(name, move |ctx| async move {
+        let handle = http.handle();
+        // The actix server runs (its accept thread and workers) while this future is polled.
+        let running = tokio::spawn(http);
+        ctx.report_serving();
+        ctx.stop_listening().await;
+        // Graceful stop: actix closes the listener at once and drains its connections.
+        let stopping = tokio::spawn(handle.stop(true));
+        ctx.report_listener_stopped();
+        let idle = pin!(connections.wait_zero());
+        let force = pin!(ctx.force_close());
+        if let Either::Right(_) = select(idle, force).await {
+            handle.stop(false).await;
+        }
+        ctx.report_server_stopped();
+        // actix's own bookkeeping finishes in the background; the process does not wait.
+        drop((running, stopping));
+    })
+}

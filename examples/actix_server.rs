@@ -1,0 +1,90 @@
+//! The example server on actix-web (DESIGN section 6), with 2 workers by default.
+//!
+//! `cargo run --release --example actix_server -- --listen 127.0.0.1:8080 --shutdown-delay 5s`
+
+use actix_web::{web, App, HttpMessage, HttpRequest, HttpResponse, HttpServer};
+use futures_util::StreamExt;
+use lameduck_actix::{Admission, ConnectionTracker, ShutdownSignal};
+use lameduck_suite::{flags, logging, routes, server};
+use lameduck_tokio::TokioRuntime;
+
+async fn index() -> &'static str {
+    "ok"
+}
+
+async fn sleep(req: HttpRequest) -> HttpResponse {
+    let query = Some(req.query_string()).filter(|q| !q.is_empty());
+    match routes::sleep_duration(query) {
+        Ok(d) => {
+            tokio::time::sleep(d).await;
+            HttpResponse::Ok().body("Welcome HTTP Server")
+        }
+        Err(e) => HttpResponse::BadRequest().body(format!("{e}\n")),
+    }
+}
+
+async fn watch(req: HttpRequest) -> HttpResponse {
+    let signal = req.extensions().get::<ShutdownSignal>().cloned();
+    let lines = routes::watch_lines(TokioRuntime, signal).map(Ok::<_, std::convert::Infallible>);
+    HttpResponse::Ok()
+        .content_type("text/plain; charset=utf-8")
+        .streaming(lines)
+}
+
+async fn run(flags: flags::Flags) -> i32 {
+    let mut server = match server::builder(&flags, TokioRuntime) {
+        Ok(b) => b.prepare(),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 1;
+        }
+    };
+    let listener = match std::net::TcpListener::bind(flags.listen) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("error: failed to listen on {}: {e}", flags.listen);
+            return 1;
+        }
+    };
+    let addr = listener.local_addr().unwrap_or(flags.listen);
+    let (shared, clock) = (server.shared().clone(), server.clock());
+    let admission = Admission::new(shared.clone(), clock).long_running(routes::is_long_running);
+    let connections = ConnectionTracker::new();
+    let timeout = flags.config.http_shutdown_timeout().as_secs().max(1);
+    let http = HttpServer::new(move || {
+        App::new()
+            .wrap(admission.clone())
+            .configure(lameduck_actix::health_routes(shared.clone(), clock))
+            .route("/", web::get().to(index))
+            .route("/sleep", web::get().to(sleep))
+            .route("/watch", web::get().to(watch))
+    })
+    .disable_signals()
+    .workers(flags.workers.unwrap_or(2))
+    .shutdown_timeout(timeout)
+    .on_connect(lameduck_actix::track_connections(connections.clone()))
+    .listen_auto_h2c(listener);
+    let http = match http {
+        Ok(h) => h.run(),
+        Err(e) => {
+            eprintln!("error: failed to listen on {}: {e}", flags.listen);
+            return 1;
+        }
+    };
+    if let Err(e) = lameduck_actix::serve(&mut server, "api", http, connections) {
+        eprintln!("error: {e}");
+        return 1;
+    }
+    server::announce_and_run(server, addr).await
+}
+
+fn main() {
+    let flags = flags::from_env_or_exit();
+    logging::init();
+    actix_web::rt::System::new().block_on(async move {
+        let code = run(flags).await;
+        // Exit from inside the runtime: dropping actix's system first would join its worker
+        // threads, which only notice the stop at their next one-second shutdown poll.
+        std::process::exit(code)
+    })
+}
