@@ -3,7 +3,7 @@
 
 /// Generates an adapter's TCP listener, `bind`, `Server` and `builder` items.
 ///
-/// ```ignore
+/// ```text
 /// lameduck_hyper::adapter_items! {
 ///     runtime: TokioRuntime = TokioRuntime,
 ///     listener: TokioListener(tokio::net::TcpListener),

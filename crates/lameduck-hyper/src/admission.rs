@@ -27,9 +27,14 @@ pub type Classifier = Arc<dyn Fn(&RequestInfo<'_>) -> bool + Send + Sync>;
 /// Handed to long-running handlers as a request extension: resolves when the server stops
 /// accepting new requests (`NotAcceptingNewRequest`), the moment to end the stream cleanly.
 ///
-/// ```ignore
-/// let signal = req.extensions().get::<ShutdownSignal>().cloned();
-/// // in the stream: stop producing once `signal.wait()` resolves.
+/// ```
+/// # use lameduck_hyper::ShutdownSignal;
+/// async fn stream_until_shutdown<B>(req: http::Request<B>) {
+///     if let Some(signal) = req.extensions().get::<ShutdownSignal>().cloned() {
+///         // Produce events until the server stops accepting, then end the stream.
+///         signal.wait().await;
+///     }
+/// }
 /// ```
 #[derive(Clone)]
 pub struct ShutdownSignal {

@@ -251,3 +251,56 @@ async fn long_running_bodies_end_at_the_paced_rate_and_hold_the_drain() {
     assert_eq!(run.await.unwrap().unwrap(), 0);
     assert_eq!(handle.in_flight(), (0, 0));
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_upgraded_connection_stays_counted_until_its_ticket_drops() {
+    let mut b = lameduck_tokio::builder(config(|c| {
+        c.shutdown_watch_termination_grace_period(Duration::from_secs(30))
+    }));
+    b.without_signals();
+    let mut server = b.prepare();
+    let layer = server.layer();
+    server.serve("api", IdleListener, ok_service()).unwrap();
+    let handle = server.handle();
+    let (ticket_tx, ticket_rx) = tokio::sync::oneshot::channel();
+    let ticket_tx = std::sync::Mutex::new(Some(ticket_tx));
+    let svc = layer.layer(service_fn(move |req: Request<Empty<Bytes>>| {
+        // The one call a WebSocket handler makes: keep the ticket with the upgraded socket.
+        let ticket = lameduck_tokio::take_upgrade_ticket(&req);
+        if let Some(tx) = ticket_tx.lock().unwrap().take() {
+            let _ = tx.send(ticket);
+        }
+        async {
+            let mut res = Response::new(Empty::<Bytes>::new());
+            *res.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+            Ok::<_, Infallible>(res)
+        }
+    }));
+    let req = Request::builder()
+        .uri("/ws")
+        .header("upgrade", "websocket")
+        .header("connection", "upgrade")
+        .body(Empty::new())
+        .unwrap();
+    let res = svc.oneshot(req).await.unwrap();
+    assert_eq!(res.status(), StatusCode::SWITCHING_PROTOCOLS);
+    res.into_body().collect().await.unwrap();
+    let ticket = ticket_rx
+        .await
+        .unwrap()
+        .expect("an upgrade request carries a ticket");
+    // The 101's body ended, but the upgraded connection is still counted.
+    assert_eq!(handle.in_flight(), (0, 1));
+    assert_eq!(handle.phase(), lameduck::Phase::Serving);
+    let run = tokio::spawn(server.run());
+    handle.request_shutdown();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        handle.phase(),
+        lameduck::Phase::Draining,
+        "the drain waits for the socket"
+    );
+    drop(ticket);
+    assert_eq!(run.await.unwrap().unwrap(), 0);
+    assert_eq!(handle.phase(), lameduck::Phase::Stopping);
+}
