@@ -309,6 +309,12 @@ pub fn track_connections(
     }
 }
 
+/// How long connections may stay open once every request has drained before they are
+/// closed. actix cannot tell idle connections from busy ones and has no HTTP/2 GOAWAY, so an
+/// idle keep-alive or HTTP/2 connection would otherwise hold the exit until the HTTP
+/// shutdown timeout; the linger lets the last responses reach the socket first.
+pub const IDLE_CONNECTION_LINGER: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// Adds an actix-web `Server` (built with `disable_signals()` and
 /// [`track_connections`]`(connections)`) to the lifecycle as listener `name`.
 pub fn serve(
@@ -326,10 +332,18 @@ pub fn serve(
         // Graceful stop: actix closes the listener at once and drains its connections.
         let stopping = tokio::spawn(handle.stop(true));
         ctx.report_listener_stopped();
-        let idle = pin!(connections.wait_zero());
+        let closed = pin!(connections.wait_zero());
         let force = pin!(ctx.force_close());
-        if let Either::Right(_) = select(idle, force).await {
-            handle.stop(false).await;
+        let shared = Arc::clone(ctx.shared());
+        let idle_after_drain = pin!(async move {
+            shared.signal_fired(Signal::InFlightRequestsDrained).await;
+            let runtime = TokioRuntime;
+            runtime.sleep_until(runtime.now() + IDLE_CONNECTION_LINGER).await;
+        });
+        if let Either::Right(_) = select(closed, select(force, idle_after_drain)).await {
+            // Not awaited: actix handles its commands one at a time and is still busy with
+            // the graceful stop. The process exits next, closing whatever is left.
+            drop(tokio::spawn(handle.stop(false)));
         }
         ctx.report_server_stopped();
         // actix's own bookkeeping finishes in the background; the process does not wait.
