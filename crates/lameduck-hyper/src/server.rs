@@ -286,9 +286,13 @@ impl<R: Runtime> Builder<R> {
         self
     }
 
-    /// Freezes hooks and checks. Listeners are added to the prepared server.
+    /// Freezes hooks and checks, and (unless [`Builder::without_signals`]) installs the
+    /// SIGTERM/SIGINT handlers, so a signal is caught from here on even before
+    /// [`Server::run`] (print your "listening" line after this). Call it inside the runtime.
+    /// Listeners are added to the prepared server.
     #[must_use]
     pub fn prepare(self) -> Server<R> {
+        let signals = self.handle_signals.then(|| install_signals(&self.runtime));
         let (tx, rx) = mpsc::unbounded();
         let clock = StdClock::with_epoch(self.runtime.now());
         Server {
@@ -296,7 +300,7 @@ impl<R: Runtime> Builder<R> {
             runtime: self.runtime,
             clock,
             hooks: self.hooks,
-            handle_signals: self.handle_signals,
+            signals,
             serves: Vec::new(),
             control: Arc::new(ServeControl::default()),
             tx,
@@ -312,7 +316,7 @@ pub struct Server<R: Runtime> {
     runtime: R,
     clock: StdClock,
     hooks: HashMap<HookId, HookFn>,
-    handle_signals: bool,
+    signals: Option<Result<InstalledSignals<R>, ServeError>>,
     serves: Vec<(ListenerId, String, ServeFn<R>)>,
     control: Arc<ServeControl>,
     tx: mpsc::UnboundedSender<Msg>,
@@ -398,8 +402,23 @@ pub const DESTROY_HOOKS_TIMEOUT: Duration = Duration::from_secs(5);
 
 static SIGNALS_INSTALLED: AtomicBool = AtomicBool::new(false);
 
-/// Clears [`SIGNALS_INSTALLED`] when the driver that set it ends.
+/// Clears [`SIGNALS_INSTALLED`] when the server that set it ends.
 struct SignalsInstalled;
+
+/// The process's signal handlers, installed at prepare time.
+struct InstalledSignals<R: Runtime> {
+    guard: SignalsInstalled,
+    stream: R::Signals,
+}
+
+fn install_signals<R: Runtime>(runtime: &R) -> Result<InstalledSignals<R>, ServeError> {
+    if SIGNALS_INSTALLED.swap(true, Ordering::AcqRel) {
+        return Err(ServeError::SignalsAlreadyInstalled);
+    }
+    let guard = SignalsInstalled;
+    let stream = runtime.signals().map_err(ServeError::Signals)?;
+    Ok(InstalledSignals { guard, stream })
+}
 
 impl Drop for SignalsInstalled {
     fn drop(&mut self) {
@@ -496,36 +515,36 @@ impl<R: Runtime> Server<R> {
             runtime,
             clock,
             mut hooks,
-            handle_signals,
+            signals,
             serves,
             control,
             tx,
             mut rx,
         } = self;
-        let _installed = if handle_signals {
-            if SIGNALS_INSTALLED.swap(true, Ordering::AcqRel) {
-                return Err(ServeError::SignalsAlreadyInstalled);
-            }
-            let guard = SignalsInstalled;
-            let mut signals = runtime.signals().map_err(ServeError::Signals)?;
-            let stop_tx = tx.clone();
-            runtime.spawn(async move {
-                while let Some(sig) = signals.next().await {
-                    info!(
-                        signal = sig.name(),
-                        "[graceful-termination] received signal"
-                    );
-                    if stop_tx
-                        .unbounded_send(Msg::Stop(StopSource::Signal))
-                        .is_err()
-                    {
-                        break;
+        let _installed = match signals {
+            Some(Ok(InstalledSignals {
+                guard,
+                stream: mut signals,
+            })) => {
+                let stop_tx = tx.clone();
+                runtime.spawn(async move {
+                    while let Some(sig) = signals.next().await {
+                        info!(
+                            signal = sig.name(),
+                            "[graceful-termination] received signal"
+                        );
+                        if stop_tx
+                            .unbounded_send(Msg::Stop(StopSource::Signal))
+                            .is_err()
+                        {
+                            break;
+                        }
                     }
-                }
-            });
-            Some(guard)
-        } else {
-            None
+                });
+                Some(guard)
+            }
+            Some(Err(e)) => return Err(e),
+            None => None,
         };
 
         let shared = Arc::clone(lifecycle.shared());

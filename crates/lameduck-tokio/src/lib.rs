@@ -71,6 +71,11 @@ impl Runtime for TokioRuntime {
     }
 
     fn signals(&self) -> io::Result<TokioSignals> {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(io::Error::other(
+                "signal handlers must be installed inside a tokio runtime",
+            ));
+        }
         Ok(TokioSignals {
             terminate: signal(SignalKind::terminate())?,
             interrupt: signal(SignalKind::interrupt())?,
