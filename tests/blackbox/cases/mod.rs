@@ -1,0 +1,24 @@
+//! The cases, one module per behaviour. Each case is a `fn(&'static str)` taking the example
+//! binary's name; `main.rs` stamps one `#[test]` per (binary, case).
+
+mod health;
+mod hooks;
+mod http2;
+mod mode_a;
+mod mode_b;
+mod requests;
+mod signals;
+mod startup;
+mod systemd;
+mod watch_drain;
+
+pub use health::*;
+pub use hooks::*;
+pub use http2::*;
+pub use mode_a::*;
+pub use mode_b::*;
+pub use requests::*;
+pub use signals::*;
+pub use startup::*;
+pub use systemd::*;
+pub use watch_drain::*;

@@ -1,0 +1,63 @@
+//! Black-box suite of the example-server contract (DESIGN section 6).
+//!
+//! Every case runs against every example server: each binary is built once per run
+//! (`cargo build --release --example NAME` into this run's target directory), started on
+//! `127.0.0.1:0`, and driven through real sockets and real signals. Tests are named
+//! `<binary>::<case>`, so `cargo test --test blackbox tokio_server::` runs one binary and
+//! `cargo test --test blackbox mode_a_timeline` one case on every binary.
+//!
+//! To add a runtime, add its example's name to the `servers:` list at the bottom; to add a
+//! case, write `fn case(bin: &'static str)` in `cases/` and add its name to the `cases:` list.
+
+mod cases;
+mod support;
+
+/// Stamps one `#[test]` per case for one server binary, in a module named after the binary.
+macro_rules! server_tests {
+    ([$($case:ident),* $(,)?] $server:ident) => {
+        mod $server {
+            $(
+                #[test]
+                fn $case() {
+                    crate::cases::$case(stringify!($server));
+                }
+            )*
+        }
+    };
+}
+
+/// The suite: every case in `cases` for every binary in `servers`.
+macro_rules! suite {
+    (cases: $cases:tt, servers: [$($server:ident),* $(,)?] $(,)?) => {
+        /// The example binaries under test.
+        pub const SERVERS: &[&str] = &[$(stringify!($server)),*];
+        $( server_tests!($cases $server); )*
+    };
+}
+
+suite! {
+    cases: [
+        health_bodies,
+        mode_a_timeline,
+        mode_b_timeline,
+        slow_pre_shutdown_hook,
+        watch_streams_drain_paced,
+        request_timeout_gives_504,
+        bad_sleep_duration_gives_400,
+        second_signal_exits_1,
+        sigint_like_sigterm,
+        signal_right_after_listening_line,
+        help_lists_flags,
+        invalid_flags_exit_1,
+        busy_port_exits_1,
+        http2_streams_complete_then_goaway,
+        http2_mode_b_retry_after,
+        systemd_ready_and_stopping,
+    ],
+    servers: [tokio_server, axum_server, smol_server, actix_server],
+}
+
+#[test]
+fn server_list_is_not_empty() {
+    assert!(!SERVERS.is_empty());
+}

@@ -1,0 +1,158 @@
+//! An HTTP/2 (h2c with prior knowledge) connection through hyper's client, with the frames
+//! the server sends tapped (see [`super::h2tap`]) so GOAWAY is observable.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty};
+use hyper::client::conn::http2::SendRequest;
+use hyper::{HeaderMap, Request, StatusCode, Version};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::task::JoinHandle;
+
+use super::h2tap::{FrameTap, GoAway, Seen};
+
+/// A complete HTTP/2 reply.
+#[derive(Debug, Clone)]
+pub struct H2Response {
+    pub at: Instant,
+    pub status: StatusCode,
+    pub version: Version,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl H2Response {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+}
+
+/// One h2c connection; `conn` resolves when hyper's connection future ends.
+pub struct H2Conn {
+    pub addr: SocketAddr,
+    pub sender: SendRequest<Empty<Bytes>>,
+    pub conn: JoinHandle<(Instant, Result<(), String>)>,
+    pub seen: Arc<Mutex<Seen>>,
+}
+
+impl H2Conn {
+    /// Connects and runs the prior-knowledge handshake (must be called inside a runtime).
+    pub async fn connect(addr: SocketAddr) -> H2Conn {
+        let stream = tokio::net::TcpStream::connect(addr)
+            .await
+            .unwrap_or_else(|e| panic!("h2c connect to {addr}: {e}"));
+        stream.set_nodelay(true).expect("nodelay");
+        let (tap, seen) = FrameTap::new(stream);
+        let (sender, conn) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
+            .handshake::<_, Empty<Bytes>>(TokioIo::new(tap))
+            .await
+            .expect("h2c prior-knowledge handshake");
+        let conn = tokio::spawn(async move {
+            let result = conn.await.map_err(|e| e.to_string());
+            (Instant::now(), result)
+        });
+        H2Conn {
+            addr,
+            sender,
+            conn,
+            seen,
+        }
+    }
+
+    /// Starts `GET path` on this connection; the returned task resolves to the whole reply
+    /// (bounded by 20 s).
+    pub async fn start_get(&mut self, path: &str) -> JoinHandle<Result<H2Response, String>> {
+        tokio::time::timeout(Duration::from_secs(5), self.sender.ready())
+            .await
+            .map_err(|_| "h2 sender not ready within 5 s".to_string())
+            .and_then(|r| r.map_err(|e| format!("h2 sender: {e}")))
+            .unwrap_or_else(|e| panic!("GET {path}: {e}"));
+        let request = Request::builder()
+            .uri(format!("http://{}{path}", self.addr))
+            .body(Empty::<Bytes>::new())
+            .expect("request");
+        let response = self.sender.send_request(request);
+        let path = path.to_string();
+        tokio::spawn(async move {
+            let work = async {
+                let resp = response.await.map_err(|e| format!("GET {path}: {e}"))?;
+                let (parts, body) = resp.into_parts();
+                let body = body
+                    .collect()
+                    .await
+                    .map_err(|e| format!("GET {path} body: {e}"))?
+                    .to_bytes();
+                Ok(H2Response {
+                    at: Instant::now(),
+                    status: parts.status,
+                    version: parts.version,
+                    headers: parts.headers,
+                    body,
+                })
+            };
+            tokio::time::timeout(Duration::from_secs(20), work)
+                .await
+                .unwrap_or_else(|_| Err(format!("GET {path}: no reply within 20 s")))
+        })
+    }
+
+    /// `GET path` and its reply.
+    pub async fn get(&mut self, path: &str) -> Result<H2Response, String> {
+        self.start_get(path)
+            .await
+            .await
+            .unwrap_or_else(|e| Err(format!("task: {e}")))
+    }
+
+    /// The GOAWAY frames received so far.
+    pub fn goaways(&self) -> Vec<GoAway> {
+        super::h2tap::seen(&self.seen, |s| s.goaways.clone())
+    }
+
+    /// When the server closed the socket, if it has.
+    pub fn eof_at(&self) -> Option<Instant> {
+        super::h2tap::seen(&self.seen, |s| s.eof_at)
+    }
+
+    /// Waits up to `within` for a GOAWAY frame; all received so far.
+    pub async fn wait_goaway(&self, within: Duration) -> Vec<GoAway> {
+        let deadline = Instant::now() + within;
+        loop {
+            let goaways = self.goaways();
+            if !goaways.is_empty() || Instant::now() >= deadline {
+                return goaways;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Whether a new request on this connection fails (as it must after GOAWAY).
+    pub async fn new_request_fails(&mut self) -> Result<(), String> {
+        let request = Request::builder()
+            .uri(format!("http://{}/", self.addr))
+            .body(Empty::<Bytes>::new())
+            .expect("request");
+        let sender = &mut self.sender;
+        let attempt = tokio::time::timeout(Duration::from_secs(3), async {
+            sender.ready().await?;
+            sender.send_request(request).await.map(|r| r.status())
+        })
+        .await;
+        match attempt {
+            Ok(Err(_)) => Ok(()),
+            other => Err(format!("expected an error, got {other:?}")),
+        }
+    }
+}
+
+/// A multi-threaded tokio runtime for one test.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
