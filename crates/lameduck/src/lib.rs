@@ -34,7 +34,6 @@ pub mod gate;
 pub mod health;
 pub mod lifecycle;
 pub mod machine;
-pub mod plan;
 pub mod responses;
 pub mod shared;
 pub mod signal;
