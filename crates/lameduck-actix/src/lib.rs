@@ -338,7 +338,9 @@ pub fn serve(
         let idle_after_drain = pin!(async move {
             shared.signal_fired(Signal::InFlightRequestsDrained).await;
             let runtime = TokioRuntime;
-            runtime.sleep_until(runtime.now() + IDLE_CONNECTION_LINGER).await;
+            runtime
+                .sleep_until(runtime.now() + IDLE_CONNECTION_LINGER)
+                .await;
         });
         if let Either::Right(_) = select(closed, select(force, idle_after_drain)).await {
             // Not awaited: actix handles its commands one at a time and is still busy with
