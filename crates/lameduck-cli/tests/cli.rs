@@ -1,0 +1,494 @@
+//! The `lameduck` binary: text, JSON, SVG and Kubernetes outputs, exit codes, errors.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+const AWS: [&str; 7] = [
+    "plan",
+    "--probe-interval",
+    "10s",
+    "--probe-timeout",
+    "10s",
+    "--unhealthy-threshold",
+    "2",
+];
+
+fn lameduck(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lameduck"))
+        .args(args)
+        .output()
+        .expect("runs")
+}
+
+fn aws(extra: &[&str]) -> Output {
+    let mut args: Vec<&str> = AWS.to_vec();
+    args.extend_from_slice(extra);
+    lameduck(&args)
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8(o.stdout.clone()).unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8(o.stderr.clone()).unwrap()
+}
+
+fn temp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("lameduck-cli-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+#[test]
+fn acceptance_30s_is_safe() {
+    let o = aws(&["--shutdown-delay", "30s"]);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("worst case t = 2 × 10s + 10s = 30s"), "{out}");
+    assert!(
+        out.contains("verdict        SAFE: worst-case detection 30s <= shutdown delay 30s"),
+        "{out}"
+    );
+    assert!(!out.contains("minimum safe shutdown delay"), "{out}");
+    // The timeline, in order.
+    let order = ["E1", "E2", "P0", "P1", "P2", "LB", "E3", "DN", "EXIT"];
+    let mut last = 0;
+    for tag in order {
+        let at = out[last..]
+            .find(&format!("  {tag} "))
+            .unwrap_or_else(|| panic!("{tag} after byte {last}:\n{out}"));
+        last += at;
+    }
+    assert!(out
+        .contains("out of service: no new requests from the load balancer (worst case, t = 30s)"));
+    // Without --termination-grace-period the budget is not checked, but the default is noted.
+    assert!(
+        out.contains("terminationGracePeriodSeconds not checked"),
+        "{out}"
+    );
+    assert!(
+        out.contains("suggested      terminationGracePeriodSeconds: 96"),
+        "{out}"
+    );
+    assert!(
+        out.contains("note: Kubernetes' default terminationGracePeriodSeconds (30)"),
+        "{out}"
+    );
+    assert!(stderr(&o).is_empty());
+}
+
+#[test]
+fn acceptance_20s_is_unsafe_and_names_30s() {
+    let o = aws(&["--shutdown-delay", "20s"]);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("UNSAFE: worst-case detection 30s > shutdown delay 20s"),
+        "{out}"
+    );
+    assert!(
+        out.contains("minimum safe shutdown delay: 30s (--shutdown-delay 30s)"),
+        "{out}"
+    );
+    assert!(out.contains("requests sent in the last 10s fail"), "{out}");
+    assert!(
+        out.contains("E2 + t <= E3: 0s + 30s <= 20s (shutdown delay): FAILS"),
+        "{out}"
+    );
+}
+
+#[test]
+fn termination_budget_exit_codes() {
+    let o = aws(&[
+        "--shutdown-delay=30s",
+        "--request-timeout=10s",
+        "--termination-grace-period=46",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert!(stdout(&o).contains("terminationGracePeriodSeconds 46s: fits"));
+    let o = aws(&["--shutdown-delay=30s", "--termination-grace-period=30"]);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("UNSAFE: the termination does not fit"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "the worst-case termination takes 1m31s but terminationGracePeriodSeconds is 30s"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("minimum terminationGracePeriodSeconds: 91 (suggested: 96)"),
+        "{out}"
+    );
+    // A Go-style duration works too.
+    let o = aws(&[
+        "--shutdown-delay=30s",
+        "--termination-grace-period",
+        "1m40s",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+}
+
+#[test]
+fn mode_b_and_hooks_in_the_text() {
+    let o = aws(&[
+        "--shutdown-delay=30s",
+        "--request-timeout=20s",
+        "--shutdown-send-retry-after",
+        "--pre-shutdown-hooks=35s",
+        "--shutdown-watch-termination-grace-period=10s",
+        "--propagation-delay=2s",
+        "--termination-grace-period=60",
+    ]);
+    let out = stdout(&o);
+    // 32 s detection > 30 s delay: the hooks do not count.
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("mode B"), "{out}");
+    assert!(out.contains("t = 2 × 10s + 10s + 2s = 32s"), "{out}");
+    assert!(
+        out.contains("new requests get 429 (at the latest; after the hooks)"),
+        "{out}"
+    );
+    assert!(out.contains("HTTPServerStoppedListening"), "{out}");
+    // 35 + 21 + 2
+    assert!(out.contains("worst-case termination 58s"), "{out}");
+    assert!(
+        out.contains("terminationGracePeriodSeconds 1m0s: fits"),
+        "{out}"
+    );
+}
+
+#[test]
+fn json_output() {
+    let o = aws(&[
+        "--shutdown-delay",
+        "20s",
+        "--json",
+        "--propagation-delay",
+        "500ms",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("valid JSON");
+    assert_eq!(v["safe"], false);
+    assert_eq!(v["mode"], "A");
+    assert_eq!(v["detection_worst_case_seconds"], 30.5);
+    assert_eq!(v["min_safe_shutdown_delay_seconds"], 30.5);
+    assert_eq!(v["shutdown_delay_seconds"], 20);
+    assert_eq!(v["total_worst_case_seconds"], 81);
+    assert_eq!(v["suggested_termination_grace_period_seconds"], 86);
+    assert_eq!(
+        v["termination_grace_period_seconds"],
+        serde_json::Value::Null
+    );
+    assert_eq!(v["input"]["unhealthy_threshold"], 2);
+    assert_eq!(v["input"]["probe_interval_seconds"], 10);
+    assert_eq!(v["input"]["propagation_delay_seconds"], 0.5);
+    let problems = v["problems"].as_array().unwrap();
+    assert_eq!(problems.len(), 1);
+    assert_eq!(problems[0]["kind"], "detection_after_stop_accepting");
+    assert!(problems[0]["message"].as_str().unwrap().contains("30.5s"));
+    let timeline = v["timeline"].as_array().unwrap();
+    let probes: Vec<_> = timeline
+        .iter()
+        .filter(|e| e["kind"] == "probe_fails")
+        .collect();
+    assert_eq!(probes.len(), 2);
+    assert_eq!(probes[1]["tag"], "P2");
+    assert_eq!(probes[1]["probe"], 2);
+    assert_eq!(probes[1]["at_seconds"], 20);
+    assert_eq!(probes[1]["end_seconds"], 30);
+    let lb = timeline.iter().find(|e| e["tag"] == "LB").unwrap();
+    assert_eq!(lb["at_seconds"], 30.5);
+    assert_eq!(lb["kind"], "out_of_service");
+    assert!(v.get("kubernetes").is_none());
+
+    let o = aws(&["--shutdown-delay", "30s", "--json"]);
+    assert_eq!(o.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["safe"], true);
+    assert_eq!(v["problems"].as_array().unwrap().len(), 0);
+
+    // With --kubernetes the snippet rides along; zero request timeout gives nulls.
+    let o = aws(&[
+        "--shutdown-delay=30s",
+        "--request-timeout=0",
+        "--json",
+        "--kubernetes",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["total_worst_case_seconds"], serde_json::Value::Null);
+    assert_eq!(
+        v["normal_drain_worst_case_seconds"],
+        serde_json::Value::Null
+    );
+    assert!(v["kubernetes"].as_str().unwrap().contains("readinessProbe"));
+}
+
+/// Checks that the tags are balanced and well nested: a tiny XML check.
+fn assert_balanced(xml: &str) {
+    let mut stack: Vec<String> = Vec::new();
+    let mut rest = xml;
+    while let Some(open) = rest.find('<') {
+        let close = rest[open..].find('>').expect("tag ends") + open;
+        let tag = &rest[open + 1..close];
+        rest = &rest[close + 1..];
+        if tag.starts_with('?') || tag.starts_with('!') {
+            continue;
+        }
+        if let Some(name) = tag.strip_prefix('/') {
+            assert_eq!(stack.pop().as_deref(), Some(name.trim()), "closing {name}");
+        } else if !tag.ends_with('/') {
+            let name = tag.split_whitespace().next().unwrap();
+            stack.push(name.to_string());
+        }
+        // Text between tags may not hold a raw '<' or an unescaped '&'.
+        let text_end = rest.find('<').unwrap_or(rest.len());
+        let text = &rest[..text_end];
+        for (i, _) in text.match_indices('&') {
+            let entity = &text[i..];
+            assert!(
+                ["&amp;", "&lt;", "&gt;", "&quot;"]
+                    .iter()
+                    .any(|e| entity.starts_with(e)),
+                "raw & in {text:?}"
+            );
+        }
+    }
+    assert!(stack.is_empty(), "unclosed {stack:?}");
+}
+
+#[test]
+fn svg_output() {
+    let path = temp("unsafe.svg");
+    let o = aws(&["--shutdown-delay", "20s", "--svg", path.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stdout(&o).contains(&format!("timeline picture: {}", path.display())));
+    let svg = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""),
+        "{svg}"
+    );
+    assert!(svg.trim_end().ends_with("</svg>"));
+    assert_balanced(&svg);
+    for label in [
+        ">P0<",
+        ">P1<",
+        ">P2<",
+        "UNSAFE",
+        "E3 NotAcceptingNewRequest 20s",
+        "LB out of service t=30s",
+        "red band",
+    ] {
+        assert!(svg.contains(label), "{label}");
+    }
+    assert!(!svg.contains(">P3<"));
+
+    let path = temp("safe-b.svg");
+    let o = aws(&[
+        "--shutdown-delay=30s",
+        "--shutdown-send-retry-after",
+        "--pre-shutdown-hooks=5s",
+        "--shutdown-watch-termination-grace-period=10s",
+        "--termination-grace-period=30",
+        "--json",
+        &format!("--svg={}", path.display()),
+    ]);
+    // JSON stays pure JSON when a picture is written.
+    let _: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let svg = std::fs::read_to_string(&path).unwrap();
+    assert_balanced(&svg);
+    for label in [
+        "429 Retry-After",
+        "hooks run",
+        "long-running drain",
+        "HTTP shutdown",
+        "SIGKILL 30s",
+        "terminationGracePeriodSeconds 30s",
+    ] {
+        assert!(svg.contains(label), "{label}");
+    }
+
+    // An unwritable path is an output error.
+    let o = aws(&[
+        "--shutdown-delay=30s",
+        "--svg",
+        "/nonexistent-dir/x/plan.svg",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("can not write --svg /nonexistent-dir/x/plan.svg"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn kubernetes_snippet() {
+    let o = aws(&["--shutdown-delay=30s", "--kubernetes"]);
+    assert_eq!(o.status.code(), Some(0));
+    let yaml = stdout(&o);
+    assert!(yaml.starts_with("# lameduck plan: SAFE"), "{yaml}");
+    for want in [
+        "kind: Deployment",
+        "readinessProbe:\n            httpGet:\n              path: /readyz",
+        "livenessProbe:\n            httpGet:\n              path: /livez",
+        "periodSeconds: 10\n            timeoutSeconds: 10\n            failureThreshold: 2",
+        "- --shutdown-delay=30s",
+        "- --request-timeout=1m0s",
+    ] {
+        assert!(yaml.contains(want), "{want}\n{yaml}");
+    }
+    assert!(!yaml.contains("--shutdown-send-retry-after"));
+    let grace: u64 = yaml
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("terminationGracePeriodSeconds: "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    // The worst case is 91 s; the snippet's budget covers it.
+    assert!(grace >= 91, "{grace}");
+    assert_eq!(grace, 96);
+
+    // Mode B, a larger given budget wins, rounding is commented, problems are comments.
+    let o = lameduck(&[
+        "plan",
+        "--probe-interval=1500ms",
+        "--probe-timeout=1s",
+        "--unhealthy-threshold=2",
+        "--shutdown-delay=2s",
+        "--shutdown-send-retry-after",
+        "--termination-grace-period=300",
+        "--kubernetes",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let yaml = stdout(&o);
+    assert!(yaml.starts_with("# lameduck plan: UNSAFE"), "{yaml}");
+    assert!(
+        yaml.contains("#   - the load balancer may take 4s"),
+        "{yaml}"
+    );
+    assert!(
+        yaml.contains("terminationGracePeriodSeconds: 300"),
+        "{yaml}"
+    );
+    assert!(
+        yaml.contains("periodSeconds: 2  # rounded up from 1.5s"),
+        "{yaml}"
+    );
+    assert!(yaml.contains("- --shutdown-send-retry-after"), "{yaml}");
+    // Every non-comment line is indented by an even number of spaces (no tabs).
+    for line in yaml.lines().filter(|l| !l.trim_start().starts_with('#')) {
+        assert!(!line.contains('\t'));
+        let indent = line.len() - line.trim_start().len();
+        assert_eq!(indent % 2, 0, "{line}");
+    }
+}
+
+#[test]
+fn invalid_input_exits_2_naming_the_flag() {
+    let cases: [(&[&str], &str); 12] = [
+        (
+            &["--probe-interval", "0s"],
+            "--probe-interval must be greater than zero",
+        ),
+        (
+            &["--probe-interval", "-10s"],
+            r#"--probe-interval can not be a negative value (got "-10s")"#,
+        ),
+        (
+            &["--probe-interval", "ten"],
+            r#"invalid value "ten" for --probe-interval: expected numbers with units"#,
+        ),
+        (
+            &["--probe-timeout", "0"],
+            "--probe-timeout must be greater than zero",
+        ),
+        (
+            &["--probe-timeout", "11s"],
+            "--probe-timeout (11s) can not be longer than --probe-interval (10s)",
+        ),
+        (
+            &["--unhealthy-threshold", "0"],
+            "--unhealthy-threshold must be at least 1",
+        ),
+        (
+            &["--unhealthy-threshold", "two"],
+            r#"invalid value "two" for --unhealthy-threshold"#,
+        ),
+        (
+            &["--shutdown-delay", "-1s"],
+            r#"--shutdown-delay can not be a negative value (got "-1s")"#,
+        ),
+        (
+            &["--request-timeout", "10"],
+            r#"invalid value "10" for --request-timeout: missing unit"#,
+        ),
+        (
+            &["--termination-grace-period", "soon"],
+            r#"invalid value "soon" for --termination-grace-period"#,
+        ),
+        (&["--shutdown-delay"], "--shutdown-delay needs a value"),
+        (&["--frobnicate"], "unknown flag --frobnicate"),
+    ];
+    for (extra, want) in cases {
+        let o = aws(extra);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {err}");
+        assert!(err.starts_with("lameduck: error: "), "{err}");
+        assert!(err.contains(want), "{extra:?}: {err}");
+        assert!(stdout(&o).is_empty());
+    }
+    // Overlapping probes allow a timeout above the interval.
+    let o = aws(&[
+        "--probe-timeout=15s",
+        "--overlapping-probes",
+        "--shutdown-delay=35s",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("t = 2 × 10s + 15s = 35s"));
+}
+
+#[test]
+fn help_and_usage() {
+    let o = lameduck(&["--help"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(stdout(&o).contains("lameduck plan [flags]"));
+    assert!(stdout(&o).contains("Exit status: 0 safe, 1 unsafe, 2"));
+    for args in [&["plan", "--help"][..], &["help", "plan"], &["plan", "-h"]] {
+        let o = lameduck(args);
+        assert_eq!(o.status.code(), Some(0));
+        let out = stdout(&o);
+        for flag in [
+            "--probe-interval",
+            "--probe-timeout",
+            "--unhealthy-threshold",
+            "--propagation-delay",
+            "--overlapping-probes",
+            "--shutdown-delay",
+            "--request-timeout",
+            "--shutdown-watch-termination-grace-period",
+            "--shutdown-send-retry-after",
+            "--pre-shutdown-hooks",
+            "--termination-grace-period",
+            "--json",
+            "--svg",
+            "--kubernetes",
+            "Exit status: 0 safe, 1 unsafe",
+        ] {
+            assert!(out.contains(flag), "{flag}");
+        }
+    }
+    let o = lameduck(&[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("missing command"));
+    let o = lameduck(&["deploy"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("unknown command \"deploy\""));
+    let o = lameduck(&["--version"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(stdout(&o).starts_with("lameduck 0.1.0"));
+}
