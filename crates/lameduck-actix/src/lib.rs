@@ -58,7 +58,7 @@ use actix_web::http::{ConnectionType, StatusCode};
 use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
 use bytes::Bytes;
 use futures_util::future::{select, Either, LocalBoxFuture};
-use lameduck::responses::{CannedResponse, REQUEST_TIMEOUT};
+use lameduck::responses::{CannedResponse, REQUEST_TIMEOUT, ROUTES_NOT_READY};
 use lameduck::{RequestInfo, Shared, Signal, StdClock};
 use lameduck_hyper::{decide, Classifier, Decision, Runtime, ServeError};
 use lameduck_tokio::TokioRuntime;
@@ -231,6 +231,12 @@ where
                     }
                 }
             };
+            if res.status() == StatusCode::NOT_FOUND && !shared.routes_complete() {
+                // An unknown path before every route is installed: 503, retry later.
+                drop(tracker);
+                let (req, _) = res.into_parts();
+                return Ok(canned(req, &ROUTES_NOT_READY));
+            }
             let mut res = res.map_body(|_, body| LameduckBody::tracked(body, tracker, clock));
             close_if_draining(&shared, &mut res);
             Ok(res)

@@ -12,7 +12,7 @@ use bytes::Bytes;
 use http::{header, HeaderValue, Request, Response, StatusCode};
 use lameduck::gate::owned::OwnedLongRunningTicket;
 use lameduck::health::HealthResponse;
-use lameduck::responses::{CannedResponse, REQUEST_TIMEOUT};
+use lameduck::responses::{CannedResponse, REQUEST_TIMEOUT, ROUTES_NOT_READY};
 use lameduck::{Admission, RequestInfo, Shared, Signal, SignalFired, StdClock};
 use pin_project_lite::pin_project;
 use tower_layer::Layer;
@@ -338,6 +338,8 @@ where
                 tracker,
                 runtime: layer.runtime.clone(),
                 clock: layer.clock,
+                // Only while the routes are still being installed (start-up): no cost after.
+                routes_pending: (!shared.routes_complete()).then(|| Arc::clone(shared)),
             },
         }
     }
@@ -365,6 +367,7 @@ pin_project! {
             tracker: Option<RequestTracker>,
             runtime: R,
             clock: StdClock,
+            routes_pending: Option<Arc<Shared>>,
         },
     }
 }
@@ -411,9 +414,19 @@ where
                 tracker,
                 runtime,
                 clock,
+                routes_pending,
             } => {
                 if let Poll::Ready(result) = future.poll(cx) {
                     let response = result?;
+                    if response.status() == StatusCode::NOT_FOUND
+                        && routes_pending
+                            .as_ref()
+                            .is_some_and(|s| !s.routes_complete())
+                    {
+                        // An unknown path before every route is installed: 503, retry later.
+                        *tracker = None;
+                        return Poll::Ready(Ok(canned_response(&ROUTES_NOT_READY)));
+                    }
                     let (parts, body) = response.into_parts();
                     let body = LameduckBody::tracked(body, tracker.take(), runtime.clone(), *clock);
                     return Poll::Ready(Ok(Response::from_parts(parts, body)));

@@ -23,8 +23,8 @@ use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper_util::server::conn::auto;
 use lameduck::{
-    Config, EndpointSet, Event, HookId, HookKind, HookOutcome, Input, Lifecycle, ListenerId, Phase,
-    Prepared, RegisterError, Shared, Signal, StdClock, StopSource,
+    Config, EndpointSet, Event, HookId, HookKind, HookOutcome, Input, Lifecycle, ListenerId,
+    MuxSignalId, Phase, Prepared, RegisterError, Shared, Signal, StdClock, StopSource,
 };
 use tower_service::Service;
 use tracing::{debug, error, info, warn};
@@ -105,6 +105,7 @@ enum Msg {
     ListenerServing(ListenerId),
     ListenerStopped(ListenerId),
     ServerStopped(ListenerId),
+    MuxSignalFired(MuxSignalId),
 }
 
 /// What a server task (an accept loop, or another HTTP server such as actix-web's) gets
@@ -267,6 +268,14 @@ impl<R: Runtime> Builder<R> {
         self.hook(HookKind::Destroy, name, f)
     }
 
+    /// Registers a readiness-of-routes signal: `MuxAndDiscoveryComplete` fires once every
+    /// registered one has been reported with [`Handle::mux_signal_fired`]; until then the
+    /// admission layer answers paths your service does not know (404) with 503
+    /// `Retry-After: 5`.
+    pub fn mux_signal(&mut self, name: &str) -> Result<MuxSignalId, RegisterError> {
+        self.lifecycle.add_mux_signal(name)
+    }
+
     /// Adds a health check on `endpoints`.
     pub fn health_check(
         &mut self,
@@ -357,6 +366,12 @@ impl Handle {
         self.tx
             .unbounded_send(Msg::Stop(StopSource::Signal))
             .is_ok()
+    }
+
+    /// Reports that a readiness-of-routes signal registered with [`Builder::mux_signal`]
+    /// fired (idempotent).
+    pub fn mux_signal_fired(&self, id: MuxSignalId) -> bool {
+        self.tx.unbounded_send(Msg::MuxSignalFired(id)).is_ok()
     }
 
     /// The lifecycle's shared state: signals, gate counts, health.
@@ -729,6 +744,7 @@ fn msg_input(msg: Msg) -> Input {
         Msg::ListenerServing(id) => Input::ListenerServing(id),
         Msg::ListenerStopped(id) => Input::ListenerStopped(id),
         Msg::ServerStopped(id) => Input::ServerStopped(id),
+        Msg::MuxSignalFired(id) => Input::MuxSignalFired(id),
     }
 }
 

@@ -304,3 +304,38 @@ async fn an_upgraded_connection_stays_counted_until_its_ticket_drops() {
     assert_eq!(run.await.unwrap().unwrap(), 0);
     assert_eq!(handle.phase(), lameduck::Phase::Stopping);
 }
+
+#[tokio::test(start_paused = true)]
+async fn unknown_paths_get_503_until_every_route_signal_fired() {
+    let mut b = lameduck_tokio::builder(Config::default());
+    b.without_signals();
+    let crds = b.mux_signal("crds").unwrap();
+    let mut server = b.prepare();
+    let layer = server.layer();
+    server.serve("api", IdleListener, ok_service()).unwrap();
+    let handle = server.handle();
+    let run = tokio::spawn(server.run());
+    let svc = layer.layer(service_fn(|req: Request<Empty<Bytes>>| async move {
+        let mut res = Response::new(Full::new(Bytes::from_static(b"routed")));
+        if req.uri().path() != "/known" {
+            *res.status_mut() = StatusCode::NOT_FOUND;
+        }
+        Ok::<_, Infallible>(res)
+    }));
+    let get = |path: &'static str| {
+        let svc = svc.clone();
+        async move {
+            let req = Request::builder().uri(path).body(Empty::new()).unwrap();
+            svc.oneshot(req).await.unwrap()
+        }
+    };
+    let early = get("/unknown").await;
+    assert_eq!(early.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(early.headers()["retry-after"], "5");
+    assert_eq!(get("/known").await.status(), StatusCode::OK);
+    handle.mux_signal_fired(crds);
+    handle.signal_fired(Signal::MuxAndDiscoveryComplete).await;
+    assert_eq!(get("/unknown").await.status(), StatusCode::NOT_FOUND);
+    handle.request_shutdown();
+    assert_eq!(run.await.unwrap().unwrap(), 0);
+}
