@@ -1,0 +1,160 @@
+//! The actix middleware against the core's state, driven through the typestate API (no
+//! driver, no sockets): admission per phase and mode, 504, routes not ready, health.
+
+use std::time::Duration;
+
+use actix_web::http::{ConnectionType, StatusCode};
+use actix_web::{test, web, App, HttpResponse};
+use lameduck::{Config, Input, Instant, Lifecycle, StdClock, StopSource};
+use lameduck_actix::{health_routes, Admission};
+
+fn lifecycle(config: Config, with_mux: bool) -> (Lifecycle<lameduck::Running>, StdClock) {
+    let mut cfg = Lifecycle::new(config);
+    if with_mux {
+        cfg.add_mux_signal("crds").unwrap();
+    }
+    let clock = StdClock::with_epoch(std::time::Instant::now());
+    (cfg.prepare().start(Instant::ZERO), clock)
+}
+
+#[actix_web::test]
+async fn admission_follows_the_lifecycle_in_mode_b() {
+    let config = Config::builder()
+        .shutdown_send_retry_after(true)
+        .request_timeout(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let (mut lc, clock) = lifecycle(config, true);
+    let shared = lc.shared().clone();
+    let app = test::init_service(
+        App::new()
+            .wrap(Admission::new(shared.clone(), clock))
+            .configure(health_routes(shared.clone(), clock))
+            .route("/", web::get().to(|| async { "ok" }))
+            .route(
+                "/slow",
+                web::get().to(|| async {
+                    tokio::time::sleep(Duration::from_secs(5)).await;
+                    HttpResponse::Ok().finish()
+                }),
+            ),
+    )
+    .await;
+
+    let res = test::call_service(&app, test::TestRequest::get().uri("/").to_request()).await;
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_ne!(
+        res.response().head().connection_type(),
+        ConnectionType::Close
+    );
+    assert_eq!(
+        shared.gate().normal_in_flight(),
+        1,
+        "counted until its body is sent"
+    );
+    assert_eq!(&test::read_body(res).await[..], b"ok");
+    assert_eq!(shared.gate().normal_in_flight(), 0);
+
+    // Before MuxAndDiscoveryComplete an unknown path is "not installed yet".
+    let res = test::call_service(&app, test::TestRequest::get().uri("/nope").to_request()).await;
+    assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(res.headers().get("retry-after").unwrap(), "5");
+
+    // The 504 travels as an actix error, which the server turns into its response.
+    let err = test::try_call_service(&app, test::TestRequest::get().uri("/slow").to_request())
+        .await
+        .unwrap_err();
+    let res = err.error_response();
+    assert_eq!(res.status(), StatusCode::GATEWAY_TIMEOUT);
+    assert_eq!(
+        res.headers().get("content-type").unwrap(),
+        "application/json"
+    );
+    assert_eq!(
+        shared.gate().normal_in_flight(),
+        0,
+        "released after the 504"
+    );
+
+    lc.handle_input(Input::StopRequested(StopSource::Api), Instant::ZERO)
+        .unwrap();
+    assert!(
+        shared.gate().is_closed(),
+        "delay 0: NotAcceptingNewRequest at once"
+    );
+    let res = test::call_service(&app, test::TestRequest::get().uri("/").to_request()).await;
+    assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(res.headers().get("retry-after").unwrap(), "5");
+    assert_eq!(
+        res.response().head().connection_type(),
+        ConnectionType::Close
+    );
+    let body = test::read_body(res).await;
+    assert_eq!(
+        &body[..],
+        b"The apiserver is shutting down, please try again later.\n"
+    );
+
+    // Exempt: health is still answered, with the keep-alive connection closed after it.
+    let res = test::call_service(&app, test::TestRequest::get().uri("/readyz").to_request()).await;
+    assert_eq!(res.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(
+        res.response().head().connection_type(),
+        ConnectionType::Close
+    );
+    let body = test::read_body(res).await;
+    assert!(body.ends_with(b"readyz check failed\n"));
+}
+
+#[actix_web::test]
+async fn mode_a_rejects_with_503_and_long_running_requests_get_the_signal() {
+    let config = Config::builder()
+        .shutdown_watch_termination_grace_period(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let (mut lc, clock) = lifecycle(config, false);
+    let shared = lc.shared().clone();
+    let app = test::init_service(
+        App::new()
+            .wrap(Admission::new(shared.clone(), clock))
+            .route(
+                "/watch",
+                web::get().to(|req: actix_web::HttpRequest| async move {
+                    use actix_web::HttpMessage;
+                    let signal = req
+                        .extensions()
+                        .get::<lameduck_actix::ShutdownSignal>()
+                        .cloned();
+                    HttpResponse::Ok().body(if signal.is_some() { "signal" } else { "none" })
+                }),
+            ),
+    )
+    .await;
+    let res = test::call_service(
+        &app,
+        test::TestRequest::get()
+            .uri("/watch?watch=true")
+            .to_request(),
+    )
+    .await;
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(
+        shared.gate().long_running_in_flight(),
+        1,
+        "counted until the body ends"
+    );
+    assert_eq!(&test::read_body(res).await[..], b"signal");
+    assert_eq!(shared.gate().long_running_in_flight(), 0);
+
+    lc.handle_input(Input::StopRequested(StopSource::Api), Instant::ZERO)
+        .unwrap();
+    let res = test::call_service(
+        &app,
+        test::TestRequest::get()
+            .uri("/watch?watch=true")
+            .to_request(),
+    )
+    .await;
+    assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(res.headers().get("retry-after").unwrap(), "1");
+}
