@@ -2,14 +2,13 @@
 //! ends (a long-running one held until its paced slot), or a canned body of our own.
 
 use std::error::Error as StdError;
-use std::future::Future;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
 use actix_web::body::{BodySize, MessageBody};
 use bytes::Bytes;
 use lameduck::StdClock;
-use lameduck_hyper::{RequestTracker, Runtime};
+use lameduck_hyper::{BodyEnd, RequestTracker};
 use lameduck_tokio::TokioRuntime;
 use pin_project_lite::pin_project;
 
@@ -28,10 +27,8 @@ pin_project! {
         Tracked {
             #[pin]
             inner: B,
-            tracker: Option<RequestTracker>,
-            clock: StdClock,
             #[pin]
-            hold: Option<tokio::time::Sleep>,
+            end: BodyEnd<TokioRuntime>,
         },
     }
 }
@@ -47,9 +44,7 @@ impl<B> LameduckBody<B> {
         LameduckBody {
             state: State::Tracked {
                 inner,
-                tracker,
-                clock,
-                hold: None,
+                end: BodyEnd::new(tracker, TokioRuntime, clock),
             },
         }
     }
@@ -64,12 +59,8 @@ where
     fn size(&self) -> BodySize {
         match &self.state {
             State::Canned { data } => BodySize::Sized(data.as_ref().map_or(0, |d| d.len() as u64)),
-            // A held end must not be skipped: never claim to be empty.
-            State::Tracked {
-                inner,
-                tracker: Some(_),
-                ..
-            } => match inner.size() {
+            // A held end must not be skipped: a long-running body never claims to be empty.
+            State::Tracked { inner, end } if end.is_long_running() => match inner.size() {
                 BodySize::None => BodySize::Stream,
                 size => size,
             },
@@ -83,39 +74,20 @@ where
     ) -> Poll<Option<Result<Bytes, Self::Error>>> {
         match self.project().state.project() {
             StateProj::Canned { data } => Poll::Ready(data.take().map(Ok)),
-            StateProj::Tracked {
-                mut inner,
-                tracker,
-                clock,
-                mut hold,
-            } => loop {
-                if let Some(sleep) = hold.as_mut().as_pin_mut() {
-                    ready!(sleep.poll(cx));
-                    hold.set(None);
-                    *tracker = None;
-                    return Poll::Ready(None);
-                }
-                match ready!(inner.as_mut().poll_next(cx)) {
-                    Some(Ok(chunk)) => return Poll::Ready(Some(Ok(chunk))),
-                    Some(Err(e)) => {
-                        *tracker = None;
-                        return Poll::Ready(Some(Err(e.into())));
-                    }
-                    None => {
-                        let runtime = TokioRuntime;
-                        match tracker
-                            .as_ref()
-                            .and_then(|t| t.hold_until(clock, runtime.now()))
-                        {
-                            Some(at) => hold.set(Some(runtime.sleep_until(at))),
-                            None => {
-                                *tracker = None;
-                                return Poll::Ready(None);
-                            }
+            StateProj::Tracked { inner, end } => {
+                if !end.is_ending() {
+                    match ready!(inner.poll_next(cx)) {
+                        Some(Ok(chunk)) => return Poll::Ready(Some(Ok(chunk))),
+                        Some(Err(e)) => {
+                            end.release();
+                            return Poll::Ready(Some(Err(e.into())));
                         }
+                        None => {}
                     }
                 }
-            },
+                ready!(end.poll_end(cx));
+                Poll::Ready(None)
+            }
         }
     }
 }

@@ -68,11 +68,8 @@ pin_project! {
         Tracked {
             #[pin]
             inner: B,
-            tracker: Option<RequestTracker>,
-            runtime: R,
-            clock: StdClock,
             #[pin]
-            hold: Option<R::Sleep>,
+            end: BodyEnd<R>,
         },
     }
 }
@@ -93,10 +90,7 @@ impl<B, R: Runtime> LameduckBody<B, R> {
         LameduckBody {
             state: BodyState::Tracked {
                 inner,
-                tracker,
-                runtime,
-                clock,
-                hold: None,
+                end: BodyEnd::new(tracker, runtime, clock),
             },
         }
     }
@@ -127,51 +121,32 @@ where
     ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         match self.project().state.project() {
             BodyProj::Canned { data } => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
-            BodyProj::Tracked {
-                mut inner,
-                tracker,
-                runtime,
-                clock,
-                mut hold,
-            } => loop {
-                if let Some(sleep) = hold.as_mut().as_pin_mut() {
-                    ready!(sleep.poll(cx));
-                    hold.set(None);
-                    // The paced slot has come: release, then end the body.
-                    *tracker = None;
+            BodyProj::Tracked { inner, end } => {
+                if end.is_ending() {
+                    ready!(end.poll_end(cx));
                     return Poll::Ready(None);
                 }
-                match ready!(inner.as_mut().poll_frame(cx)) {
-                    Some(Ok(frame)) => return Poll::Ready(Some(Ok(frame))),
-                    Some(Err(e)) => {
-                        *tracker = None;
-                        return Poll::Ready(Some(Err(e)));
-                    }
+                match ready!(inner.poll_frame(cx)) {
                     None => {
-                        let until = tracker
-                            .as_ref()
-                            .and_then(|t| t.hold_until(clock, runtime.now()));
-                        match until {
-                            Some(at) => hold.set(Some(runtime.sleep_until(at))),
-                            None => {
-                                *tracker = None;
-                                return Poll::Ready(None);
-                            }
-                        }
+                        ready!(end.poll_end(cx));
+                        Poll::Ready(None)
                     }
+                    Some(Err(e)) => {
+                        end.release();
+                        Poll::Ready(Some(Err(e)))
+                    }
+                    frame => Poll::Ready(frame),
                 }
-            },
+            }
         }
     }
 
     fn is_end_stream(&self) -> bool {
         match &self.state {
             BodyState::Canned { data } => data.is_none(),
-            BodyState::Tracked { inner, tracker, .. } => match tracker {
-                // A long-running body may still have to wait for its paced slot.
-                Some(RequestTracker(Tracker::LongRunning(_))) => false,
-                _ => inner.is_end_stream(),
-            },
+            // A long-running body may still have to wait for its paced slot.
+            BodyState::Tracked { end, .. } if end.is_long_running() => false,
+            BodyState::Tracked { inner, .. } => inner.is_end_stream(),
         }
     }
 
@@ -180,11 +155,7 @@ where
             BodyState::Canned { data } => {
                 SizeHint::with_exact(data.as_ref().map_or(0, |d| d.len() as u64))
             }
-            BodyState::Tracked {
-                inner,
-                tracker: Some(RequestTracker(Tracker::LongRunning(_))),
-                ..
-            } => {
+            BodyState::Tracked { inner, end } if end.is_long_running() => {
                 // Never exact: the end may be held past the last byte.
                 let mut hint = SizeHint::new();
                 hint.set_lower(inner.size_hint().lower());
@@ -192,5 +163,82 @@ where
             }
             BodyState::Tracked { inner, .. } => inner.size_hint(),
         }
+    }
+}
+
+pin_project! {
+    /// The end of a tracked response body, for adapters that wrap bodies of their own (the
+    /// actix adapter does): keeps the request counted until the handler's body has ended and,
+    /// for a long-running request during the drain, until its paced slot.
+    pub struct BodyEnd<R: Runtime> {
+        tracker: Option<RequestTracker>,
+        runtime: R,
+        clock: StdClock,
+        ending: bool,
+        #[pin]
+        hold: Option<R::Sleep>,
+    }
+}
+
+impl<R: Runtime> fmt::Debug for BodyEnd<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BodyEnd")
+            .field("tracked", &self.tracker.is_some())
+            .field("ending", &self.ending)
+            .finish()
+    }
+}
+
+impl<R: Runtime> BodyEnd<R> {
+    /// The end of a body admitted with `tracker`.
+    #[must_use]
+    pub fn new(tracker: Option<RequestTracker>, runtime: R, clock: StdClock) -> Self {
+        BodyEnd {
+            tracker,
+            runtime,
+            clock,
+            ending: false,
+            hold: None,
+        }
+    }
+
+    /// Whether this is a long-running request's body (its end may be held).
+    #[must_use]
+    pub fn is_long_running(&self) -> bool {
+        matches!(self.tracker, Some(RequestTracker(Tracker::LongRunning(_))))
+    }
+
+    /// Whether the handler's body has ended and its end is being held.
+    #[must_use]
+    pub fn is_ending(&self) -> bool {
+        self.ending
+    }
+
+    /// Releases the request at once (the body failed).
+    pub fn release(self: Pin<&mut Self>) {
+        *self.project().tracker = None;
+    }
+
+    /// Call when the handler's body has ended, and again while it is pending: resolves
+    /// (releasing the request) when the response body may end.
+    pub fn poll_end(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let mut this = self.project();
+        if !*this.ending {
+            *this.ending = true;
+            let now = this.runtime.now();
+            if let Some(at) = this
+                .tracker
+                .as_ref()
+                .and_then(|t| t.hold_until(this.clock, now))
+            {
+                this.hold.set(Some(this.runtime.sleep_until(at)));
+            }
+        }
+        if let Some(sleep) = this.hold.as_mut().as_pin_mut() {
+            ready!(sleep.poll(cx));
+            this.hold.set(None);
+        }
+        *this.tracker = None;
+        Poll::Ready(())
     }
 }

@@ -32,7 +32,7 @@ pub use admission::{
     AdmissionFuture, AdmissionLayer, AdmissionService, Classifier, Decision, HealthService,
     RequestTracker, ShutdownSignal, UpgradeTicketSlot,
 };
-pub use body::LameduckBody;
+pub use body::{BodyEnd, LameduckBody};
 pub use runtime::{BoxFuture, Exec, Listener, OsSignal, Runtime};
 pub use server::{
     BoxError, Builder, ConnectionGuard, ConnectionTracker, Handle, Hook, HttpService,
