@@ -1112,7 +1112,8 @@ impl Machine {
     }
 
     fn begin_drain(&mut self, shared: &Shared, now: Instant) {
-        self.fire(Signal::NotAcceptingNewRequest, now);
+        // Close the gate and start pacing *before* publishing NotAcceptingNewRequest: a
+        // long-running handler woken by the signal must already find its paced slot.
         let gate = shared.gate();
         let (normal, long_running) = gate.close();
         self.long_running_before = long_running;
@@ -1129,6 +1130,15 @@ impl Machine {
             long_running_deadline: None,
             pacing_interval: None,
         };
+        if !grace.is_zero() {
+            let deadline = now + grace;
+            let interval = pacing_interval(long_running, grace, self.config.min_watch_drain_qps());
+            gate.start_pacing(now, interval, deadline);
+            self.timers[Timer::LongRunningDrain as usize] = Some(deadline);
+            plan.long_running_deadline = Some(deadline);
+            plan.pacing_interval = Some(interval);
+        }
+        self.fire(Signal::NotAcceptingNewRequest, now);
         if grace.is_zero() {
             // Not waited for (kube-apiserver: "not going to wait for active watch
             // request(s) to drain"). They are still told to end through the signal.
@@ -1139,13 +1149,6 @@ impl Machine {
                 timed_out: false,
                 skipped: true,
             });
-        } else {
-            let deadline = now + grace;
-            let interval = pacing_interval(long_running, grace, self.config.min_watch_drain_qps());
-            gate.start_pacing(now, interval, deadline);
-            self.timers[Timer::LongRunningDrain as usize] = Some(deadline);
-            plan.long_running_deadline = Some(deadline);
-            plan.pacing_interval = Some(interval);
         }
         self.timers[Timer::DrainProgress as usize] = Some(now + DRAIN_PROGRESS_INTERVAL);
         self.events.push_back(Event::DrainStarted(plan));

@@ -222,3 +222,26 @@ fn add_after_wait_is_rejected() {
         Admission::Exempt
     ));
 }
+
+#[test]
+fn pacing_is_in_place_when_not_accepting_new_request_is_published() {
+    // A long-running handler woken by the signal ends its stream at once; it must already
+    // find its paced slot. (The cross-thread race itself is model-checked in tests/loom.rs.)
+    let cfg = Config::builder()
+        .shutdown_watch_termination_grace_period(secs(10))
+        .build()
+        .unwrap();
+    let mut sim = Sim::serving(cfg, |_| {});
+    let shared = sim.shared();
+    let tickets: Vec<_> = (0..3)
+        .map(|_| match shared.admit(RequestClass::LongRunning) {
+            Admission::LongRunning(t) => t,
+            other => panic!("not admitted: {other:?}"),
+        })
+        .collect();
+    sim.stop();
+    assert!(shared.has_fired(Signal::NotAcceptingNewRequest));
+    let now = sim.now;
+    let slots: Vec<_> = tickets.iter().map(|t| t.reserve_release(now)).collect();
+    assert_eq!(slots, [None, Some(now + ms(5)), Some(now + ms(10))]);
+}

@@ -235,3 +235,53 @@ fn drain_waiter_is_woken_by_concurrent_releases() {
         assert_eq!(gate.long_running_in_flight(), 0);
     });
 }
+
+/// A long-running handler that sees `NotAcceptingNewRequest` and ends its stream at once
+/// must find the drain's pacing already in place, in every interleaving (the machine closes
+/// the gate and starts pacing before it publishes the signal).
+#[test]
+fn pacing_is_in_place_before_not_accepting_is_visible() {
+    use lameduck::sim::Simulator;
+    use lameduck::{Admission, Config, RequestClass, Signal};
+    use std::time::Duration;
+
+    loom::model(|| {
+        let config = Config::builder()
+            .shutdown_watch_termination_grace_period(Duration::from_secs(10))
+            .build()
+            .unwrap();
+        let mut sim = Simulator::serving(config, |_| {}).unwrap();
+        let shared = sim.shared().unwrap();
+        let first = match shared.admit(RequestClass::LongRunning) {
+            Admission::LongRunning(t) => t,
+            _ => panic!("admitted before the stop"),
+        };
+        let second = match shared.admit(RequestClass::LongRunning) {
+            Admission::LongRunning(t) => t,
+            _ => panic!("admitted before the stop"),
+        };
+        let observer = {
+            let shared = shared.clone();
+            thread::spawn(move || {
+                let mut spins = 0;
+                while !shared.has_fired(Signal::NotAcceptingNewRequest) {
+                    spins += 1;
+                    if spins > 3 {
+                        return None;
+                    }
+                    thread::yield_now();
+                }
+                // Burst 1: the first end goes at once, the second must be paced.
+                let now = lameduck::Instant::ZERO;
+                let a = first.reserve_release(now);
+                let b = second.reserve_release(now);
+                Some((a, b))
+            })
+        };
+        sim.stop().unwrap();
+        if let Some((a, b)) = observer.join().unwrap() {
+            assert_eq!(a, None);
+            assert!(b.is_some(), "a stream ended unpaced after the signal");
+        }
+    });
+}
