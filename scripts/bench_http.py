@@ -1,0 +1,381 @@
+#!/usr/bin/env python3
+"""Issue 7, group 2: HTTP overhead of lameduck, bare server vs the same server with lameduck.
+
+For each pair (hyper on tokio, axum, actix-web, hyper on smol) the "bare" server is a
+binary of crates/lameduck-bench (same routes, no lameduck) and the "lameduck" server is the
+repository's example server. Both are release builds.
+
+Two measurements, each alternating the two servers of a pair (A B B A A B ...), so drift
+in the machine's load falls on both:
+
+1. Instructions per request (the gate). With a hardware counter (`perf stat -e
+   instructions` works) it is read natively during the wrk runs of step 2. Where there is
+   none (this machine is a Firecracker guest: "PMU not available due to virtualization"),
+   each server runs under `valgrind --tool=callgrind`; after a warm-up its counters are
+   zeroed (`callgrind_control -z`), `bench_load` sends exactly --requests GETs of `/` over
+   --connections keep-alive connections, and the counters are dumped (`callgrind_control
+   -d`): user-space instructions (Ir) of the whole server process / requests.
+2. Requests per second and latency (reported, not the gate): `wrk -t1 -cC -dD --latency`
+   against the natively running servers, with the server's CPU time (utime + stime from
+   /proc/PID/stat) per request.
+
+Attribution: the last callgrind dump of each server is kept under --out, and the functions
+whose self cost per request differs most between bare and lameduck are printed
+(`callgrind_annotate`), so a ratio over the goal comes with its measured reason.
+
+Usage: scripts/bench_http.py [--rounds 3] [--requests 5000] [--wrk-duration 5s]
+         [--connections 16] [--pairs hyper,axum,actix,smol] [--no-wrk] [--no-callgrind]
+         [--no-attribution] [--no-build] [--out DIR]
+Prints Markdown tables; exits 0 (the goal's verdict is printed, not enforced).
+"""
+
+import argparse
+import glob
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TARGET = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
+if not os.path.isabs(TARGET):
+    TARGET = os.path.join(ROOT, TARGET)
+REL = os.path.join(TARGET, "release")
+GOAL = 1.03
+
+# pair -> (bare command, lameduck command); both listen on 127.0.0.1:0.
+LISTEN = ["--listen", "127.0.0.1:0"]
+PAIRS = {
+    "hyper": ([f"{REL}/bare_hyper"] + LISTEN, [f"{REL}/examples/tokio_server"] + LISTEN),
+    "axum": ([f"{REL}/bare_axum"] + LISTEN, [f"{REL}/examples/axum_server"] + LISTEN),
+    "actix": ([f"{REL}/bare_actix"] + LISTEN, [f"{REL}/examples/actix_server"] + LISTEN),
+    "smol": ([f"{REL}/bare_smol"] + LISTEN, [f"{REL}/examples/smol_server"] + LISTEN),
+}
+# Attribution only: the bare server given a hyper timer as lameduck's driver does.
+ATTRIBUTION = {
+    "hyper": [f"{REL}/bare_hyper", "--hyper-timer"] + LISTEN,
+    "smol": [f"{REL}/bare_smol", "--hyper-timer"] + LISTEN,
+}
+
+
+class Tee:
+    def __init__(self, *streams):
+        self.streams = streams
+
+    def write(self, text):
+        for s in self.streams:
+            s.write(text)
+
+    def flush(self):
+        for s in self.streams:
+            s.flush()
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+class Server:
+    """A server process; `wrapper` is a command prefix (valgrind)."""
+
+    def __init__(self, cmd, wrapper=(), stderr_path=None, timeout=60):
+        self.cmd = list(wrapper) + list(cmd)
+        err = open(stderr_path, "ab") if stderr_path else subprocess.DEVNULL
+        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=err,
+                                     stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout
+        self.addr = None
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline().decode(errors="replace")
+            if not line:
+                break
+            m = re.search(r"listening on http://(\S+)", line)
+            if m:
+                self.addr = m.group(1)
+                break
+        if not self.addr:
+            self.stop()
+            raise RuntimeError(f"no listening line from {' '.join(self.cmd)}")
+        self.pid = self.proc.pid
+
+    def cpu_ticks(self):
+        with open(f"/proc/{self.pid}/stat") as f:
+            rest = f.read().rsplit(")", 1)[1].split()
+        return int(rest[11]) + int(rest[12])
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=30)
+
+
+def load(addr, requests, connections):
+    out = subprocess.run([f"{REL}/bench_load", "--addr", addr, "--requests", str(requests),
+                          "--connections", str(connections)],
+                         capture_output=True, text=True, timeout=600)
+    if out.returncode != 0:
+        raise RuntimeError(f"bench_load failed: {out.stdout} {out.stderr}")
+    return out.stdout.strip()
+
+
+def callgrind_totals(path):
+    with open(path) as f:
+        for line in f:
+            if line.startswith("totals:") or line.startswith("summary:"):
+                return int(line.split()[1])
+    raise RuntimeError(f"no totals in {path}")
+
+
+def callgrind_measure(server, out_prefix, requests, connections):
+    """Zero, load, dump; returns Ir per request and the dump file."""
+    before = set(glob.glob(out_prefix + "*"))
+    subprocess.run(["callgrind_control", "-z", str(server.pid)], check=True,
+                   capture_output=True, timeout=60)
+    load(server.addr, requests, connections)
+    subprocess.run(["callgrind_control", "-d", str(server.pid)], check=True,
+                   capture_output=True, timeout=60)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        new = sorted(set(glob.glob(out_prefix + "*")) - before, key=os.path.getmtime)
+        if new:
+            time.sleep(0.2)  # let the dump finish writing
+            return callgrind_totals(new[-1]) / requests, new[-1]
+        time.sleep(0.05)
+    raise RuntimeError("no callgrind dump appeared")
+
+
+def perf_works():
+    if not shutil.which("perf"):
+        return False
+    r = subprocess.run(["perf", "stat", "-x,", "-e", "instructions", "true"],
+                       capture_output=True, text=True)
+    return r.returncode == 0 and "not supported" not in r.stderr and "<not" not in r.stderr
+
+
+def parse_wrk(text):
+    def dur(v):
+        m = re.match(r"([\d.]+)(us|ms|s|m)$", v)
+        n, u = float(m.group(1)), m.group(2)
+        return n * {"us": 1e-3, "ms": 1.0, "s": 1e3, "m": 6e4}[u]
+    reqs = int(re.search(r"(\d+) requests in", text).group(1))
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))
+    p50 = dur(re.search(r"^\s+50%\s+(\S+)", text, re.M).group(1))
+    p99 = dur(re.search(r"^\s+99%\s+(\S+)", text, re.M).group(1))
+    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
+    sock = re.search(r"Socket errors: (.*)", text)
+    return {"requests": reqs, "rps": rps, "p50": p50, "p99": p99,
+            "errors": (int(errors.group(1)) if errors else 0), "socket": sock.group(1) if sock else ""}
+
+
+def wrk_run(server, duration, connections, use_perf):
+    perf = None
+    if use_perf:
+        perf = subprocess.Popen(["perf", "stat", "-x,", "-e", "instructions", "-p", str(server.pid)],
+                                stderr=subprocess.PIPE, text=True)
+        time.sleep(0.1)
+    t0 = server.cpu_ticks()
+    out = subprocess.run(["wrk", "-t1", f"-c{connections}", f"-d{duration}", "--latency",
+                          f"http://{server.addr}/"], capture_output=True, text=True, timeout=300)
+    t1 = server.cpu_ticks()
+    r = parse_wrk(out.stdout)
+    r["cpu_us"] = (t1 - t0) / os.sysconf("SC_CLK_TCK") * 1e6 / r["requests"]
+    if perf:
+        perf.send_signal(signal.SIGINT)
+        _, err = perf.communicate(timeout=30)
+        count = err.strip().splitlines()[-1].split(",")[0]
+        r["instructions"] = int(count) / r["requests"] if count.isdigit() else None
+    return r
+
+
+def order(rounds):
+    """A B B A A B B A ...: each server goes first equally often."""
+    seq = []
+    for i in range(rounds):
+        seq += [0, 1] if i % 2 == 0 else [1, 0]
+    return seq
+
+
+def annotate(path):
+    """Self Ir per function (symbol without file) from callgrind_annotate."""
+    out = subprocess.run(["callgrind_annotate", "--threshold=100", "--inclusive=no", path],
+                         capture_output=True, text=True, timeout=300).stdout
+    costs = {}
+    total = re.search(r"([\d,]+)\s+(?:\([\s\d.]+%\)\s+)?PROGRAM TOTALS", out)
+    total = int(total.group(1).replace(",", "")) if total else None
+    for line in out.splitlines():
+        m = re.match(r"\s*([\d,]+)\s+(?:\([\s\d.]+%\)\s+)?(.*?)(?:\s+\[.*\])?$", line)
+        if not m or ":" not in m.group(2):
+            continue
+        cost = int(m.group(1).replace(",", ""))
+        # Functions on the stack when the counters were zeroed and dumped (thread entry,
+        # the worker loop) show the whole total: not a self cost, skip them.
+        if total and cost >= 0.9 * total:
+            continue
+        name = m.group(2).split(":", 1)[1].strip()
+        costs[name] = costs.get(name, 0) + cost
+    return costs
+
+
+def short(name, width=110):
+    name = re.sub(r"::h[0-9a-f]{16}$", "", name)
+    return name if len(name) <= width else name[: width - 1] + "…"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=3, help="runs of each server per pair (A/B alternating)")
+    ap.add_argument("--requests", type=int, default=5000, help="requests per callgrind measurement")
+    ap.add_argument("--connections", type=int, default=16)
+    ap.add_argument("--wrk-duration", default="5s")
+    ap.add_argument("--pairs", default="hyper,axum,actix,smol")
+    ap.add_argument("--no-wrk", action="store_true")
+    ap.add_argument("--no-callgrind", action="store_true")
+    ap.add_argument("--no-attribution", action="store_true")
+    ap.add_argument("--no-build", action="store_true")
+    ap.add_argument("--out", default=os.path.join(TARGET, "bench-http"),
+                    help="where callgrind dumps and valgrind logs go")
+    ap.add_argument("--save", default=os.path.join(ROOT, "crates", "lameduck-bench", "results", "http.md"),
+                    help="also write the printed tables here ('' for no)")
+    a = ap.parse_args()
+    pairs = [p.strip() for p in a.pairs.split(",") if p.strip()]
+    for p in pairs:
+        if p not in PAIRS:
+            sys.exit(f"unknown pair {p!r}; known: {', '.join(PAIRS)}")
+    os.makedirs(a.out, exist_ok=True)
+    if a.save:
+        os.makedirs(os.path.dirname(a.save), exist_ok=True)
+        sys.stdout = Tee(sys.stdout, open(a.save, "w"))
+
+    if not a.no_build:
+        for cmd in (["cargo", "build", "--release", "-p", "lameduck-bench", "--bins"],
+                    ["cargo", "build", "--release", "-p", "lameduck-suite", "--examples"]):
+            log("==>", " ".join(cmd))
+            subprocess.run(cmd, cwd=ROOT, check=True)
+
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--", "crates", "src", "examples"], cwd=ROOT,
+                           capture_output=True, text=True).stdout.strip()
+    model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    rustc = subprocess.run(["rustc", "--version"], capture_output=True, text=True).stdout.split()[:2]
+    print(f"machine: {time.strftime('%Y-%m-%dT%H:%MZ', time.gmtime())}; commit {head}"
+          f"{' + uncommitted changes under crates/, src/ or examples/' if dirty else ''}; "
+          f"nproc {os.cpu_count()}, {model}, kernel {os.uname().release}, {' '.join(rustc)}; "
+          f"1-min load average at start {os.getloadavg()[0]:.2f}")
+    use_perf = perf_works()
+    started = time.monotonic()
+
+    cg = {}  # pair -> ([bare Ir/req], [lameduck Ir/req])
+    dumps = {}
+    if not a.no_callgrind:
+        if not shutil.which("valgrind"):
+            sys.exit("valgrind is not installed (apt-get install valgrind)")
+        variants = [(p, PAIRS[p]) for p in pairs]
+        variants += [(p + "+timer", (PAIRS[p][0], ATTRIBUTION[p])) for p in pairs
+                     if p in ATTRIBUTION and not a.no_attribution]
+        for name, cmds in variants:
+            servers = []
+            try:
+                for side, cmd in zip(("bare", "lameduck"), cmds):
+                    prefix = os.path.join(a.out, f"callgrind.{name}.{side}")
+                    for old in glob.glob(prefix + "*"):
+                        os.remove(old)
+                    wrapper = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={prefix}.%p"]
+                    s = Server(cmd, wrapper, stderr_path=os.path.join(a.out, f"valgrind.{name}.{side}.log"))
+                    s.prefix = prefix
+                    load(s.addr, 1000, a.connections)  # warm-up
+                    servers.append(s)
+                samples = ([], [])
+                for side in order(a.rounds):
+                    s = servers[side]
+                    ir, path = callgrind_measure(s, s.prefix, a.requests, a.connections)
+                    samples[side].append(ir)
+                    dumps[(name, side)] = path
+                    log(f"callgrind {name:<12} {('bare', 'lameduck')[side]:<8} {ir:>10.0f} Ir/request")
+                cg[name] = samples
+            finally:
+                for s in servers:
+                    s.stop()
+
+    wr = {}
+    if not a.no_wrk:
+        for p in pairs:
+            servers = []
+            try:
+                for cmd in PAIRS[p]:
+                    s = Server(cmd)
+                    subprocess.run(["wrk", "-t1", f"-c{a.connections}", "-d1s", f"http://{s.addr}/"],
+                                   capture_output=True, timeout=60)  # warm-up
+                    servers.append(s)
+                samples = ([], [])
+                for side in order(a.rounds):
+                    r = wrk_run(servers[side], a.wrk_duration, a.connections, use_perf)
+                    samples[side].append(r)
+                    log(f"wrk {p:<6} {('bare', 'lameduck')[side]:<8} {r['rps']:>9.0f} req/s  p50 {r['p50']:.3f} ms  "
+                        f"p99 {r['p99']:.3f} ms  cpu {r['cpu_us']:.2f} us/req"
+                        + (f"  {r['instructions']:.0f} instr/req" if r.get("instructions") else "")
+                        + (f"  non-2xx {r['errors']}" if r["errors"] else "")
+                        + (f"  socket errors: {r['socket']}" if r["socket"] else ""))
+                wr[p] = samples
+            finally:
+                for s in servers:
+                    s.stop()
+
+    med = statistics.median
+    if cg:
+        print(f"\n### Instructions per request (callgrind, user space, {a.requests} requests per run, "
+              f"{a.connections} connections, {a.rounds} runs per server, A/B alternating)\n")
+        print("| pair | bare Ir/req (median) | lameduck Ir/req (median) | lameduck − bare | ratio | per-run ratios | runs bare / lameduck (min–max) | goal ≤ 1.03x |")
+        print("|---|---:|---:|---:|---:|---|---|---|")
+        for name, (bare, ld) in cg.items():
+            ratio = med(ld) / med(bare)
+            per_run = ", ".join(f"{l / b:.3f}" for b, l in zip(bare, ld))
+            spread = f"{min(bare):.0f}–{max(bare):.0f} / {min(ld):.0f}–{max(ld):.0f}"
+            attribution = "+timer" in name
+            verdict = "(attribution)" if attribution else ("met" if ratio <= GOAL else "NOT MET")
+            label = f"{name.split('+')[0]}: bare vs bare + hyper timer" if attribution else name
+            print(f"| {label} | {med(bare):.0f} | {med(ld):.0f} | {med(ld) - med(bare):+.0f} | {ratio:.3f}x | "
+                  f"{per_run} | {spread} | {verdict} |")
+    if wr:
+        print(f"\n### wrk (native, `wrk -t1 -c{a.connections} -d{a.wrk_duration} --latency`, {a.rounds} runs per "
+              "server, A/B alternating; medians over runs; not the gate)\n")
+        cols = "| pair | server | req/s median | req/s min–max | p50 latency ms | p99 latency ms | CPU us/req | CPU ratio |"
+        if use_perf:
+            cols += " instr/req (perf) | ratio |"
+        print(cols)
+        print("|---|---|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if use_perf else ""))
+        for p, (bare, ld) in wr.items():
+            for side, runs in (("bare", bare), ("lameduck", ld)):
+                rps = [r["rps"] for r in runs]
+                cpu = med([r["cpu_us"] for r in runs])
+                cpu_bare = med([r["cpu_us"] for r in bare])
+                line = (f"| {p} | {side} | {med(rps):.0f} | {min(rps):.0f}–{max(rps):.0f} | "
+                        f"{med([r['p50'] for r in runs]):.3f} | {med([r['p99'] for r in runs]):.3f} | "
+                        f"{cpu:.2f} | {cpu / cpu_bare:.3f}x |")
+                if use_perf:
+                    ins = med([r["instructions"] for r in runs])
+                    ins_bare = med([r["instructions"] for r in bare])
+                    line += f" {ins:.0f} | {ins / ins_bare:.3f}x |"
+                print(line)
+    if cg and not a.no_attribution:
+        for name in cg:
+            if (name, 0) not in dumps or (name, 1) not in dumps:
+                continue
+            bare, ld = annotate(dumps[(name, 0)]), annotate(dumps[(name, 1)])
+            diffs = sorted(((ld.get(f, 0) - bare.get(f, 0)) / a.requests, f) for f in set(bare) | set(ld))
+            print(f"\n#### {name}: functions whose self cost per request differs most (lameduck − bare, Ir/request; "
+                  f"last run's dumps: {os.path.relpath(dumps[(name, 0)], ROOT)}, {os.path.relpath(dumps[(name, 1)], ROOT)})\n")
+            print("| Ir/req | function |")
+            print("|---:|---|")
+            top = [d for d in reversed(diffs) if d[0] > 0][:20] + [d for d in diffs if d[0] < 0][:6]
+            for d, f in top:
+                print(f"| {d:+.1f} | `{short(f)}` |")
+    print(f"\n(run took {time.monotonic() - started:.0f} s; load average at end {os.getloadavg()[0]:.2f}; "
+          f"hardware instruction counter: {'yes' if use_perf else 'no (perf stat -e instructions: not supported)'})")
+
+
+if __name__ == "__main__":
+    main()
