@@ -54,10 +54,11 @@ async fn run(flags: flags::Flags) -> i32 {
     let http = HttpServer::new(move || {
         App::new()
             .wrap(admission.clone())
-            .configure(lameduck_actix::health_routes(shared.clone(), clock))
             .route("/", web::get().to(index))
             .route("/sleep", web::get().to(sleep))
             .route("/watch", web::get().to(watch))
+            // After the app's own routes: their patterns are tried first, in order.
+            .configure(lameduck_actix::health_routes(shared.clone(), clock))
     })
     .disable_signals()
     .workers(flags.workers.unwrap_or(2))
