@@ -584,7 +584,18 @@ impl<R: Runtime> Server<R> {
         loop {
             while let Some(event) = lc.poll_event() {
                 match event {
-                    Event::Signal { signal, .. } => log_signal(signal),
+                    Event::Signal { signal, .. } => {
+                        // HasBeenReady can only fire before ShutdownInitiated; if it did and is
+                        // not logged yet, log it first so the log keeps the real order.
+                        if signal == Signal::ShutdownInitiated
+                            && has_been_ready.is_some()
+                            && shared.has_fired(Signal::HasBeenReady)
+                        {
+                            has_been_ready = None;
+                            log_signal(Signal::HasBeenReady);
+                        }
+                        log_signal(signal);
+                    }
                     Event::NotifyReady => notify_systemd(&[sd_notify::NotifyState::Ready]),
                     Event::NotifyStopping => notify_systemd(&[sd_notify::NotifyState::Stopping]),
                     Event::RunPostStartHooks => {
@@ -686,18 +697,19 @@ impl<R: Runtime> Server<R> {
             let mut sleep = pin!(deadline.map(|d| runtime.sleep_until(d)));
             let mut gate_listener = gate_listener;
             let woke = poll_fn(|cx| {
+                // HasBeenReady first: it fired before anything queued behind it.
+                if let Some(ready) = has_been_ready.as_mut() {
+                    if ready.poll_unpin(cx).is_ready() {
+                        has_been_ready = None;
+                        return Poll::Ready(Wake::Ready);
+                    }
+                }
                 if let Poll::Ready(msg) = rx.poll_next_unpin(cx) {
                     return Poll::Ready(Wake::Msg(msg));
                 }
                 if let Some(l) = gate_listener.as_mut() {
                     if l.poll_unpin(cx).is_ready() {
                         return Poll::Ready(Wake::Gate);
-                    }
-                }
-                if let Some(ready) = has_been_ready.as_mut() {
-                    if ready.poll_unpin(cx).is_ready() {
-                        has_been_ready = None;
-                        return Poll::Ready(Wake::Ready);
                     }
                 }
                 if let Some(s) = sleep.as_mut().as_pin_mut() {

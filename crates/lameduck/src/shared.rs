@@ -179,6 +179,35 @@ impl Shared {
         first
     }
 
+    /// Fires `signal` at `now` unless `blocker` has fired, in one atomic step: a readiness
+    /// answer computed just before `ShutdownInitiated` cannot publish `HasBeenReady` after it.
+    fn fire_unless(&self, signal: Signal, blocker: Signal, now: Instant) -> bool {
+        let _ = self.fired_at[signal.index()].compare_exchange(
+            NOT_YET,
+            now.as_nanos(),
+            Ordering::Release,
+            Ordering::Relaxed,
+        );
+        let mut current = self.fired.load(Ordering::Acquire);
+        loop {
+            if current & (signal.bit() | blocker.bit()) != 0 {
+                return false;
+            }
+            match self.fired.compare_exchange_weak(
+                current,
+                current | signal.bit(),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    self.signal_event.notify(usize::MAX);
+                    return true;
+                }
+                Err(actual) => current = actual,
+            }
+        }
+    }
+
     pub(crate) fn set_started(&self, now: Instant) {
         self.started_at.store(now.as_nanos(), Ordering::Release);
     }
@@ -374,7 +403,7 @@ impl Shared {
             .collect();
         let response = health::render_root(endpoint, &outcomes, query);
         if endpoint == Endpoint::Readyz && response.status == 200 {
-            self.fire(Signal::HasBeenReady, now);
+            self.fire_unless(Signal::HasBeenReady, Signal::ShutdownInitiated, now);
         }
         response
     }

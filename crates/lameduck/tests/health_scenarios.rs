@@ -151,3 +151,21 @@ fn has_been_ready_fires_on_the_first_200_from_readyz_only() {
     assert_eq!(shared.health("/readyz", None, sim.now).unwrap().status, 200);
     assert_eq!(shared.fired_at(Signal::HasBeenReady), Some(sim.now));
 }
+
+#[test]
+fn has_been_ready_never_fires_after_shutdown_initiated() {
+    let mut sim = Sim::serving(
+        Config::builder().shutdown_delay(secs(5)).build().unwrap(),
+        |_| {},
+    );
+    let shared = sim.shared();
+    sim.stop();
+    // Excluding the shutdown check makes /readyz answer 200 during the termination; that 200
+    // must not publish HasBeenReady after ShutdownInitiated.
+    let r = shared
+        .health("/readyz", Some("exclude=shutdown"), sim.now)
+        .unwrap();
+    assert_eq!(r.status, 200);
+    assert!(!shared.has_fired(Signal::HasBeenReady));
+    sim.check();
+}
