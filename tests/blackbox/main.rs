@@ -53,6 +53,7 @@ suite! {
         http2_streams_complete_then_goaway,
         http2_mode_b_retry_after,
         systemd_ready_and_stopping,
+        corrupted_trace_is_rejected,
     ],
     servers: [tokio_server, axum_server, smol_server, actix_server],
 }

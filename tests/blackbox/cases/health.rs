@@ -94,4 +94,5 @@ pub fn health_bodies(bin: &'static str) {
     );
 
     server.assert_exit(0, Duration::from_secs(15));
+    server.assert_trace_legal(&["--shutdown-delay", "3s", "--livez-grace-period", "5s"]);
 }

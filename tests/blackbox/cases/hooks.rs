@@ -78,6 +78,12 @@ pub fn slow_pre_shutdown_hook(bin: &'static str) {
     );
 
     server.assert_exit(0, Duration::from_secs(15));
+    server.assert_trace_legal(&[
+        "--pre-shutdown-hook-duration",
+        "2s",
+        "--shutdown-delay",
+        "500ms",
+    ]);
     let log = server.signals();
     log.assert_common_dag_order();
     log.assert_before(AFTER_SHUTDOWN_DELAY, PRE_SHUTDOWN_HOOKS_STOPPED);

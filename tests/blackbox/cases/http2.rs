@@ -94,6 +94,7 @@ pub fn http2_streams_complete_then_goaway(bin: &'static str) {
         );
         server.assert_exit(0, Duration::from_secs(15));
         server.signals().assert_common_dag_order();
+        server.assert_trace_legal(&["--shutdown-delay", "200ms"]);
         return;
     }
     assert!(
@@ -129,6 +130,7 @@ pub fn http2_streams_complete_then_goaway(bin: &'static str) {
 
     server.assert_exit(0, Duration::from_secs(15));
     server.signals().assert_common_dag_order();
+    server.assert_trace_legal(&["--shutdown-delay", "200ms"]);
 }
 
 #[track_caller]
@@ -229,4 +231,5 @@ pub fn http2_mode_b_retry_after(bin: &'static str) {
     let log = server.signals();
     log.assert_common_dag_order();
     log.assert_before(IN_FLIGHT_DRAINED, STOPPED_LISTENING);
+    server.assert_trace_legal(&["--shutdown-send-retry-after", "--shutdown-delay", "500ms"]);
 }

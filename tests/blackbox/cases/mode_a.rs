@@ -98,6 +98,7 @@ pub fn mode_a_timeline(bin: &'static str) {
     );
 
     server.assert_exit(0, Duration::from_secs(15));
+    server.assert_trace_legal(&["--shutdown-delay", "1500ms"]);
     let log = server.signals();
     log.assert_common_dag_order();
 }

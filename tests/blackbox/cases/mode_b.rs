@@ -112,6 +112,7 @@ pub fn mode_b_timeline(bin: &'static str) {
     server.wait_signal(STOPPED_LISTENING, Duration::from_secs(10));
     assert_refused_soon(&server, Duration::from_secs(3));
     server.assert_exit(0, Duration::from_secs(15));
+    server.assert_trace_legal(&["--shutdown-send-retry-after", "--shutdown-delay", "1s"]);
     let log = server.signals();
     log.assert_common_dag_order();
     log.assert_before(IN_FLIGHT_DRAINED, STOPPED_LISTENING);

@@ -27,6 +27,7 @@ pub fn request_timeout_gives_504(bin: &'static str) {
     );
     server.signal("TERM");
     server.assert_exit(0, Duration::from_secs(10));
+    server.assert_trace_legal(&["--request-timeout", "1s"]);
 }
 
 pub fn bad_sleep_duration_gives_400(bin: &'static str) {
@@ -48,4 +49,5 @@ pub fn bad_sleep_duration_gives_400(bin: &'static str) {
     );
     server.signal("TERM");
     server.assert_exit(0, Duration::from_secs(10));
+    server.assert_trace_legal(&[]);
 }

@@ -17,6 +17,7 @@ pub fn second_signal_exits_1(bin: &'static str) {
     );
     let second = server.signal("TERM");
     server.assert_exit(1, Duration::from_secs(3));
+    server.assert_trace_legal(&["--shutdown-delay", "10s"]);
     let took = second.after.elapsed();
     assert!(
         took < Duration::from_secs(3),
@@ -39,6 +40,7 @@ pub fn sigint_like_sigterm(bin: &'static str) {
     );
     server.assert_exit(0, Duration::from_secs(10));
     server.signals().assert_common_dag_order();
+    server.assert_trace_legal(&["--shutdown-delay", "1s"]);
 }
 
 /// The `listening on` line means the server is serving, so a signal sent the moment it is
@@ -73,5 +75,6 @@ pub fn signal_right_after_listening_line(bin: &'static str) {
         server
             .signals()
             .assert_all(&[SHUTDOWN_INITIATED, NOT_ACCEPTING]);
+        server.assert_trace_legal(&[]);
     }
 }

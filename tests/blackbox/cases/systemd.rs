@@ -75,4 +75,5 @@ pub fn systemd_ready_and_stopping(bin: &'static str) {
     server.signal("TERM");
     receive_until(&socket, "STOPPING=1", Duration::from_secs(5), &mut got);
     server.assert_exit(0, Duration::from_secs(10));
+    server.assert_trace_legal(&["--shutdown-delay", "500ms"]);
 }

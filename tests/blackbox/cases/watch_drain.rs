@@ -151,4 +151,5 @@ pub fn watch_streams_drain_paced(bin: &'static str) {
     );
     let log = server.signals();
     log.assert_common_dag_order();
+    server.assert_trace_legal(&["--shutdown-watch-termination-grace-period", "5s"]);
 }

@@ -1,5 +1,6 @@
 //! The harness: building and running example servers, a raw HTTP/1.1 client, log reading,
-//! and the assertions several cases share.
+//! the trace check of every run against the core's reference model, and the assertions
+//! several cases share.
 
 pub mod build;
 pub mod h2;
@@ -7,6 +8,7 @@ pub mod h2tap;
 pub mod http1;
 pub mod log;
 pub mod process;
+pub mod trace;
 
 use std::io;
 use std::net::SocketAddr;
@@ -15,6 +17,7 @@ use std::time::{Duration, Instant};
 pub use http1::{get, try_get, Conn, IdleState, Response};
 pub use log::*;
 pub use process::{ServerProcess, SignalSent, STARTUP_TIMEOUT};
+pub use trace::TraceCheck;
 
 /// DESIGN section 4 bodies.
 pub const READYZ_VERBOSE_OK: &str = "[+]ping ok\n[+]shutdown ok\nreadyz check passed\n";

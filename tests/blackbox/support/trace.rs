@@ -1,0 +1,402 @@
+//! Conformance: the lifecycle events of a run, read back from the server's log, checked with
+//! the core's reference model ([`lameduck::check_trace`]) for the configuration the server was
+//! started with.
+//!
+//! Every `[graceful-termination] ... name=<Signal>` line (the `shutdown event` lines and the
+//! `lifecycle event` lines of `HasBeenReady` / `MuxAndDiscoveryComplete`) becomes a
+//! [`TraceEvent::Signal`], and the process's exit status a [`TraceEvent::Exit`]. Events are
+//! timed by the timestamp the server's logger wrote on each line (its own clock, UTC,
+//! microseconds), so the checker's timing rule (`AfterShutdownDelayDuration` no sooner than the
+//! shutdown delay after `ShutdownInitiated`) is checked on the server's clock, not on when the
+//! test happened to read the pipe. `ShutdownInitiated` is timed by the `received signal` line
+//! before it when there is one (or by the previous lifecycle line, if later): both are written
+//! before the lifecycle takes the signal's time, so they bound below the moment the delay
+//! starts from (the `ShutdownInitiated` line itself could make a correct delay look short by
+//! the logger's own latency).
+
+use std::time::Duration;
+
+use lameduck::{check_trace, Config, Signal, TraceEvent, TraceSummary, TracedEvent, Violation};
+
+use super::process::ServerProcess;
+
+const MARKER: &str = "[graceful-termination]";
+
+/// The lifecycle configuration the example binary builds from `flags` (parsed by the
+/// examples' own flag parser, so it cannot drift from what the server runs with).
+pub fn config_for(flags: &[&str]) -> Config {
+    let args = flags.iter().map(|s| s.to_string());
+    match lameduck_suite::flags::parse("server", args) {
+        Ok(lameduck_suite::flags::Parsed::Run(f)) => f.config,
+        other => panic!("flags {flags:?} do not describe a server run: {other:?}"),
+    }
+}
+
+/// The trace of one run: its log (`stderr`) and, if it exited, its exit code.
+pub fn parse_trace(stderr: &str, exit_code: Option<i32>) -> Result<Vec<TracedEvent>, String> {
+    let mut events = Vec::new();
+    let mut received_signal_at = None;
+    let mut exit_line_at = None;
+    for (n, line) in stderr.lines().enumerate() {
+        if !line.contains(MARKER) {
+            continue;
+        }
+        let at = line_time(line).map_err(|e| format!("log line {n}: {e}: {line:?}"))?;
+        if line.contains("received signal") {
+            received_signal_at.get_or_insert(at);
+            continue;
+        }
+        if line.contains("is exiting") {
+            let logged_code = line
+                .split_whitespace()
+                .find_map(|token| token.strip_prefix("code="))
+                .and_then(|c| c.parse::<i32>().ok());
+            exit_line_at = Some((at, logged_code));
+            continue;
+        }
+        let Some(name) = line
+            .split_whitespace()
+            .find_map(|token| token.strip_prefix("name="))
+        else {
+            continue;
+        };
+        let name = name.trim_matches('"');
+        let signal = Signal::from_name(name)
+            .ok_or_else(|| format!("log line {n}: unknown signal name {name:?}: {line:?}"))?;
+        let at = match signal {
+            // The `received signal` line comes from another task than the lifecycle's lines,
+            // so its timestamp may be older than a lifecycle line written before it: bound it
+            // below by the previous event (also written before ShutdownInitiated's instant).
+            Signal::ShutdownInitiated => {
+                let previous = events.last().and_then(|e: &TracedEvent| e.at);
+                received_signal_at.max(previous).unwrap_or(at).min(at)
+            }
+            _ => at,
+        };
+        events.push(TracedEvent::at(TraceEvent::Signal(signal), at));
+    }
+    if let Some(code) = exit_code {
+        if let Some((_, Some(logged))) = exit_line_at {
+            if logged != code {
+                return Err(format!(
+                    "the log says the process exits with {logged}, it exited with {code}"
+                ));
+            }
+        }
+        let code = u8::try_from(code).map_err(|_| format!("exit code {code} is not a u8"))?;
+        let exit = TraceEvent::Exit(code);
+        // The process exits after every line it logged, whichever thread wrote them.
+        let last = events.last().and_then(|e: &TracedEvent| e.at);
+        events.push(match exit_line_at.map(|(at, _)| at).max(last) {
+            Some(at) => TracedEvent::at(exit, at),
+            None => TracedEvent::untimed(exit),
+        });
+    }
+    Ok(events)
+}
+
+/// The time a tracing line was written: its leading RFC 3339 UTC timestamp
+/// (`2026-11-22T05:07:33.415257Z`), as nanoseconds since the Unix epoch.
+fn line_time(line: &str) -> Result<lameduck::Instant, String> {
+    let stamp = line.split_whitespace().next().unwrap_or_default();
+    let bad = || format!("no RFC 3339 UTC timestamp at the start ({stamp:?})");
+    let stamp = stamp.strip_suffix('Z').ok_or_else(bad)?;
+    let (date, time) = stamp.split_once('T').ok_or_else(bad)?;
+    let num = |s: &str| s.parse::<i64>().map_err(|_| bad());
+    let mut d = date.splitn(3, '-');
+    let (y, m, day) = (
+        num(d.next().unwrap_or_default())?,
+        num(d.next().unwrap_or_default())?,
+        num(d.next().unwrap_or_default())?,
+    );
+    let (hms, frac) = time.split_once('.').unwrap_or((time, ""));
+    let mut t = hms.splitn(3, ':');
+    let (hh, mm, ss) = (
+        num(t.next().unwrap_or_default())?,
+        num(t.next().unwrap_or_default())?,
+        num(t.next().unwrap_or_default())?,
+    );
+    if !(1..=12).contains(&m) || !(1..=31).contains(&day) || hh > 23 || mm > 59 || ss > 60 {
+        return Err(bad());
+    }
+    if frac.len() > 9 || !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    let nanos_frac = if frac.is_empty() {
+        0
+    } else {
+        num(frac)? * 10i64.pow(9 - frac.len() as u32)
+    };
+    let secs = days_from_civil(y, m, day) * 86_400 + hh * 3600 + mm * 60 + ss;
+    let nanos = u64::try_from(secs * 1_000_000_000 + nanos_frac).map_err(|_| bad())?;
+    Ok(lameduck::Instant::from_nanos(nanos))
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = if y >= 0 { y } else { y - 399 } / 400;
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// The reference model's verdict on a trace, with the trace in the message when it fails.
+pub fn check(config: &Config, events: &[TracedEvent]) -> Result<TraceSummary, String> {
+    check_trace(config, events).map_err(|v: Violation| format!("{v}\ntrace:\n{}", render(events)))
+}
+
+/// One event per line, with times relative to the first timed event.
+pub fn render(events: &[TracedEvent]) -> String {
+    let epoch = events.iter().find_map(|e| e.at);
+    events
+        .iter()
+        .enumerate()
+        .map(|(i, e)| match (e.at, epoch) {
+            (Some(at), Some(t0)) => {
+                let since = at.saturating_duration_since(t0);
+                format!("  #{i} {:>12?}  {}", since, e.event)
+            }
+            _ => format!("  #{i} {:>12}  {}", "-", e.event),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Trace checks on a finished [`ServerProcess`].
+pub trait TraceCheck {
+    /// The run's events: its `[graceful-termination]` lines and, once it exited, its exit.
+    fn trace(&mut self) -> Vec<TracedEvent>;
+
+    /// Asserts that the process has exited and that its trace is legal for the configuration
+    /// `flags` describe (the flags the server was started with, without `--listen`). An exit 0
+    /// must show all six termination signals. Returns the checker's summary.
+    fn assert_trace_legal(&mut self, flags: &[&str]) -> TraceSummary;
+}
+
+impl TraceCheck for ServerProcess {
+    fn trace(&mut self) -> Vec<TracedEvent> {
+        let code = self
+            .wait_exit(Duration::ZERO)
+            .map(|status| status.code().unwrap_or(-1));
+        parse_trace(&self.stderr_text(), code).unwrap_or_else(|e| {
+            panic!(
+                "{}: cannot read the trace: {e}\n{}",
+                self.name,
+                self.describe()
+            )
+        })
+    }
+
+    fn assert_trace_legal(&mut self, flags: &[&str]) -> TraceSummary {
+        let config = config_for(flags);
+        let status = self
+            .wait_exit(Duration::from_secs(15))
+            .unwrap_or_else(|| panic!("{} has not exited\n{}", self.name, self.describe()));
+        let events = self.trace();
+        let summary = check(&config, &events).unwrap_or_else(|e| {
+            panic!(
+                "{}: check_trace rejects the run's trace ({flags:?}): {e}\n{}",
+                self.name,
+                self.describe()
+            )
+        });
+        assert!(
+            summary.complete(),
+            "{}: the trace shows no exit (exit status {status})\n{}",
+            self.name,
+            render(&events)
+        );
+        if summary.exit_code == Some(0) {
+            let missing: Vec<&str> = Signal::ALL
+                .iter()
+                .filter(|s| s.is_termination() && !summary.signals.contains(**s))
+                .map(|s| s.name())
+                .collect();
+            assert!(
+                missing.is_empty(),
+                "{}: exit 0 without {missing:?}\n{}",
+                self.name,
+                render(&events)
+            );
+        }
+        summary
+    }
+}
+
+/// Ways to break a legal graceful-termination trace, each with the rule the checker must name.
+pub fn corruptions(
+    events: &[TracedEvent],
+    config: &Config,
+) -> Vec<(&'static str, Vec<TracedEvent>, lameduck::Rule)> {
+    use lameduck::Rule;
+    let pos = |s: Signal| {
+        events
+            .iter()
+            .position(|e| e.event == TraceEvent::Signal(s))
+            .unwrap_or_else(|| panic!("no {s} in the trace\n{}", render(events)))
+    };
+    let si = pos(Signal::ShutdownInitiated);
+    let asd = pos(Signal::AfterShutdownDelayDuration);
+    let nar = pos(Signal::NotAcceptingNewRequest);
+    let drained = pos(Signal::InFlightRequestsDrained);
+    let mut out = Vec::new();
+
+    // NotAcceptingNewRequest before AfterShutdownDelayDuration (events swapped, times kept).
+    let mut swapped = events.to_vec();
+    swapped[asd].event = TraceEvent::Signal(Signal::NotAcceptingNewRequest);
+    swapped[nar].event = TraceEvent::Signal(Signal::AfterShutdownDelayDuration);
+    out.push((
+        "NotAcceptingNewRequest swapped before AfterShutdownDelayDuration",
+        swapped,
+        Rule::Predecessor {
+            event: Some(Signal::NotAcceptingNewRequest),
+            needs: Signal::AfterShutdownDelayDuration,
+        },
+    ));
+
+    // A signal logged twice.
+    let mut duplicated = events.to_vec();
+    duplicated.insert(drained + 1, events[drained]);
+    out.push((
+        "InFlightRequestsDrained duplicated",
+        duplicated,
+        Rule::SignalFiresOnce(Signal::InFlightRequestsDrained),
+    ));
+
+    // The drain missing: mode A may stop listening without it but not exit 0; mode B stops
+    // listening only after it.
+    let mut undrained = events.to_vec();
+    undrained.remove(drained);
+    let rule = match config.mode() {
+        lameduck::ShutdownMode::CloseListener => Rule::CleanExitBeforeDone,
+        lameduck::ShutdownMode::SendRetryAfter => Rule::Predecessor {
+            event: Some(Signal::HTTPServerStoppedListening),
+            needs: Signal::InFlightRequestsDrained,
+        },
+    };
+    out.push(("InFlightRequestsDrained dropped", undrained, rule));
+
+    // The lame-duck window cut short: AfterShutdownDelayDuration at half the delay.
+    if let (Some(t0), false) = (events[si].at, config.shutdown_delay().is_zero()) {
+        let mut short = events.to_vec();
+        short[asd].at = Some(t0.saturating_add(config.shutdown_delay() / 2));
+        out.push((
+            "AfterShutdownDelayDuration at half the shutdown delay",
+            short,
+            Rule::DelayTooShort {
+                expected: config.shutdown_delay(),
+                observed: config.shutdown_delay() / 2,
+            },
+        ));
+    }
+
+    // Something after the exit.
+    let mut after_exit = events.to_vec();
+    after_exit.push(TracedEvent::untimed(TraceEvent::Signal(
+        Signal::HasBeenReady,
+    )));
+    out.push((
+        "an event after the exit",
+        after_exit,
+        Rule::NothingAfterExit,
+    ));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A real mode A log (tokio_server, `--shutdown-delay 500ms`), trimmed of other lines.
+    const MODE_A_LOG: &str = "\
+2026-11-22T05:07:32.884823Z  INFO lameduck_hyper::server: [graceful-termination] waiting for shutdown to be initiated
+2026-11-22T05:07:32.884852Z  INFO lameduck_hyper::server: [graceful-termination] lifecycle event name=MuxAndDiscoveryComplete
+2026-11-22T05:07:32.884893Z  INFO lameduck_hyper::server: Serving on 127.0.0.1:45591 listener=api addr=127.0.0.1:45591
+2026-11-22T05:07:33.412613Z  INFO lameduck_hyper::server: [graceful-termination] lifecycle event name=HasBeenReady
+2026-11-22T05:07:33.415257Z  INFO lameduck_hyper::server: [graceful-termination] received signal signal=\"SIGTERM\"
+2026-11-22T05:07:33.415298Z  INFO lameduck_hyper::server: [graceful-termination] shutdown event name=ShutdownInitiated
+2026-11-22T05:07:33.415305Z  INFO lameduck_hyper::server: [graceful-termination] pre-shutdown hooks completed, shutdown event name=PreShutdownHooksStopped
+2026-11-22T05:07:33.916020Z  INFO lameduck_hyper::server: [graceful-termination] shutdown event name=AfterShutdownDelayDuration
+2026-11-22T05:07:33.916059Z  INFO lameduck_hyper::server: [graceful-termination] shutdown event name=NotAcceptingNewRequest
+2026-11-22T05:07:33.916068Z  INFO lameduck_hyper::server: [graceful-termination] draining in-flight requests normal=0 long_running=0 pacing_interval=None
+2026-11-22T05:07:33.916087Z  INFO lameduck_hyper::server: [graceful-termination] shutdown event name=InFlightRequestsDrained
+2026-11-22T05:07:33.916198Z  INFO lameduck_hyper::server: [graceful-termination] shutdown event name=HTTPServerStoppedListening
+2026-11-22T05:07:33.916201Z  INFO lameduck_hyper::server: [graceful-termination] apiserver is exiting code=0 reason=graceful termination completed
+";
+
+    fn signals(events: &[TracedEvent]) -> Vec<String> {
+        events.iter().map(|e| e.event.to_string()).collect()
+    }
+
+    #[test]
+    fn timestamps_are_read_on_the_server_clock() {
+        let t = |s: &str| line_time(s).unwrap().as_nanos();
+        assert_eq!(t("1970-01-01T00:00:00Z x"), 0);
+        assert_eq!(t("1970-01-02T00:00:01.5Z"), 86_401_500_000_000);
+        assert_eq!(
+            t("2026-11-22T05:07:33.916020Z") - t("2026-11-22T05:07:33.415298Z"),
+            500_722_000
+        );
+        // 2000-03-01 is 11017 days after the epoch (leap years on both sides of February).
+        assert_eq!(t("2000-03-01T00:00:00Z"), 11_017 * 86_400 * 1_000_000_000);
+        assert!(line_time("INFO no time").is_err());
+        assert!(line_time("2026-13-01T00:00:00Z").is_err());
+    }
+
+    #[test]
+    fn a_real_log_parses_into_a_legal_trace() {
+        let events = parse_trace(MODE_A_LOG, Some(0)).unwrap();
+        assert_eq!(
+            signals(&events),
+            [
+                "MuxAndDiscoveryComplete",
+                "HasBeenReady",
+                "ShutdownInitiated",
+                "PreShutdownHooksStopped",
+                "AfterShutdownDelayDuration",
+                "NotAcceptingNewRequest",
+                "InFlightRequestsDrained",
+                "HTTPServerStoppedListening",
+                "Exit(0)",
+            ]
+        );
+        // ShutdownInitiated is timed by the `received signal` line before it.
+        assert_eq!(
+            events[2].at,
+            Some(line_time("2026-11-22T05:07:33.415257Z").unwrap())
+        );
+        let config = config_for(&["--shutdown-delay", "500ms"]);
+        let summary = check(&config, &events).unwrap();
+        assert_eq!(summary.exit_code, Some(0));
+        // Still running: a legal prefix, not complete.
+        let running = parse_trace(MODE_A_LOG, None).unwrap();
+        assert!(!check(&config, &running).unwrap().complete());
+    }
+
+    #[test]
+    fn corrupted_traces_of_a_real_log_are_rejected() {
+        let config = config_for(&["--shutdown-delay", "500ms"]);
+        let events = parse_trace(MODE_A_LOG, Some(0)).unwrap();
+        for (what, corrupted, rule) in corruptions(&events, &config) {
+            let v = check_trace(&config, &corrupted)
+                .expect_err(&format!("{what}: accepted\n{}", render(&corrupted)));
+            assert_eq!(v.rule, rule, "{what}: {v}");
+        }
+    }
+
+    #[test]
+    fn the_exit_code_must_match_the_log() {
+        let e = parse_trace(MODE_A_LOG, Some(1)).unwrap_err();
+        assert!(e.contains("exits with 0, it exited with 1"), "{e}");
+    }
+
+    #[test]
+    fn unknown_signal_names_are_an_error() {
+        let log =
+            "2026-11-22T05:07:33.415298Z  INFO x: [graceful-termination] shutdown event name=Bogus";
+        assert!(parse_trace(log, None).unwrap_err().contains("Bogus"));
+    }
+}

@@ -1,0 +1,604 @@
+#!/usr/bin/env python3
+"""Zero-downtime proof: a rolling restart behind HAProxy under steady keep-alive load.
+
+For each example server (tokio_server, axum_server, smol_server, actix_server) and each
+shutdown mode (A: close the listener; B: --shutdown-send-retry-after) this script
+
+  1. starts two instances (A and B) of the example on 127.0.0.1,
+  2. starts HAProxy (Debian's `haproxy`) on 127.0.0.1 in front of them, health-checking
+     `GET /readyz` every 250 ms (`fall 2`, `rise 2`, `timeout check 500ms`) with `retries 0`
+     and no `option redispatch`, so nothing masks a failed request,
+  3. drives two wrk processes through HAProxy for --duration seconds (keep-alive; one on `/`,
+     one on `/sleep?duration=20ms`),
+  4. during the load sends SIGTERM to instance A, waits for it to exit, restarts it on the same
+     port, waits until HAProxy reports it UP, then does the same with instance B,
+  5. counts failed requests (non-2xx/3xx replies and socket errors, from wrk's summary).
+
+The shutdown delay is derived from HAProxy's worst-case detection time
+(fall x inter + timeout check, plus a margin); the same run with `--shutdown-delay 0s` is the
+naive baseline, which must lose requests (it shows the test can fail).
+
+Stdlib only. Loopback only. Every process started here is killed by its PID when the script
+ends, however it ends; every wait is bounded.
+
+Exit status: 0 when every lameduck run lost 0 requests and every baseline lost some; 1
+otherwise; 2 on a setup problem (missing haproxy/wrk, build failure).
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+RUNTIMES = ["tokio_server", "axum_server", "smol_server", "actix_server"]
+MODES = ["A", "B"]
+
+# HAProxy health checking (DESIGN: the lame-duck window must outlast the balancer's detection).
+INTER_MS = 250
+FALL = 2
+RISE = 2
+CHECK_TIMEOUT_MS = 500
+# Worst-case detection: `fall` failed checks `inter` apart, the last one taking up to the check
+# timeout (the planner's model: threshold x interval + timeout).
+DETECTION_MS = FALL * INTER_MS + CHECK_TIMEOUT_MS
+# Margin for HAProxy's scheduling jitter and CPU contention on a small machine.
+MARGIN_MS = max(DETECTION_MS, 500)
+SHUTDOWN_DELAY_MS = DETECTION_MS + MARGIN_MS
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# Children alive right now, by PID: killed on the way out, however the script ends.
+_children = {}
+_children_lock = threading.Lock()
+
+
+def log(msg):
+    print(msg, flush=True)
+
+
+def fmt_ms(ms):
+    return f"{ms / 1000:g}s" if ms % 1000 == 0 else f"{ms}ms"
+
+
+def spawn(args, stdout, stderr):
+    proc = subprocess.Popen(
+        args,
+        stdin=subprocess.DEVNULL,
+        stdout=stdout,
+        stderr=stderr,
+        env=dict(os.environ, NO_COLOR="1"),
+    )
+    with _children_lock:
+        _children[proc.pid] = proc
+    return proc
+
+
+def reap(proc, timeout):
+    """Waits up to `timeout` seconds for `proc`; kills it (by PID) if it is still running."""
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill(proc)
+        return None
+    finally:
+        with _children_lock:
+            _children.pop(proc.pid, None)
+
+
+def kill(proc):
+    if proc.poll() is None:
+        try:
+            os.kill(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+    with _children_lock:
+        _children.pop(proc.pid, None)
+
+
+def kill_all_children():
+    with _children_lock:
+        procs = list(_children.values())
+    for proc in procs:
+        kill(proc)
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def target_dir():
+    if os.environ.get("CARGO_TARGET_DIR"):
+        return os.path.abspath(os.environ["CARGO_TARGET_DIR"])
+    out = subprocess.run(
+        ["cargo", "metadata", "--format-version", "1", "--no-deps"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    ).stdout
+    return json.loads(out)["target_directory"]
+
+
+class Instance:
+    """One example-server process on a fixed port, with its logs in `workdir`."""
+
+    def __init__(self, binary, name, port, flags, workdir):
+        self.binary, self.name, self.port, self.flags = binary, name, port, flags
+        self.workdir = workdir
+        self.generation = 0
+        self.proc = None
+
+    def start(self, timeout=30.0):
+        self.generation += 1
+        base = os.path.join(self.workdir, f"{self.name}.{self.generation}")
+        self.stdout_path, self.stderr_path = base + ".stdout", base + ".stderr"
+        with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
+            args = [self.binary, "--listen", f"127.0.0.1:{self.port}", *self.flags]
+            self.proc = spawn(args, out, err)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with open(self.stdout_path, "r", errors="replace") as f:
+                line = f.readline()
+            if line.endswith("\n"):
+                expected = f"listening on http://127.0.0.1:{self.port}"
+                if line.strip() != expected:
+                    raise RuntimeError(f"{self.name}: first stdout line {line!r}, want {expected!r}")
+                return
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"{self.name} exited with {self.proc.returncode} before listening:\n"
+                    + self.stderr_tail()
+                )
+            time.sleep(0.01)
+        raise RuntimeError(f"{self.name}: no `listening on` line within {timeout}s")
+
+    def terminate_and_wait(self, timeout):
+        os.kill(self.proc.pid, signal.SIGTERM)
+        code = reap(self.proc, timeout)
+        if code is None:
+            raise RuntimeError(
+                f"{self.name} still running {timeout}s after SIGTERM (killed):\n" + self.stderr_tail()
+            )
+        return code
+
+    def stderr_tail(self, n=30):
+        try:
+            with open(self.stderr_path, "r", errors="replace") as f:
+                return "".join(f.readlines()[-n:])
+        except OSError:
+            return ""
+
+
+class HAProxy:
+    def __init__(self, workdir, frontend_port, servers):
+        self.workdir = workdir
+        self.port = frontend_port
+        self.sock_path = os.path.join(workdir, "haproxy.sock")
+        self.cfg_path = os.path.join(workdir, "haproxy.cfg")
+        lines = [
+            "global",
+            # Small enough for a default open-files limit (HAProxy needs about 2 x maxconn).
+            "    maxconn 256",
+            f"    stats socket {self.sock_path} mode 600 level admin",
+            "",
+            "defaults",
+            "    mode http",
+            "    option http-keep-alive",
+            "    retries 0",
+            "    timeout connect 2s",
+            "    timeout client 30s",
+            "    timeout server 30s",
+            f"    timeout check {CHECK_TIMEOUT_MS}ms",
+            "",
+            "frontend fe",
+            f"    bind 127.0.0.1:{frontend_port}",
+            "    default_backend be",
+            "",
+            "backend be",
+            "    balance roundrobin",
+            "    http-reuse safe",
+            "    option httpchk GET /readyz",
+            "    http-check expect status 200",
+            f"    default-server inter {INTER_MS}ms fall {FALL} rise {RISE}",
+        ]
+        lines += [f"    server {name} 127.0.0.1:{port} check" for name, port in servers]
+        with open(self.cfg_path, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        self.proc = None
+        self.transitions = []  # (monotonic time, server, status)
+        self._stop = threading.Event()
+        self._monitor = None
+        self._status = {}
+
+    def start(self):
+        subprocess.run(["haproxy", "-c", "-q", "-f", self.cfg_path], check=True, timeout=30)
+        self.log_path = os.path.join(self.workdir, "haproxy.log")
+        with open(self.log_path, "wb") as out:
+            self.proc = spawn(["haproxy", "-db", "-f", self.cfg_path], out, subprocess.STDOUT)
+        self._monitor = threading.Thread(target=self._watch, daemon=True)
+        self._monitor.start()
+
+    def stop(self):
+        self._stop.set()
+        if self._monitor:
+            self._monitor.join(timeout=5)
+        if self.proc:
+            kill(self.proc)
+
+    def show_stat(self):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(2)
+            s.connect(self.sock_path)
+            s.sendall(b"show stat\n")
+            data = b""
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+        rows = data.decode(errors="replace").splitlines()
+        if not rows or not rows[0].startswith("# "):
+            return {}
+        header = rows[0][2:].split(",")
+        out = {}
+        for row in rows[1:]:
+            fields = dict(zip(header, row.split(",")))
+            if fields.get("pxname") == "be" and fields.get("svname") not in ("BACKEND", None):
+                out[fields["svname"]] = fields
+        return out
+
+    def _watch(self):
+        while not self._stop.is_set():
+            try:
+                stats = self.show_stat()
+            except OSError:
+                stats = {}
+            now = time.monotonic()
+            for name, fields in stats.items():
+                status = fields.get("status", "?")
+                if self._status.get(name) != status:
+                    self._status[name] = status
+                    self.transitions.append((now, name, status))
+            self._stop.wait(0.02)
+
+    def check_alive(self):
+        if self.proc.poll() is not None:
+            with open(self.log_path, "r", errors="replace") as f:
+                tail = "".join(f.readlines()[-20:])
+            raise RuntimeError(f"haproxy exited with {self.proc.returncode}:\n{tail}")
+
+    def status(self, name):
+        return self._status.get(name)
+
+    def wait_status(self, name, want, timeout):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.status(name) == want:
+                return time.monotonic()
+            self.check_alive()
+            time.sleep(0.02)
+        raise RuntimeError(f"HAProxy did not report {name} {want} within {timeout}s (now {self.status(name)})")
+
+    def wait_transition(self, name, want, after, timeout):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            at = self.first_transition(name, want, after)
+            if at is not None:
+                return at
+            self.check_alive()
+            time.sleep(0.02)
+        raise RuntimeError(f"HAProxy did not report {name} {want} within {timeout}s (now {self.status(name)})")
+
+    def first_transition(self, name, status, after):
+        for at, n, s in self.transitions:
+            if n == name and s == status and at >= after:
+                return at
+        return None
+
+
+WRK_SUMMARY = re.compile(r"(\d+) requests in ([\d.]+)(\w+)")
+WRK_SOCKET = re.compile(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)")
+WRK_NON2XX = re.compile(r"Non-2xx or 3xx responses: (\d+)")
+
+
+def parse_wrk(text):
+    m = WRK_SUMMARY.search(text)
+    if not m:
+        raise RuntimeError("cannot read wrk's summary:\n" + text)
+    requests = int(m.group(1))
+    sock = WRK_SOCKET.search(text)
+    errors = [int(x) for x in sock.groups()] if sock else [0, 0, 0, 0]
+    non2xx = WRK_NON2XX.search(text)
+    non2xx = int(non2xx.group(1)) if non2xx else 0
+    return {
+        "requests": requests,
+        "non2xx": non2xx,
+        "connect": errors[0],
+        "read": errors[1],
+        "write": errors[2],
+        "timeout": errors[3],
+        "failed": non2xx + sum(errors),
+    }
+
+
+def run_one(binary, runtime, mode, delay_ms, args, keep_dir):
+    """One rolling restart under load. Returns a result dict."""
+    workdir = tempfile.mkdtemp(prefix=f"rolling-{runtime}-{mode}-{delay_ms}-")
+    flags = ["--shutdown-delay", fmt_ms(delay_ms)]
+    if mode == "B":
+        flags.append("--shutdown-send-retry-after")
+    instances = [Instance(binary, name, free_port(), flags, workdir) for name in ("a", "b")]
+    fe_port = free_port()
+    haproxy = HAProxy(workdir, fe_port, [(i.name, i.port) for i in instances])
+    wrks = []
+    events = []
+    problems = []
+    t0 = time.monotonic()
+
+    def note(msg):
+        events.append(f"{time.monotonic() - t0:6.2f}s {msg}")
+
+    try:
+        for inst in instances:
+            inst.start()
+        haproxy.start()
+        for inst in instances:
+            haproxy.wait_status(inst.name, "UP", 15)
+        note("both instances UP in HAProxy; starting load")
+
+        base = f"http://127.0.0.1:{fe_port}"
+        for path, conns in (("/", args.connections), ("/sleep?duration=20ms", args.connections)):
+            out_path = os.path.join(workdir, f"wrk{len(wrks)}.out")
+            with open(out_path, "wb") as out:
+                proc = spawn(
+                    ["wrk", "-t1", f"-c{conns}", f"-d{args.duration}s", "--timeout", "5s", base + path],
+                    out,
+                    subprocess.STDOUT,
+                )
+            wrks.append((path, proc, out_path))
+        load_start = time.monotonic()
+        time.sleep(args.warmup)
+
+        for inst in instances:
+            term_at = time.monotonic()
+            note(f"SIGTERM {inst.name} (pid {inst.proc.pid})")
+            code = inst.terminate_and_wait(timeout=delay_ms / 1000 + 30)
+            exit_at = time.monotonic()
+            down_at = haproxy.first_transition(inst.name, "DOWN", term_at) or haproxy.first_transition(
+                inst.name, "DOWN 1/2", term_at
+            )
+            down_txt = f"HAProxy DOWN +{down_at - term_at:.2f}s, " if down_at else ""
+            note(f"{inst.name} exited {code}: {down_txt}exit +{exit_at - term_at:.2f}s after SIGTERM")
+            if code != 0:
+                problems.append(f"{inst.name} exited {code}:\n{inst.stderr_tail()}")
+            if delay_ms > 0 and not (down_at and down_at < exit_at):
+                problems.append(
+                    f"HAProxy did not mark {inst.name} DOWN before it exited: the shutdown delay "
+                    f"should outlast the detection time"
+                )
+            restart_at = time.monotonic()
+            inst.start()
+            if delay_ms > 0:
+                # It was DOWN: wait for HAProxy to see it come back (rise x inter).
+                up_at = haproxy.wait_transition(inst.name, "UP", restart_at, 15)
+            else:
+                # The naive restart may be quicker than HAProxy's detection: it may never leave UP.
+                up_at = haproxy.wait_status(inst.name, "UP", 15)
+            note(f"{inst.name} restarted (pid {inst.proc.pid}), HAProxy UP +{up_at - exit_at:.2f}s after restart")
+            time.sleep(args.settle)
+
+        rolled_at = time.monotonic()
+        if rolled_at - load_start > args.duration - 0.5:
+            problems.append(
+                f"the rolling restart took {rolled_at - load_start:.1f}s, longer than the "
+                f"{args.duration}s load: rerun with a longer --duration"
+            )
+
+        totals = {"requests": 0, "failed": 0, "non2xx": 0, "connect": 0, "read": 0, "write": 0, "timeout": 0}
+        per_path = {}
+        for path, proc, out_path in wrks:
+            code = reap(proc, args.duration + 30)
+            with open(out_path, "r", errors="replace") as f:
+                text = f.read()
+            if code != 0:
+                raise RuntimeError(f"wrk {path} exited {code}:\n{text}")
+            res = parse_wrk(text)
+            per_path[path] = res
+            for k in totals:
+                totals[k] += res[k]
+        note(
+            "load done: "
+            + "; ".join(
+                f"{p}: {r['requests']} requests, {r['failed']} failed "
+                f"(non-2xx {r['non2xx']}, connect {r['connect']}, read {r['read']}, "
+                f"write {r['write']}, timeout {r['timeout']})"
+                for p, r in per_path.items()
+            )
+        )
+        return {
+            "runtime": runtime,
+            "mode": mode,
+            "delay_ms": delay_ms,
+            "requests": totals["requests"],
+            "failed": totals["failed"],
+            "detail": totals,
+            "per_path": per_path,
+            "events": events,
+            "problems": problems,
+            "workdir": workdir,
+        }
+    except Exception as e:  # reported as a failed run, with the logs kept
+        problems.append(f"{type(e).__name__}: {e}")
+        return {
+            "runtime": runtime,
+            "mode": mode,
+            "delay_ms": delay_ms,
+            "requests": None,
+            "failed": None,
+            "detail": {},
+            "per_path": {},
+            "events": events,
+            "problems": problems,
+            "workdir": workdir,
+        }
+    finally:
+        for _, proc, _ in wrks:
+            kill(proc)
+        haproxy.stop()
+        for inst in instances:
+            if inst.proc:
+                kill(inst.proc)
+        if not keep_dir and not problems:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def table(results, markdown=False):
+    head = ["runtime", "mode", "shutdown delay", "requests", "failed"]
+    rows = []
+    for r in results:
+        delay = fmt_ms(r["delay_ms"]) + (" (naive baseline)" if r["delay_ms"] == 0 else "")
+        rows.append(
+            [
+                r["runtime"],
+                r["mode"],
+                delay,
+                "error" if r["requests"] is None else str(r["requests"]),
+                "error" if r["failed"] is None else str(r["failed"]),
+            ]
+        )
+    if markdown:
+        out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        out += ["| " + " | ".join(row) + " |" for row in rows]
+        return "\n".join(out)
+    widths = [max(len(x) for x in col) for col in zip(head, *rows)]
+    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
+    return "\n".join([line(head), line(["-" * w for w in widths])] + [line(r) for r in rows])
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--runtimes", default=",".join(RUNTIMES), help="comma-separated example names")
+    p.add_argument("--modes", default="A,B", help="lameduck modes to run (A, B)")
+    p.add_argument(
+        "--baseline-modes", default="A,B", help="modes of the --shutdown-delay 0s baseline ('' for none)"
+    )
+    p.add_argument("--duration", type=int, default=16, help="seconds of load per run (>= 15)")
+    p.add_argument("--connections", type=int, default=16, help="wrk connections per path")
+    p.add_argument("--warmup", type=float, default=1.5, help="seconds of load before the first SIGTERM")
+    p.add_argument("--settle", type=float, default=1.0, help="seconds between an UP and the next SIGTERM")
+    p.add_argument("--no-build", action="store_true", help="use the existing release build")
+    p.add_argument("--keep", action="store_true", help="keep every run's logs (failed runs always keep them)")
+    p.add_argument("--markdown", help="also write the table as Markdown to this file")
+    p.add_argument("--json", help="also write all results as JSON to this file")
+    args = p.parse_args()
+
+    if args.duration < 15:
+        p.error("--duration must be at least 15 s")
+    runtimes = [r for r in args.runtimes.split(",") if r]
+    for r in runtimes:
+        if r not in RUNTIMES:
+            p.error(f"unknown runtime {r!r} (known: {', '.join(RUNTIMES)})")
+    modes = [m for m in args.modes.split(",") if m]
+    baseline_modes = [m for m in args.baseline_modes.split(",") if m]
+    for m in modes + baseline_modes:
+        if m not in MODES:
+            p.error(f"unknown mode {m!r} (A or B)")
+
+    for tool in ("haproxy", "wrk"):
+        if not shutil.which(tool):
+            log(f"error: {tool} not found (apt-get install -y haproxy wrk)")
+            return 2
+
+    if not args.no_build:
+        log("==> cargo build --release --examples")
+        if subprocess.run(["cargo", "build", "--release", "--examples"], cwd=ROOT).returncode != 0:
+            return 2
+    examples = os.path.join(target_dir(), "release", "examples")
+
+    log(
+        f"HAProxy: option httpchk GET /readyz, inter {INTER_MS}ms, fall {FALL}, rise {RISE}, "
+        f"timeout check {CHECK_TIMEOUT_MS}ms, retries 0, no redispatch"
+    )
+    log(
+        f"worst-case detection t = fall x inter + timeout check = {FALL} x {INTER_MS}ms + "
+        f"{CHECK_TIMEOUT_MS}ms = {DETECTION_MS}ms; + {MARGIN_MS}ms margin (HAProxy jitter, CPU "
+        f"contention) => --shutdown-delay {fmt_ms(SHUTDOWN_DELAY_MS)}"
+    )
+    log(
+        f"load: 2 x wrk -t1 -c{args.connections} -d{args.duration}s (keep-alive) on / and "
+        f"/sleep?duration=20ms through HAProxy"
+    )
+
+    plan = []
+    for runtime in runtimes:
+        plan += [(runtime, m, SHUTDOWN_DELAY_MS) for m in modes]
+        plan += [(runtime, m, 0) for m in baseline_modes]
+
+    results = []
+    for runtime, mode, delay_ms in plan:
+        binary = os.path.join(examples, runtime)
+        if not os.path.isfile(binary):
+            log(f"error: {binary} does not exist (build with cargo build --release --examples)")
+            return 2
+        log(f"\n==> {runtime}, mode {mode}, --shutdown-delay {fmt_ms(delay_ms)}")
+        r = run_one(binary, runtime, mode, delay_ms, args, args.keep)
+        for e in r["events"]:
+            log("    " + e)
+        for problem in r["problems"]:
+            log("    PROBLEM: " + problem)
+        if r["problems"] or args.keep:
+            log(f"    logs kept in {r['workdir']}")
+        results.append(r)
+
+    log("\n" + table(results))
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(table(results, markdown=True) + "\n")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+
+    bad = []
+    for r in results:
+        what = f"{r['runtime']} mode {r['mode']} delay {fmt_ms(r['delay_ms'])}"
+        if r["problems"] or r["failed"] is None:
+            bad.append(f"{what}: run problems")
+        elif r["delay_ms"] > 0 and r["failed"] != 0:
+            bad.append(f"{what}: {r['failed']} failed requests (want 0)")
+        elif r["delay_ms"] == 0 and r["failed"] == 0:
+            bad.append(f"{what}: the naive baseline lost no request (the test should be able to fail)")
+    if bad:
+        log("\nFAILED:\n  " + "\n  ".join(bad))
+        return 1
+    log("\nOK: 0 failed requests with the lame-duck window; the naive baseline lost requests.")
+    return 0
+
+
+def _on_signal(signum, _frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, _on_signal)
+    try:
+        code = main()
+    except KeyboardInterrupt:
+        code = 130
+    finally:
+        kill_all_children()
+    sys.exit(code)
