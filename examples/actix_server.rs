@@ -2,34 +2,10 @@
 //!
 //! `cargo run --release --example actix_server -- --listen 127.0.0.1:8080 --shutdown-delay 5s`
 
-use actix_web::{web, App, HttpMessage, HttpRequest, HttpResponse, HttpServer};
-use futures_util::StreamExt;
-use lameduck_actix::{Admission, ConnectionTracker, ShutdownSignal};
-use lameduck_suite::{flags, logging, routes, server};
+use actix_web::{web, App, HttpServer};
+use lameduck_actix::{Admission, ConnectionTracker};
+use lameduck_suite::{actix_routes, flags, logging, routes, server};
 use lameduck_tokio::TokioRuntime;
-
-async fn index() -> &'static str {
-    "ok"
-}
-
-async fn sleep(req: HttpRequest) -> HttpResponse {
-    let query = Some(req.query_string()).filter(|q| !q.is_empty());
-    match routes::sleep_duration(query) {
-        Ok(d) => {
-            tokio::time::sleep(d).await;
-            HttpResponse::Ok().body("Welcome HTTP Server")
-        }
-        Err(e) => HttpResponse::BadRequest().body(format!("{e}\n")),
-    }
-}
-
-async fn watch(req: HttpRequest) -> HttpResponse {
-    let signal = req.extensions().get::<ShutdownSignal>().cloned();
-    let lines = routes::watch_lines(TokioRuntime, signal).map(Ok::<_, std::convert::Infallible>);
-    HttpResponse::Ok()
-        .content_type("text/plain; charset=utf-8")
-        .streaming(lines)
-}
 
 async fn run(flags: flags::Flags) -> i32 {
     let mut server = match server::builder(&flags, TokioRuntime) {
@@ -54,9 +30,9 @@ async fn run(flags: flags::Flags) -> i32 {
     let http = HttpServer::new(move || {
         App::new()
             .wrap(admission.clone())
-            .route("/", web::get().to(index))
-            .route("/sleep", web::get().to(sleep))
-            .route("/watch", web::get().to(watch))
+            .route("/", web::get().to(actix_routes::index))
+            .route("/sleep", web::get().to(actix_routes::sleep))
+            .route("/watch", web::get().to(actix_routes::watch))
             // After the app's own routes: their patterns are tried first, in order.
             .configure(lameduck_actix::health_routes(shared.clone(), clock))
     })

@@ -5,6 +5,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod actix_routes;
 pub mod flags;
 pub mod logging;
 pub mod routes;

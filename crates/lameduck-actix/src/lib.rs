@@ -138,6 +138,15 @@ impl<S> std::fmt::Debug for AdmissionMiddleware<S> {
     }
 }
 
+/// actix's request extensions, for [`Decision::hand_over`].
+struct ActixExtensions<'a>(std::cell::RefMut<'a, Extensions>);
+
+impl lameduck_hyper::RequestExtensions for ActixExtensions<'_> {
+    fn insert_extension<T: Clone + Send + Sync + 'static>(&mut self, value: T) {
+        self.0.insert(value);
+    }
+}
+
 /// One of the core's canned responses (429, 503, 504) for `req`.
 fn canned<B>(req: HttpRequest, c: &CannedResponse) -> ServiceResponse<LameduckBody<B>> {
     let status = StatusCode::from_u16(c.status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
@@ -202,12 +211,7 @@ where
                 signal,
                 upgrade,
             } => {
-                if let Some(signal) = signal {
-                    req.extensions_mut().insert(signal);
-                }
-                if let Some(upgrade) = upgrade {
-                    req.extensions_mut().insert(upgrade);
-                }
+                Decision::hand_over(signal, upgrade, &mut ActixExtensions(req.extensions_mut()));
                 (tracker, timeout)
             }
         };

@@ -226,6 +226,35 @@ pub enum Decision {
     },
 }
 
+/// A request's extension map, as the adapters' request types have one each.
+pub trait RequestExtensions {
+    /// Inserts `value`, replacing any value of its type.
+    fn insert_extension<T: Clone + Send + Sync + 'static>(&mut self, value: T);
+}
+
+impl RequestExtensions for http::Extensions {
+    fn insert_extension<T: Clone + Send + Sync + 'static>(&mut self, value: T) {
+        self.insert(value);
+    }
+}
+
+impl Decision {
+    /// Hands the `signal` and `upgrade` of a [`Decision::Serve`] to the handler through the
+    /// request's `extensions` (the adapter keeps the tracker and the timeout).
+    pub fn hand_over(
+        signal: Option<ShutdownSignal>,
+        upgrade: Option<UpgradeTicketSlot>,
+        extensions: &mut impl RequestExtensions,
+    ) {
+        if let Some(signal) = signal {
+            extensions.insert_extension(signal);
+        }
+        if let Some(upgrade) = upgrade {
+            extensions.insert_extension(upgrade);
+        }
+    }
+}
+
 /// Classifies and admits one request: the admission decision every adapter applies (the
 /// tower layer here, actix-web's middleware elsewhere). Allocation-free for normal
 /// requests.
@@ -321,12 +350,7 @@ where
                 signal,
                 upgrade,
             } => {
-                if let Some(signal) = signal {
-                    req.extensions_mut().insert(signal);
-                }
-                if let Some(upgrade) = upgrade {
-                    req.extensions_mut().insert(upgrade);
-                }
+                Decision::hand_over(signal, upgrade, req.extensions_mut());
                 let sleep = timeout.map(|t| layer.runtime.sleep_until(layer.runtime.now() + t));
                 (tracker, sleep)
             }

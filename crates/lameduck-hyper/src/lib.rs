@@ -30,7 +30,7 @@ mod server;
 pub use admission::{
     canned_response, decide, health_response, request_info, request_timeout, take_upgrade_ticket,
     AdmissionFuture, AdmissionLayer, AdmissionService, Classifier, Decision, HealthService,
-    RequestTracker, ShutdownSignal, UpgradeTicketSlot,
+    RequestExtensions, RequestTracker, ShutdownSignal, UpgradeTicketSlot,
 };
 pub use body::{BodyEnd, LameduckBody};
 pub use runtime::{BoxFuture, Exec, Listener, OsSignal, Runtime};

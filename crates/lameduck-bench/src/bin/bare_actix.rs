@@ -6,33 +6,9 @@
 //!
 //! Flags: `--listen ADDR` (default `127.0.0.1:0`), `--workers N`.
 
-use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
-use futures_util::StreamExt;
+use actix_web::{web, App, HttpServer};
 use lameduck_bench::args::Args;
-use lameduck_suite::{logging, routes};
-use lameduck_tokio::TokioRuntime;
-
-async fn index() -> &'static str {
-    "ok"
-}
-
-async fn sleep(req: HttpRequest) -> HttpResponse {
-    let query = Some(req.query_string()).filter(|q| !q.is_empty());
-    match routes::sleep_duration(query) {
-        Ok(d) => {
-            tokio::time::sleep(d).await;
-            HttpResponse::Ok().body("Welcome HTTP Server")
-        }
-        Err(e) => HttpResponse::BadRequest().body(format!("{e}\n")),
-    }
-}
-
-async fn watch() -> HttpResponse {
-    let lines = routes::watch_lines(TokioRuntime, None).map(Ok::<_, std::convert::Infallible>);
-    HttpResponse::Ok()
-        .content_type("text/plain; charset=utf-8")
-        .streaming(lines)
-}
+use lameduck_suite::{actix_routes, logging};
 
 fn main() -> std::io::Result<()> {
     let args = Args::from_env(&[]);
@@ -44,9 +20,9 @@ fn main() -> std::io::Result<()> {
         let addr = listener.local_addr()?;
         let mut http = HttpServer::new(|| {
             App::new()
-                .route("/", web::get().to(index))
-                .route("/sleep", web::get().to(sleep))
-                .route("/watch", web::get().to(watch))
+                .route("/", web::get().to(actix_routes::index))
+                .route("/sleep", web::get().to(actix_routes::sleep))
+                .route("/watch", web::get().to(actix_routes::watch))
         });
         if let Some(n) = workers {
             http = http.workers(n);
