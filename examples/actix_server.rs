@@ -3,7 +3,7 @@
 //! `cargo run --release --example actix_server -- --listen 127.0.0.1:8080 --shutdown-delay 5s`
 
 use actix_web::{web, App, HttpServer};
-use lameduck_actix::{Admission, ConnectionTracker};
+use lameduck_actix::Admission;
 use lameduck_suite::{actix_routes, flags, logging, routes, server};
 use lameduck_tokio::TokioRuntime;
 
@@ -25,8 +25,6 @@ async fn run(flags: flags::Flags) -> i32 {
     let addr = listener.local_addr().unwrap_or(flags.listen);
     let (shared, clock) = (server.shared().clone(), server.clock());
     let admission = Admission::new(shared.clone(), clock).long_running(routes::is_long_running);
-    let connections = ConnectionTracker::new();
-    let timeout = flags.config.http_shutdown_timeout().as_secs().max(1);
     let http = HttpServer::new(move || {
         App::new()
             .wrap(admission.clone())
@@ -36,19 +34,17 @@ async fn run(flags: flags::Flags) -> i32 {
             // After the app's own routes: their patterns are tried first, in order.
             .configure(lameduck_actix::health_routes(shared.clone(), clock))
     })
-    .disable_signals()
     .workers(flags.workers.unwrap_or(2))
-    .shutdown_timeout(timeout)
-    .on_connect(lameduck_actix::track_connections(connections.clone()))
     .listen_auto_h2c(listener);
     let http = match http {
-        Ok(h) => h.run(),
+        Ok(h) => h,
         Err(e) => {
             eprintln!("error: failed to listen on {}: {e}", flags.listen);
             return 1;
         }
     };
-    if let Err(e) = lameduck_actix::serve(&mut server, "api", http, connections) {
+    // lameduck configures and runs the actix server: signals, shutdown timeout, connections.
+    if let Err(e) = lameduck_actix::serve(&mut server, "api", http) {
         eprintln!("error: {e}");
         return 1;
     }

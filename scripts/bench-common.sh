@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Sourced by the scripts/bench-*.sh of issue 7: target directory, builds, machine line.
+# Sourced by the peer-benchmark scripts/bench-*.sh (BENCHMARKS.md): target directory, builds,
+# machine line.
 # Not run directly.
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

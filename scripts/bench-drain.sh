@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Issue 7, group 4: drain pacing. For N = 400 and 4,000 open /watch streams and a watch
-# grace period G = 5 s, each lameduck example server (delay 0) is sent SIGTERM and the
-# completion of every stream is timed (crates/lameduck-bench/src/bin/bench_drain.rs);
-# the rate is compared with lameduck's target max(N/G, 200).
+# Peer benchmarks (BENCHMARKS.md), group 4: drain pacing. For N = 400 and 4,000 open /watch
+# streams and a watch grace period G = 5 s, each lameduck example server (delay 0) is sent
+# SIGTERM and the completion of every stream is timed
+# (crates/lameduck-bench/src/bin/bench_drain.rs); the rate is compared with lameduck's target
+# max(N/G, 200).
 #
 #   scripts/bench-drain.sh [--streams 400,4000] [--no-build]
 #

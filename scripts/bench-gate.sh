@@ -4,8 +4,8 @@
 # same run, for the same thread setting.
 #
 # Exits 1 when the single-thread borrowed admit + release is slower than
-# BENCH_GATE_MAX_RATIO (default 1.5) times the bare pair: the target of the issue. Exits 2
-# when results are missing. Only ratios within one run mean anything on a shared machine;
+# BENCH_GATE_MAX_RATIO (default 1.5) times the bare pair: the gate's target (BENCHMARKS.md).
+# Exits 2 when results are missing. Only ratios within one run mean anything on a shared machine;
 # absolute numbers are printed for the record.
 #
 # Usage:

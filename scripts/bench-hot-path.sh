@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Issue 7, group 1: the admission hot path against its peers, in one criterion run
-# (crates/lameduck-bench/benches/hot_path.rs), then heap allocations per admit + release
-# (crates/lameduck-bench/src/bin/bench_alloc.rs).
+# Peer benchmarks (BENCHMARKS.md), group 1: the admission hot path against its peers, in one
+# criterion run (crates/lameduck-bench/benches/hot_path.rs), then heap allocations per admit +
+# release (crates/lameduck-bench/src/bin/bench_alloc.rs).
 #
 #   scripts/bench-hot-path.sh [criterion options...]
 #   scripts/bench-hot-path.sh --report-only     re-print the table of the last run

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Issue 7, group 3: time from SIGTERM to process exit, measured by the parent that reaps the
-# server (crates/lameduck-bench/src/bin/bench_term.rs), for the lameduck example servers
-# (delay 0, the default) and the peers: axum's with_graceful_shutdown, hyper-util's
-# GracefulShutdown, actix-web's defaults.
+# Peer benchmarks (BENCHMARKS.md), group 3: time from SIGTERM to process exit, measured by the
+# parent that reaps the server (crates/lameduck-bench/src/bin/bench_term.rs), for the lameduck
+# example servers (delay 0, the default) and the peers: axum's with_graceful_shutdown,
+# hyper-util's GracefulShutdown, actix-web's defaults.
 #
 #   scripts/bench-termination.sh [--runs 20] [--no-build]
 #

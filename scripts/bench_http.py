@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Issue 7, group 2: HTTP overhead of lameduck, bare server vs the same server with lameduck.
+"""Peer benchmarks (BENCHMARKS.md), group 2: HTTP overhead of lameduck, bare server vs the same
+server with lameduck. Goal: at most 1.03x the bare server's instructions per request.
 
 For each pair (hyper on tokio, axum, actix-web, hyper on smol) the "bare" server is a
 binary of crates/lameduck-bench (same routes, no lameduck) and the "lameduck" server is the

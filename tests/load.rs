@@ -1,4 +1,5 @@
-//! Load at the moment of termination, on every example server (DESIGN section 6):
+//! Load at the moment of termination, on every example server (the contract is in the
+//! repository's `docs/design.md#example-servers`):
 //!
 //! - 1,000 concurrent in-flight `/sleep?duration=2s` requests at SIGTERM complete with 200,
 //!   in mode A and mode B;

@@ -41,7 +41,8 @@ import time
 RUNTIMES = ["tokio_server", "axum_server", "smol_server", "actix_server"]
 MODES = ["A", "B"]
 
-# HAProxy health checking (DESIGN: the lame-duck window must outlast the balancer's detection).
+# HAProxy health checking (the lame-duck window must outlast the balancer's detection; see
+# docs/design.md#dag and the planner, `lameduck plan`).
 INTER_MS = 250
 FALL = 2
 RISE = 2

@@ -8,7 +8,7 @@ use std::task::{ready, Context, Poll};
 use actix_web::body::{BodySize, MessageBody};
 use bytes::Bytes;
 use lameduck::StdClock;
-use lameduck_hyper::{BodyEnd, RequestTracker};
+use lameduck_hyper::{BodyEnd, RequestTracker, ResponseTimedOut};
 use lameduck_tokio::TokioRuntime;
 use pin_project_lite::pin_project;
 
@@ -40,11 +40,16 @@ impl<B> LameduckBody<B> {
         }
     }
 
-    pub(crate) fn tracked(inner: B, tracker: Option<RequestTracker>, clock: StdClock) -> Self {
+    pub(crate) fn tracked(
+        inner: B,
+        tracker: Option<RequestTracker>,
+        clock: StdClock,
+        deadline: Option<std::time::Instant>,
+    ) -> Self {
         LameduckBody {
             state: State::Tracked {
                 inner,
-                end: BodyEnd::new(tracker, TokioRuntime, clock),
+                end: BodyEnd::new(tracker, TokioRuntime, clock).with_deadline(deadline),
             },
         }
     }
@@ -74,15 +79,21 @@ where
     ) -> Poll<Option<Result<Bytes, Self::Error>>> {
         match self.project().state.project() {
             StateProj::Canned { data } => Poll::Ready(data.take().map(Ok)),
-            StateProj::Tracked { inner, end } => {
+            StateProj::Tracked { inner, mut end } => {
                 if !end.is_ending() {
-                    match ready!(inner.poll_next(cx)) {
-                        Some(Ok(chunk)) => return Poll::Ready(Some(Ok(chunk))),
-                        Some(Err(e)) => {
+                    match inner.poll_next(cx) {
+                        Poll::Ready(Some(Ok(chunk))) => return Poll::Ready(Some(Ok(chunk))),
+                        Poll::Ready(Some(Err(e))) => {
                             end.release();
                             return Poll::Ready(Some(Err(e.into())));
                         }
-                        None => {}
+                        Poll::Ready(None) => {}
+                        Poll::Pending => {
+                            ready!(end.as_mut().poll_deadline(cx));
+                            // Past the request timeout: released; the error makes actix
+                            // abort the response (HTTP/1: connection closed mid-body).
+                            return Poll::Ready(Some(Err(Box::new(ResponseTimedOut))));
+                        }
                     }
                 }
                 ready!(end.poll_end(cx));

@@ -8,10 +8,11 @@
 //!   requests are no longer accepted.
 //! * [`health_routes`]: `/readyz`, `/livez`, `/healthz` (and `/<endpoint>/<check>`) with one
 //!   `App::configure` call.
-//! * [`serve`]: hands an actix `Server` (built with `disable_signals`) to the lifecycle, which
-//!   stops it at the DAG point of the mode (`ServerHandle::stop(true)`, then `stop(false)` at the
-//!   HTTP shutdown timeout) and notices its last connection closing at once through
-//!   [`track_connections`], instead of actix's one-second shutdown polling.
+//! * [`serve`]: hands an actix `HttpServer` (bound, not yet run) to the lifecycle, which
+//!   configures it so that lameduck alone decides when work ends (actix's signals off, its
+//!   own shutdown timeout above every lameduck bound, connections counted), runs it, stops it
+//!   at the DAG point of the mode (`ServerHandle::stop(true)`) and notices its last
+//!   connection closing at once, instead of actix's one-second shutdown polling.
 //!
 //! The lifecycle driver itself is [`lameduck_hyper`]'s on tokio (actix-web runs on tokio):
 //! signals, hooks, systemd, logs. One core and one gate are shared by every actix worker.
@@ -25,18 +26,14 @@
 //!     let mut server = lameduck_actix::builder(Config::default()).prepare();
 //!     let (shared, clock) = (server.shared().clone(), server.clock());
 //!     let admission = lameduck_actix::Admission::new(shared.clone(), clock);
-//!     let connections = lameduck_actix::ConnectionTracker::new();
 //!     let http = HttpServer::new(move || {
 //!         App::new()
 //!             .wrap(admission.clone())
 //!             .configure(lameduck_actix::health_routes(shared.clone(), clock))
 //!             .route("/", web::get().to(|| async { "ok" }))
 //!     })
-//!     .disable_signals()
-//!     .on_connect(lameduck_actix::track_connections(connections.clone()))
-//!     .bind("127.0.0.1:8080")?
-//!     .run();
-//!     lameduck_actix::serve(&mut server, "api", http, connections).unwrap();
+//!     .bind("127.0.0.1:8080")?;
+//!     lameduck_actix::serve(&mut server, "api", http).unwrap();
 //!     std::process::exit(server.run().await.unwrap().into());
 //! }
 //! ```
@@ -50,6 +47,7 @@ use std::future::{ready, Ready};
 use std::pin::pin;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::time::Duration;
 
 use actix_web::body::MessageBody;
 use actix_web::dev::{Extensions, Service, ServiceRequest, ServiceResponse, Transform};
@@ -85,7 +83,7 @@ impl std::fmt::Debug for Admission {
 }
 
 impl Admission {
-    /// Middleware for `shared`'s lifecycle, with DESIGN's default long-running predicate.
+    /// Middleware for `shared`'s lifecycle, with [`lameduck::default_is_long_running`].
     #[must_use]
     pub fn new(shared: Arc<Shared>, clock: StdClock) -> Self {
         Admission {
@@ -217,14 +215,14 @@ where
         };
         let service = Rc::clone(&self.service);
         let (shared, clock) = (Arc::clone(shared), *clock);
+        let deadline = timeout.map(|t| TokioRuntime.now() + t);
         Box::pin(async move {
             // The request is not cloned: actix's router needs sole ownership to route it.
             let call = service.call(req);
-            let res = match timeout {
+            let res = match deadline {
                 None => call.await?,
-                Some(t) => {
-                    let runtime = TokioRuntime;
-                    let sleep = runtime.sleep_until(runtime.now() + t);
+                Some(deadline) => {
+                    let sleep = TokioRuntime.sleep_until(deadline);
                     match select(pin!(call), pin!(sleep)).await {
                         Either::Left((res, _)) => res?,
                         Either::Right(_) => {
@@ -241,7 +239,8 @@ where
                 let (req, _) = res.into_parts();
                 return Ok(canned(req, &ROUTES_NOT_READY));
             }
-            let mut res = res.map_body(|_, body| LameduckBody::tracked(body, tracker, clock));
+            let mut res =
+                res.map_body(|_, body| LameduckBody::tracked(body, tracker, clock, deadline));
             close_if_draining(&shared, &mut res);
             Ok(res)
         })
@@ -309,8 +308,8 @@ pub fn health_routes(shared: Arc<Shared>, clock: StdClock) -> impl FnOnce(&mut w
 }
 
 /// The `HttpServer::on_connect` callback that counts connections in `tracker`, so the
-/// lifecycle learns the moment the last one closes.
-pub fn track_connections(
+/// lifecycle learns the moment the last one closes. [`serve`] installs it.
+fn track_connections(
     tracker: ConnectionTracker,
 ) -> impl Fn(&dyn Any, &mut Extensions) + Send + Sync + 'static {
     move |_, extensions| {
@@ -325,37 +324,109 @@ pub fn track_connections(
 /// shutdown timeout; the linger lets the last responses reach the socket first.
 pub const IDLE_CONNECTION_LINGER: std::time::Duration = std::time::Duration::from_millis(250);
 
-/// Adds an actix-web `Server` (built with `disable_signals()` and
-/// [`track_connections`]`(connections)`) to the lifecycle as listener `name`.
-pub fn serve(
+/// Margin added to the longest lameduck bound for actix's own `shutdown_timeout`.
+const ACTIX_SHUTDOWN_MARGIN: Duration = Duration::from_secs(60);
+
+/// actix's own graceful-stop timeout for `config`: above every bound lameduck allows
+/// (`max(request_timeout, grace) + HTTP shutdown timeout`, plus a margin), so actix never
+/// ends a request or stream that lameduck still allows. Unbounded configurations (a zero
+/// request timeout) get a year.
+#[must_use]
+pub fn actix_shutdown_timeout(config: &lameduck::Config) -> Duration {
+    if config.request_timeout().is_zero() {
+        return Duration::from_secs(365 * 24 * 3600);
+    }
+    config
+        .request_timeout()
+        .max(config.shutdown_watch_termination_grace_period())
+        .saturating_add(config.http_shutdown_timeout())
+        .saturating_add(ACTIX_SHUTDOWN_MARGIN)
+}
+
+/// Serves an actix-web `HttpServer` (bound with `bind`/`listen`, not yet run) as listener
+/// `name` of the lifecycle, configured so that lameduck alone decides when work ends:
+///
+/// * actix's own signal handling is disabled (the lifecycle owns SIGTERM/SIGINT);
+/// * actix's `shutdown_timeout` is set above every lameduck bound
+///   ([`actix_shutdown_timeout`]), so actix's default 30 s never cuts a long request;
+/// * connections are counted through `on_connect` (any `on_connect` of your own is
+///   replaced), so the exit follows the last connection at once.
+///
+/// The lifecycle stops the server at the point of the mode (`ServerHandle::stop(true)`),
+/// and closes what is left [`IDLE_CONNECTION_LINGER`] after the drain. Should actix end
+/// connections before the lifecycle allows it anyway, the log says so and the exit code
+/// is 1.
+///
+/// # Errors
+///
+/// [`ServeError::Register`] when `name` is taken or invalid.
+pub fn serve<F, I, S, B>(
     lifecycle: &mut Server,
     name: &str,
-    http: actix_web::dev::Server,
-    connections: ConnectionTracker,
-) -> Result<(), ServeError> {
+    http: actix_web::HttpServer<F, I, S, B>,
+) -> Result<(), ServeError>
+where
+    F: Fn() -> I + Send + Clone + 'static,
+    I: actix_service::IntoServiceFactory<S, actix_http::Request>,
+    S: actix_web::dev::ServiceFactory<actix_http::Request, Config = actix_web::dev::AppConfig>
+        + 'static,
+    S::Error: Into<actix_web::Error> + 'static,
+    S::InitError: std::fmt::Debug,
+    S::Response: Into<actix_http::Response<B>> + 'static,
+    <S::Service as actix_web::dev::Service<actix_http::Request>>::Future: 'static,
+    S::Service: 'static,
+    B: MessageBody + 'static,
+{
+    let connections = ConnectionTracker::new();
+    let shutdown_timeout = actix_shutdown_timeout(lifecycle.shared().config());
+    let http = http
+        .disable_signals()
+        .shutdown_timeout(shutdown_timeout.as_secs().max(1))
+        .on_connect(track_connections(connections.clone()))
+        .run();
     lifecycle.serve_with(name, move |ctx| async move {
         let handle = http.handle();
         // The actix server runs (its accept thread and workers) while this future is polled.
-        let running = tokio::spawn(http);
+        let mut running = tokio::spawn(http);
         ctx.report_serving();
-        ctx.stop_listening().await;
+        if let Either::Left(_) = select(&mut running, pin!(ctx.stop_listening())).await {
+            // actix stopped on its own: the listener failed.
+            tracing::error!(listener = %ctx.name(), "the actix server stopped on its own");
+            ctx.report_listener_stopped();
+            ctx.report_server_stopped();
+            return;
+        }
         // Graceful stop: actix closes the listener at once and drains its connections.
-        let stopping = tokio::spawn(handle.stop(true));
+        let stop_began = TokioRuntime.now();
+        let mut stopping = tokio::spawn(handle.stop(true));
         ctx.report_listener_stopped();
-        let closed = pin!(connections.wait_zero());
-        let force = pin!(ctx.force_close());
         let shared = Arc::clone(ctx.shared());
+        let drained = Arc::clone(&shared);
         let idle_after_drain = pin!(async move {
-            shared.signal_fired(Signal::InFlightRequestsDrained).await;
-            let runtime = TokioRuntime;
-            runtime
-                .sleep_until(runtime.now() + IDLE_CONNECTION_LINGER)
+            drained.signal_fired(Signal::InFlightRequestsDrained).await;
+            TokioRuntime
+                .sleep_until(TokioRuntime.now() + IDLE_CONNECTION_LINGER)
                 .await;
         });
-        if let Either::Right(_) = select(closed, select(force, idle_after_drain)).await {
-            // Not awaited: actix handles its commands one at a time and is still busy with
-            // the graceful stop. The process exits next, closing whatever is left.
-            drop(tokio::spawn(handle.stop(false)));
+        let closed = pin!(connections.wait_zero());
+        let actix_done = pin!(async {
+            let _ = (&mut stopping).await;
+        });
+        match select(closed, select(actix_done, idle_after_drain)).await {
+            Either::Left(_) => {}
+            Either::Right((Either::Left(_), _)) => {
+                // actix finished its graceful stop. If that was its own timeout while
+                // requests lameduck allows were still running, they were cut.
+                let timed_out = TokioRuntime.now() >= stop_began + shutdown_timeout;
+                if timed_out && !shared.has_fired(Signal::InFlightRequestsDrained) {
+                    ctx.report_connections_cut();
+                }
+            }
+            Either::Right((Either::Right(_), _)) => {
+                // Not awaited: actix handles its commands one at a time and is still busy
+                // with the graceful stop. The process exits next, closing what is left.
+                drop(tokio::spawn(handle.stop(false)));
+            }
         }
         ctx.report_server_stopped();
         // actix's own bookkeeping finishes in the background; the process does not wait.

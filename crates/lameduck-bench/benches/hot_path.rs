@@ -1,5 +1,7 @@
-//! Issue 7, group 1: the hot path of admitting and releasing one request, lameduck against
-//! the floor (a bare atomic pair) and its peers, in one criterion run.
+//! Peer benchmarks, group 1 (`BENCHMARKS.md`): the hot path of admitting and releasing one
+//! request, lameduck against the floor (a bare atomic pair) and its peers, in one criterion
+//! run. Goals: lameduck's borrowed admit + release within 1.25x the bare pair, and no slower
+//! than any peer.
 //!
 //! `scripts/bench-hot-path.sh` runs this and prints each variant's median as a multiple of
 //! the bare pair of the same thread setting. Groups:

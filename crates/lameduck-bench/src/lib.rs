@@ -1,4 +1,4 @@
-//! Shared code of lameduck's peer benchmarks (issue 7; see `BENCHMARKS.md`).
+//! Shared code of lameduck's peer benchmarks (see `BENCHMARKS.md`).
 //!
 //! * `src/bin/bare_*.rs`: the *bare* baseline servers (hyper on tokio, axum, actix-web,
 //!   hyper on smol). They serve the same routes as the example servers of the repository

@@ -145,7 +145,8 @@ impl<R: Runtime> fmt::Debug for AdmissionLayer<R> {
 }
 
 impl<R: Runtime> AdmissionLayer<R> {
-    /// A layer for `shared`'s lifecycle, classifying with DESIGN's default predicate and
+    /// A layer for `shared`'s lifecycle, classifying with
+    /// [`lameduck::default_is_long_running`] and
     /// answering the health endpoints itself.
     #[must_use]
     pub fn new(shared: Arc<Shared>, runtime: R, clock: StdClock) -> Self {
@@ -217,7 +218,9 @@ pub enum Decision {
     Serve {
         /// Hold this until the response body ends; it keeps the request counted.
         tracker: Option<RequestTracker>,
-        /// Answer 504 if the handler has not responded by then (normal requests).
+        /// The request timeout (normal requests, and exempt ones admitted before the gate
+        /// closed): answer 504 if the handler has not responded by then, and abort the
+        /// response if its body has not ended by then.
         timeout: Option<Duration>,
         /// Hand this to the handler (long-running requests).
         signal: Option<ShutdownSignal>,
@@ -262,9 +265,11 @@ pub fn decide(shared: &Arc<Shared>, info: &RequestInfo<'_>, classifier: &Classif
     let class = shared.classify(info, |i| classifier(i));
     match shared.admit(class) {
         Admission::Rejected(rejection) => Decision::Reject(rejection.response()),
-        Admission::Exempt => Decision::Serve {
-            tracker: None,
-            timeout: None,
+        // Health and metrics: tracked like a normal request while the gate is open (so the
+        // drain waits for a scrape in flight), untracked once it closed; never rejected.
+        Admission::Exempt(ticket) => Decision::Serve {
+            timeout: ticket.as_ref().and_then(|_| request_timeout(shared)),
+            tracker: ticket.map(|t| RequestTracker(Tracker::Normal(t))),
             signal: None,
             upgrade: None,
         },
@@ -339,11 +344,18 @@ where
         if layer.serve_health {
             let now = layer.clock.instant(layer.runtime.now());
             if let Some(health) = shared.health(info.path, info.query, now) {
-                return AdmissionFuture::ready(health_bytes(health));
+                // Exempt: counted in the drain while the gate is open, like any request.
+                let tracker = match shared.admit(lameduck::RequestClass::Exempt) {
+                    lameduck::Admission::Exempt(ticket) => {
+                        ticket.map(|t| RequestTracker(Tracker::Normal(t)))
+                    }
+                    _ => None,
+                };
+                return AdmissionFuture::ready(health_bytes(health), tracker);
             }
         }
         let (tracker, timeout) = match decide(shared, &info, &layer.classifier) {
-            Decision::Reject(canned) => return AdmissionFuture::ready(canned_bytes(canned)),
+            Decision::Reject(canned) => return AdmissionFuture::ready(canned_bytes(canned), None),
             Decision::Serve {
                 tracker,
                 timeout,
@@ -351,14 +363,15 @@ where
                 upgrade,
             } => {
                 Decision::hand_over(signal, upgrade, req.extensions_mut());
-                let sleep = timeout.map(|t| layer.runtime.sleep_until(layer.runtime.now() + t));
-                (tracker, sleep)
+                (tracker, timeout)
             }
         };
+        let deadline = timeout.map(|t| layer.runtime.now() + t);
         AdmissionFuture {
             state: FutureState::Call {
                 future: self.inner.call(req),
-                timeout,
+                timeout: deadline.map(|d| layer.runtime.sleep_until(d)),
+                deadline,
                 tracker,
                 runtime: layer.runtime.clone(),
                 clock: layer.clock,
@@ -380,14 +393,19 @@ pin_project! {
 pin_project! {
     #[project = FutureProj]
     enum FutureState<F, R: Runtime> {
-        /// Answered by the layer itself.
-        Ready { response: Option<http::response::Parts>, body: Option<Bytes> },
+        /// Answered by the layer itself (health answers stay tracked until their body ends).
+        Ready {
+            response: Option<http::response::Parts>,
+            body: Option<Bytes>,
+            tracker: Option<RequestTracker>,
+        },
         /// Passed to the handler.
         Call {
             #[pin]
             future: F,
             #[pin]
             timeout: Option<R::Sleep>,
+            deadline: Option<std::time::Instant>,
             tracker: Option<RequestTracker>,
             runtime: R,
             clock: StdClock,
@@ -397,12 +415,13 @@ pin_project! {
 }
 
 impl<F, R: Runtime> AdmissionFuture<F, R> {
-    fn ready(response: Response<Bytes>) -> Self {
+    fn ready(response: Response<Bytes>, tracker: Option<RequestTracker>) -> Self {
         let (parts, body) = response.into_parts();
         AdmissionFuture {
             state: FutureState::Ready {
                 response: Some(parts),
                 body: Some(body),
+                tracker,
             },
         }
     }
@@ -424,10 +443,14 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project().state.project() {
-            FutureProj::Ready { response, body } => match response.take() {
+            FutureProj::Ready {
+                response,
+                body,
+                tracker,
+            } => match response.take() {
                 Some(parts) => Poll::Ready(Ok(Response::from_parts(
                     parts,
-                    LameduckBody::canned(body.take().unwrap_or_default()),
+                    LameduckBody::canned_tracked(body.take().unwrap_or_default(), tracker.take()),
                 ))),
                 // Polled after completion: stay pending rather than panic.
                 None => Poll::Pending,
@@ -435,6 +458,7 @@ where
             FutureProj::Call {
                 future,
                 timeout,
+                deadline,
                 tracker,
                 runtime,
                 clock,
@@ -452,7 +476,13 @@ where
                         return Poll::Ready(Ok(canned_response(&ROUTES_NOT_READY)));
                     }
                     let (parts, body) = response.into_parts();
-                    let body = LameduckBody::tracked(body, tracker.take(), runtime.clone(), *clock);
+                    let body = LameduckBody::tracked(
+                        body,
+                        tracker.take(),
+                        runtime.clone(),
+                        *clock,
+                        *deadline,
+                    );
                     return Poll::Ready(Ok(Response::from_parts(parts, body)));
                 }
                 if let Some(sleep) = timeout.as_pin_mut() {

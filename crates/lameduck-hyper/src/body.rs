@@ -1,6 +1,7 @@
 //! The response body the admission layer returns: the handler's body, tracked until it ends
-//! (and, for long-running requests during the drain, held until its paced slot), or a canned
-//! body of the lifecycle's own.
+//! (and, for long-running requests during the drain, held until its paced slot) and aborted
+//! at the request timeout if it has not ended by then, or a canned body of the lifecycle's
+//! own.
 
 use std::fmt;
 use std::future::Future;
@@ -16,6 +17,14 @@ use pin_project_lite::pin_project;
 
 use crate::admission::RequestTracker;
 use crate::runtime::Runtime;
+use crate::server::BoxError;
+
+/// The error a normal response's body ends with when it has not ended by the request
+/// timeout: hyper then aborts the response (HTTP/1: the connection is closed without the
+/// final chunk; HTTP/2: the stream is reset), as kube-apiserver's timeout filter does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the response did not complete within the request timeout")]
+pub struct ResponseTimedOut;
 
 /// A long-running ticket that an upgrade handler can take over; see
 /// [`crate::take_upgrade_ticket`].
@@ -60,9 +69,11 @@ pin_project! {
 pin_project! {
     #[project = BodyProj]
     enum BodyState<B, R: Runtime> {
-        /// A response of the lifecycle's own (health, 429, 503, 504).
+        /// A response of the lifecycle's own (health, 429, 503, 504); a health answer stays
+        /// tracked until the body is done.
         Canned {
             data: Option<Bytes>,
+            tracker: Option<RequestTracker>,
         },
         /// The handler's body.
         Tracked {
@@ -76,8 +87,15 @@ pin_project! {
 
 impl<B, R: Runtime> LameduckBody<B, R> {
     pub(crate) fn canned(data: Bytes) -> Self {
+        Self::canned_tracked(data, None)
+    }
+
+    pub(crate) fn canned_tracked(data: Bytes, tracker: Option<RequestTracker>) -> Self {
         LameduckBody {
-            state: BodyState::Canned { data: Some(data) },
+            state: BodyState::Canned {
+                data: Some(data),
+                tracker,
+            },
         }
     }
 
@@ -86,11 +104,12 @@ impl<B, R: Runtime> LameduckBody<B, R> {
         tracker: Option<RequestTracker>,
         runtime: R,
         clock: StdClock,
+        deadline: Option<std::time::Instant>,
     ) -> Self {
         LameduckBody {
             state: BodyState::Tracked {
                 inner,
-                end: BodyEnd::new(tracker, runtime, clock),
+                end: BodyEnd::new(tracker, runtime, clock).with_deadline(deadline),
             },
         }
     }
@@ -99,7 +118,7 @@ impl<B, R: Runtime> LameduckBody<B, R> {
 impl<B: fmt::Debug, R: Runtime> fmt::Debug for LameduckBody<B, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.state {
-            BodyState::Canned { data } => f.debug_struct("Canned").field("data", data).finish(),
+            BodyState::Canned { data, .. } => f.debug_struct("Canned").field("data", data).finish(),
             BodyState::Tracked { inner, .. } => {
                 f.debug_struct("Tracked").field("inner", inner).finish()
             }
@@ -110,32 +129,44 @@ impl<B: fmt::Debug, R: Runtime> fmt::Debug for LameduckBody<B, R> {
 impl<B, R> Body for LameduckBody<B, R>
 where
     B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
     R: Runtime,
 {
     type Data = Bytes;
-    type Error = B::Error;
+    type Error = BoxError;
 
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         match self.project().state.project() {
-            BodyProj::Canned { data } => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
-            BodyProj::Tracked { inner, end } => {
+            BodyProj::Canned { data, tracker } => {
+                let frame = data.take().map(|d| Ok(Frame::data(d)));
+                if frame.is_none() {
+                    *tracker = None;
+                }
+                Poll::Ready(frame)
+            }
+            BodyProj::Tracked { inner, mut end } => {
                 if end.is_ending() {
                     ready!(end.poll_end(cx));
                     return Poll::Ready(None);
                 }
-                match ready!(inner.poll_frame(cx)) {
-                    None => {
+                match inner.poll_frame(cx) {
+                    Poll::Ready(None) => {
                         ready!(end.poll_end(cx));
                         Poll::Ready(None)
                     }
-                    Some(Err(e)) => {
+                    Poll::Ready(Some(Err(e))) => {
                         end.release();
-                        Poll::Ready(Some(Err(e)))
+                        Poll::Ready(Some(Err(e.into())))
                     }
-                    frame => Poll::Ready(frame),
+                    Poll::Ready(Some(Ok(frame))) => Poll::Ready(Some(Ok(frame))),
+                    Poll::Pending => {
+                        ready!(end.as_mut().poll_deadline(cx));
+                        // Past the request timeout: released; the error aborts the response.
+                        Poll::Ready(Some(Err(ResponseTimedOut.into())))
+                    }
                 }
             }
         }
@@ -143,7 +174,7 @@ where
 
     fn is_end_stream(&self) -> bool {
         match &self.state {
-            BodyState::Canned { data } => data.is_none(),
+            BodyState::Canned { data, .. } => data.is_none(),
             // A long-running body may still have to wait for its paced slot.
             BodyState::Tracked { end, .. } if end.is_long_running() => false,
             BodyState::Tracked { inner, .. } => inner.is_end_stream(),
@@ -152,7 +183,7 @@ where
 
     fn size_hint(&self) -> SizeHint {
         match &self.state {
-            BodyState::Canned { data } => {
+            BodyState::Canned { data, .. } => {
                 SizeHint::with_exact(data.as_ref().map_or(0, |d| d.len() as u64))
             }
             BodyState::Tracked { inner, end } if end.is_long_running() => {
@@ -169,7 +200,8 @@ where
 pin_project! {
     /// The end of a tracked response body, for adapters that wrap bodies of their own (the
     /// actix adapter does): keeps the request counted until the handler's body has ended and,
-    /// for a long-running request during the drain, until its paced slot.
+    /// for a long-running request during the drain, until its paced slot; and, for a normal
+    /// request, ends it at the request timeout ([`BodyEnd::poll_deadline`]).
     pub struct BodyEnd<R: Runtime> {
         tracker: Option<RequestTracker>,
         runtime: R,
@@ -177,6 +209,9 @@ pin_project! {
         ending: bool,
         #[pin]
         hold: Option<R::Sleep>,
+        deadline: Option<std::time::Instant>,
+        #[pin]
+        deadline_sleep: Option<R::Sleep>,
     }
 }
 
@@ -199,7 +234,38 @@ impl<R: Runtime> BodyEnd<R> {
             clock,
             ending: false,
             hold: None,
+            deadline: None,
+            deadline_sleep: None,
         }
+    }
+
+    /// Bounds the body by `deadline` (the request timeout from admission), if any.
+    #[must_use]
+    pub fn with_deadline(mut self, deadline: Option<std::time::Instant>) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
+    /// Call whenever the handler's body is pending: resolves once the deadline set with
+    /// [`BodyEnd::with_deadline`] has passed, releasing the request; the adapter then aborts
+    /// the response. Pending forever without a deadline. The timer is only armed the first
+    /// time the body waits, so bodies that never wait cost nothing.
+    pub fn poll_deadline(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let mut this = self.project();
+        let Some(deadline) = *this.deadline else {
+            return Poll::Pending;
+        };
+        if this.deadline_sleep.is_none() {
+            this.deadline_sleep
+                .set(Some(this.runtime.sleep_until(deadline)));
+        }
+        if let Some(sleep) = this.deadline_sleep.as_mut().as_pin_mut() {
+            ready!(sleep.poll(cx));
+        }
+        *this.deadline = None;
+        this.deadline_sleep.set(None);
+        *this.tracker = None;
+        Poll::Ready(())
     }
 
     /// Whether this is a long-running request's body (its end may be held).

@@ -7,11 +7,12 @@
 //!   [`Machine`](lameduck::Machine) with the runtime's clock, runs hooks concurrently (a
 //!   failure or panic is reported by name), serves hyper connections (HTTP/1.1 and HTTP/2 on
 //!   one port) on any number of listeners, stops them at the DAG point of the mode, shuts
-//!   connections down gracefully (HTTP/1 `Connection: close`, HTTP/2 GOAWAY), force-closes
-//!   them at the HTTP shutdown timeout, sends systemd notifications and logs every signal.
+//!   connections down gracefully (HTTP/1 `Connection: close`, HTTP/2 GOAWAY), stops waiting
+//!   for them (closing none) at the HTTP shutdown timeout, sends systemd notifications and
+//!   logs every signal.
 //! * [`AdmissionLayer`]: the tower layer (so axum works) that classifies requests (normal,
-//!   long-running, exempt), rejects them with 503/429 once the gate closes, answers 504 at
-//!   the request timeout, serves the health endpoints, hands long-running handlers a
+//!   long-running, exempt), rejects them with 503/429 once the gate closes, bounds normal
+//!   requests by the request timeout (504 before the head, the response aborted after it), serves the health endpoints, hands long-running handlers a
 //!   [`ShutdownSignal`], and keeps every request counted until its response body ends
 //!   (long-running ones until their paced slot).
 //!
@@ -32,7 +33,7 @@ pub use admission::{
     AdmissionFuture, AdmissionLayer, AdmissionService, Classifier, Decision, HealthService,
     RequestExtensions, RequestTracker, ShutdownSignal, UpgradeTicketSlot,
 };
-pub use body::{BodyEnd, LameduckBody};
+pub use body::{BodyEnd, LameduckBody, ResponseTimedOut};
 pub use runtime::{BoxFuture, Exec, Listener, OsSignal, Runtime};
 pub use server::{
     BoxError, Builder, ConnectionGuard, ConnectionTracker, Handle, Hook, HttpService,

@@ -105,6 +105,7 @@ enum Msg {
     ListenerServing(ListenerId),
     ListenerStopped(ListenerId),
     ServerStopped(ListenerId),
+    ConnectionsCut(ListenerId),
     MuxSignalFired(MuxSignalId),
 }
 
@@ -156,9 +157,16 @@ impl<R: Runtime> ListenerContext<R> {
         let _ = self.tx.unbounded_send(Msg::ListenerStopped(self.id));
     }
 
-    /// Reports that every connection of this server has ended (or was force-closed).
+    /// Reports that every connection of this server has ended.
     pub fn report_server_stopped(&self) {
         let _ = self.tx.unbounded_send(Msg::ServerStopped(self.id));
+    }
+
+    /// Reports that the server (another HTTP server implementation, with timeouts of its
+    /// own) ended connections on its own while lameduck still allowed them to run: the
+    /// termination is not complete, and the exit code will be 1.
+    pub fn report_connections_cut(&self) {
+        let _ = self.tx.unbounded_send(Msg::ConnectionsCut(self.id));
     }
 
     /// Resolves when the lifecycle says to stop listening and shut connections down
@@ -172,20 +180,15 @@ impl<R: Runtime> ListenerContext<R> {
     pub fn is_stopping(&self) -> bool {
         self.control.stop.is_set()
     }
-
-    /// Resolves when the HTTP shutdown timeout has passed: close every connection now.
-    pub async fn force_close(&self) {
-        self.control.force.wait().await;
-    }
 }
 
-/// Broadcast from the driver to every accept loop and connection.
+/// Broadcast from the driver to every accept loop and connection. There is no "force
+/// close": when the HTTP shutdown timeout passes, the lifecycle stops waiting for the
+/// connections and closes none of them (each request is bounded by its own deadline).
 #[derive(Default)]
 struct ServeControl {
     /// `StopListening`: close the listener, shut connections down gracefully.
     stop: Flag,
-    /// `ForceCloseConnections`: drop every connection now.
-    force: Flag,
 }
 
 /// Configures hooks and checks before the server is prepared.
@@ -262,7 +265,8 @@ impl<R: Runtime> Builder<R> {
         self.hook(HookKind::AfterDrain, name, f)
     }
 
-    /// Adds a destroy hook: runs once on every exit path, for at most
+    /// Adds a destroy hook: runs once on every exit path but the second stop signal (which
+    /// exits at once), one after the other in registration order, for at most
     /// [`DESTROY_HOOKS_TIMEOUT`] in all.
     pub fn destroy_hook(&mut self, name: &str, f: impl Hook) -> Result<&mut Self, RegisterError> {
         self.hook(HookKind::Destroy, name, f)
@@ -412,8 +416,7 @@ impl Handle {
     }
 }
 
-/// How long the destroy hooks get, in all.
-pub const DESTROY_HOOKS_TIMEOUT: Duration = Duration::from_secs(5);
+pub use lameduck::machine::DESTROY_HOOKS_TIMEOUT;
 
 static SIGNALS_INSTALLED: AtomicBool = AtomicBool::new(false);
 
@@ -484,8 +487,9 @@ impl<R: Runtime> Server<R> {
     /// Adds a server of your own to this lifecycle (another HTTP server implementation, for
     /// example): `serve` runs once the lifecycle starts, reports through the
     /// [`ListenerContext`] when it serves, when its listener stopped and when its last
-    /// connection ended, and reacts to [`ListenerContext::stop_listening`] and
-    /// [`ListenerContext::force_close`].
+    /// connection ended, and reacts to [`ListenerContext::stop_listening`]. It must never
+    /// close a connection before lameduck's bounds allow it; if it does (a timeout of its
+    /// own), it reports [`ListenerContext::report_connections_cut`].
     pub fn serve_with<F, Fut>(&mut self, name: &str, serve: F) -> Result<(), ServeError>
     where
         F: FnOnce(ListenerContext<R>) -> Fut + Send + 'static,
@@ -578,7 +582,6 @@ impl<R: Runtime> Server<R> {
             runtime.spawn(serve(ctx));
         }
 
-        let mut destroy_ran = false;
         // HasBeenReady fires in a request task (the first 200 from /readyz); log it here.
         let mut has_been_ready = Some(shared.signal_fired(Signal::HasBeenReady));
         loop {
@@ -655,10 +658,13 @@ impl<R: Runtime> Server<R> {
                         );
                         control.stop.set();
                     }
-                    Event::ForceCloseConnections => {
-                        error!("Failed to shutdown server: context deadline exceeded; closing remaining connections");
-                        control.force.set();
-                    }
+                    Event::HttpShutdownTimedOut => warn!(
+                        "[graceful-termination] HTTP shutdown timeout passed: no longer waiting for open connections (none is closed; each request keeps its own deadline)"
+                    ),
+                    Event::ConnectionsCut(id) => error!(
+                        listener = lc.machine().listener_name(id).unwrap_or("?"),
+                        "[graceful-termination] the server ended connections before the termination bounds allowed it: the drain did not complete"
+                    ),
                     Event::HookFailed { hook, outcome } => error!(
                         hook = lc.machine().hook_name(hook).unwrap_or("?"),
                         kind = lc.machine().hook_kind(hook).map_or("?", HookKind::name),
@@ -670,14 +676,11 @@ impl<R: Runtime> Server<R> {
                         "[graceful-termination] listener stopped unexpectedly"
                     ),
                     Event::RunDestroyHooks => {
-                        if !destroy_ran {
-                            destroy_ran = true;
-                            run_destroy_hooks(&runtime, &lc, &mut hooks).await;
-                        }
+                        info!("[graceful-termination] running destroy hooks");
+                        spawn_destroy_hooks(&runtime, &lc, &mut hooks, &tx);
                     }
                     Event::Exit { code, reason } => {
-                        control.force.set();
-                        info!(code, %reason, "[graceful-termination] apiserver is exiting");
+                        info!(code, %reason, "[graceful-termination] server is exiting");
                         return Ok(code);
                     }
                 }
@@ -756,6 +759,7 @@ fn msg_input(msg: Msg) -> Input {
         Msg::ListenerServing(id) => Input::ListenerServing(id),
         Msg::ListenerStopped(id) => Input::ListenerStopped(id),
         Msg::ServerStopped(id) => Input::ServerStopped(id),
+        Msg::ConnectionsCut(id) => Input::ConnectionsCut(id),
         Msg::MuxSignalFired(id) => Input::MuxSignalFired(id),
     }
 }
@@ -816,37 +820,41 @@ fn spawn_hooks<R: Runtime>(
     }
 }
 
-async fn run_destroy_hooks<R: Runtime>(
+/// Runs the destroy hooks one after the other, in registration order, reporting each; the
+/// machine bounds them with [`DESTROY_HOOKS_TIMEOUT`] and exits at once on a second signal.
+fn spawn_destroy_hooks<R: Runtime>(
     runtime: &R,
     lc: &Lifecycle<lameduck::Running>,
     hooks: &mut HashMap<HookId, HookFn>,
+    tx: &mpsc::UnboundedSender<Msg>,
 ) {
-    let deadline = runtime.now() + DESTROY_HOOKS_TIMEOUT;
-    let ids: Vec<(HookId, String)> = lc
+    let ordered: Vec<(HookId, String, HookFn)> = lc
         .machine()
         .hooks(HookKind::Destroy)
-        .map(|(id, name)| (id, name.to_string()))
+        .filter_map(|(id, name)| Some((id, name.to_string(), hooks.remove(&id)?)))
         .collect();
-    for (id, name) in ids {
-        let Some(hook) = hooks.remove(&id) else {
-            continue;
-        };
-        let run = AssertUnwindSafe(async move { hook().await }).catch_unwind();
-        let sleep = runtime.sleep_until(deadline);
-        match futures_util::future::select(pin!(run), pin!(sleep)).await {
-            futures_util::future::Either::Left((Ok(Ok(())), _)) => {}
-            futures_util::future::Either::Left((Ok(Err(e)), _)) => {
-                error!(hook = %name, error = %e, "destroy hook failed");
-            }
-            futures_util::future::Either::Left((Err(_), _)) => {
-                error!(hook = %name, "destroy hook panicked")
-            }
-            futures_util::future::Either::Right(_) => {
-                error!(hook = %name, "destroy hooks ran out of time");
+    let tx = tx.clone();
+    runtime.spawn(async move {
+        for (id, name, hook) in ordered {
+            let outcome = match AssertUnwindSafe(async move { hook().await })
+                .catch_unwind()
+                .await
+            {
+                Ok(Ok(())) => HookOutcome::Succeeded,
+                Ok(Err(e)) => {
+                    error!(hook = %name, error = %e, "destroy hook failed");
+                    HookOutcome::Failed
+                }
+                Err(_) => {
+                    error!(hook = %name, "destroy hook panicked");
+                    HookOutcome::Panicked
+                }
+            };
+            if tx.unbounded_send(Msg::HookFinished(id, outcome)).is_err() {
                 return;
             }
         }
-    }
+    });
 }
 
 /// Counts a server's live connections and wakes waiters when none is left, so a server
@@ -981,9 +989,7 @@ where
     drop(listener);
     info!(listener = %ctx.name, addr = ?addr, "Stopped listening");
     ctx.report_listener_stopped();
-    let zero = pin!(connections.wait_zero());
-    let force = pin!(ctx.force_close());
-    futures_util::future::select(zero, force).await;
+    connections.wait_zero().await;
     ctx.report_server_stopped();
 }
 
@@ -1019,14 +1025,9 @@ async fn serve_connection<R, I, S>(
         futures_util::future::select(stop, futures_util::future::select(not_accepting, goaway))
             .await;
     };
-    let force = control.force.wait();
     let mut graceful = pin!(graceful);
-    let mut force = pin!(force);
     let mut shutting_down = false;
     let result = poll_fn(|cx| {
-        if force.as_mut().poll(cx).is_ready() {
-            return Poll::Ready(Ok(()));
-        }
         if !shutting_down && graceful.as_mut().poll(cx).is_ready() {
             shutting_down = true;
             conn.as_mut().graceful_shutdown();

@@ -36,8 +36,9 @@ use std::time::Instant;
 use futures_util::Stream;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use lameduck_hyper::{OsSignal, Runtime};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::signal::unix::{signal, Signal, SignalKind};
+use signal_hook::low_level::{pipe, unregister};
+use signal_hook::SigId;
+use tokio::net::{TcpListener, TcpStream, UnixStream};
 
 pub use lameduck_hyper::{take_upgrade_ticket, AdmissionLayer, Handle, ServeError, ShutdownSignal};
 
@@ -77,30 +78,86 @@ impl Runtime for TokioRuntime {
             ));
         }
         Ok(TokioSignals {
-            terminate: signal(SignalKind::terminate())?,
-            interrupt: signal(SignalKind::interrupt())?,
+            pipes: [
+                SignalPipe::register(OsSignal::Terminate, signal_hook::consts::SIGTERM)?,
+                SignalPipe::register(OsSignal::Interrupt, signal_hook::consts::SIGINT)?,
+            ],
         })
     }
 }
 
-/// SIGTERM and SIGINT as one stream.
+/// SIGTERM and SIGINT as one stream, one item per delivery.
+///
+/// tokio's own `tokio::signal` merges deliveries that arrive before it is polled, so two
+/// quick SIGTERMs (or two sent before the server runs) would count as one; the second must
+/// force the exit. Here each delivery writes one byte into a socket pair (signal-hook's
+/// self-pipe), read one byte at a time.
 #[derive(Debug)]
 pub struct TokioSignals {
-    terminate: Signal,
-    interrupt: Signal,
+    pipes: [SignalPipe; 2],
+}
+
+/// The read end of one signal's self-pipe; unregisters the handler when dropped.
+#[derive(Debug)]
+struct SignalPipe {
+    signal: OsSignal,
+    read: UnixStream,
+    id: SigId,
+}
+
+impl SignalPipe {
+    fn register(signal: OsSignal, number: i32) -> io::Result<Self> {
+        let (read, write) = std::os::unix::net::UnixStream::pair()?;
+        read.set_nonblocking(true)?;
+        let read = UnixStream::from_std(read)?;
+        let id = pipe::register(number, write)?;
+        Ok(SignalPipe { signal, read, id })
+    }
+
+    /// One delivery, if a byte is waiting.
+    fn poll_delivery(&self, cx: &mut Context<'_>) -> Poll<Option<OsSignal>> {
+        loop {
+            match self.read.poll_read_ready(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Err(_)) => return Poll::Ready(None),
+                Poll::Ready(Ok(())) => {}
+            }
+            match self.read.try_read(&mut [0u8; 1]) {
+                Ok(1) => return Poll::Ready(Some(self.signal)),
+                // The write end is gone: no more deliveries.
+                Ok(_) => return Poll::Ready(None),
+                // A spurious wake-up: readiness is cleared, poll again.
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return Poll::Ready(None),
+            }
+        }
+    }
+}
+
+impl Drop for SignalPipe {
+    fn drop(&mut self) {
+        unregister(self.id);
+    }
 }
 
 impl Stream for TokioSignals {
     type Item = OsSignal;
 
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<OsSignal>> {
-        if let Poll::Ready(Some(())) = self.terminate.poll_recv(cx) {
-            return Poll::Ready(Some(OsSignal::Terminate));
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<OsSignal>> {
+        let mut open = false;
+        for pipe in &self.pipes {
+            match pipe.poll_delivery(cx) {
+                Poll::Ready(Some(signal)) => return Poll::Ready(Some(signal)),
+                Poll::Ready(None) => {}
+                Poll::Pending => open = true,
+            }
         }
-        if let Poll::Ready(Some(())) = self.interrupt.poll_recv(cx) {
-            return Poll::Ready(Some(OsSignal::Interrupt));
+        if open {
+            Poll::Pending
+        } else {
+            Poll::Ready(None)
         }
-        Poll::Pending
     }
 }
 

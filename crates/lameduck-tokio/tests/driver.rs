@@ -339,3 +339,163 @@ async fn unknown_paths_get_503_until_every_route_signal_fired() {
     handle.request_shutdown();
     assert_eq!(run.await.unwrap().unwrap(), 0);
 }
+
+/// A body that sends one line at once and then never ends.
+fn endless_stream() -> http_body_util::StreamBody<
+    impl futures_util::Stream<Item = Result<http_body::Frame<Bytes>, Infallible>> + Send,
+> {
+    use futures_util::StreamExt;
+    let first = futures_util::stream::once(async {
+        Ok::<_, Infallible>(http_body::Frame::data(Bytes::from_static(b"line\n")))
+    });
+    http_body_util::StreamBody::new(first.chain(futures_util::stream::pending()))
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_streamed_response_is_aborted_at_the_request_timeout_and_released() {
+    let mut b = lameduck_tokio::builder(config(|c| c.request_timeout(Duration::from_secs(2))));
+    b.without_signals();
+    let server = b.prepare();
+    let svc = server
+        .layer()
+        .layer(service_fn(|_req: Request<Empty<Bytes>>| async {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            Ok::<_, Infallible>(Response::new(endless_stream()))
+        }));
+    let started = tokio::time::Instant::now();
+    let res = svc.oneshot(Request::new(Empty::new())).await.unwrap();
+    assert_eq!(
+        res.status(),
+        StatusCode::OK,
+        "the head is sent before the deadline"
+    );
+    assert_eq!(server.shared().gate().normal_in_flight(), 1);
+    let mut body = Box::pin(res.into_body());
+    let first = body.frame().await.unwrap().unwrap();
+    assert_eq!(first.into_data().unwrap(), Bytes::from_static(b"line\n"));
+    // The deadline counts from admission: 2 s after the request, not after the head.
+    let end = body.frame().await.unwrap();
+    let err = end.expect_err("the body ends with an error, which aborts the response");
+    assert!(err.is::<lameduck_hyper::ResponseTimedOut>(), "{err}");
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed >= Duration::from_secs(2) && elapsed < Duration::from_millis(2010),
+        "{elapsed:?}"
+    );
+    assert_eq!(
+        server.shared().gate().normal_in_flight(),
+        0,
+        "released at the deadline"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn long_running_bodies_are_not_bounded_by_the_request_timeout() {
+    let mut b = lameduck_tokio::builder(config(|c| c.request_timeout(Duration::from_secs(1))));
+    b.without_signals();
+    let server = b.prepare();
+    let svc = server
+        .layer()
+        .layer(service_fn(|_req: Request<Empty<Bytes>>| async {
+            Ok::<_, Infallible>(Response::new(endless_stream()))
+        }));
+    let req = Request::builder()
+        .uri("/x?watch=true")
+        .body(Empty::new())
+        .unwrap();
+    let mut body = Box::pin(svc.oneshot(req).await.unwrap().into_body());
+    assert!(body.frame().await.unwrap().is_ok());
+    let next = tokio::time::timeout(Duration::from_secs(30), body.frame()).await;
+    assert!(next.is_err(), "still streaming 30 s later: {next:?}");
+    assert_eq!(server.shared().gate().long_running_in_flight(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_exempt_request_in_flight_holds_the_drain() {
+    let mut b = lameduck_tokio::builder(Config::default());
+    b.without_signals();
+    let mut server = b.prepare();
+    let layer = server.layer();
+    server.serve("api", IdleListener, ok_service()).unwrap();
+    let handle = server.handle();
+    let svc = layer.layer(service_fn(|_req: Request<Empty<Bytes>>| async {
+        Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"metrics"))))
+    }));
+    // A scrape answered by the application, and a health answer of the layer, both in
+    // flight (their bodies not yet read) when the drain starts.
+    let scrape = Request::builder()
+        .uri("/metrics")
+        .body(Empty::new())
+        .unwrap();
+    let scrape = svc.clone().oneshot(scrape).await.unwrap();
+    let health = Request::builder()
+        .uri("/readyz?verbose")
+        .body(Empty::new())
+        .unwrap();
+    let health = svc.oneshot(health).await.unwrap();
+    assert_eq!(handle.in_flight(), (2, 0));
+    let mut run = tokio::spawn(server.run());
+    handle.request_shutdown();
+    let waited = tokio::time::timeout(Duration::from_secs(5), &mut run).await;
+    assert!(waited.is_err(), "the drain waits for the exempt requests");
+    let body = scrape.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(&body[..], b"metrics");
+    let body = health.into_body().collect().await.unwrap().to_bytes();
+    assert!(body.ends_with(b"readyz check passed\n"), "{body:?}");
+    assert_eq!(run.await.unwrap().unwrap(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn destroy_hooks_hold_the_exit_and_a_second_signal_cuts_them_short() {
+    for second_signal in [false, true] {
+        let mut b = lameduck_tokio::builder(Config::default());
+        b.without_signals();
+        b.destroy_hook("flush", || async {
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            Ok::<_, Infallible>(())
+        })
+        .unwrap();
+        let mut server = b.prepare();
+        server.serve("api", IdleListener, ok_service()).unwrap();
+        let handle = server.handle();
+        let run = tokio::spawn(server.run());
+        handle.deliver_signal();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(!run.is_finished(), "the exit waits for the destroy hook");
+        let started = tokio::time::Instant::now();
+        if second_signal {
+            handle.deliver_signal();
+        }
+        let code = run.await.unwrap().unwrap();
+        let waited = started.elapsed();
+        if second_signal {
+            assert_eq!(code, 1);
+            assert!(waited < Duration::from_millis(10), "{waited:?}");
+        } else {
+            assert_eq!(code, 0);
+            assert!(
+                waited >= Duration::from_millis(2890) && waited < Duration::from_millis(2910),
+                "{waited:?}"
+            );
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_signal_after_request_shutdown_exits_1() {
+    let mut b = lameduck_tokio::builder(config(|c| c.shutdown_delay(Duration::from_secs(60))));
+    b.without_signals();
+    let mut server = b.prepare();
+    server.serve("api", IdleListener, ok_service()).unwrap();
+    let handle = server.handle();
+    let run = tokio::spawn(server.run());
+    handle.request_shutdown();
+    handle.request_shutdown();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        !run.is_finished(),
+        "repeating request_shutdown() changes nothing"
+    );
+    handle.deliver_signal();
+    assert_eq!(run.await.unwrap().unwrap(), 1);
+}

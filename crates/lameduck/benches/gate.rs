@@ -1,8 +1,7 @@
 //! Admission gate and shutdown sequence benchmarks.
 //!
-//! The target (from the issue) is relative, not absolute: one borrowed admit + release must
-//! cost at most 1.5x a bare `fetch_add(Relaxed)` + `fetch_sub(AcqRel)` pair measured in the
-//! same run. `scripts/bench-gate.sh` runs this bench and computes the ratios; compare only
+//! The target is relative, not absolute: one borrowed admit + release must cost at most 1.5x
+//! a bare `fetch_add(Relaxed)` + `fetch_sub(AcqRel)` pair measured in the same run. `scripts/bench-gate.sh` runs this bench and computes the ratios; compare only
 //! numbers from one run, the machines this runs on are shared and noisy.
 //!
 //! Groups:

@@ -1,4 +1,5 @@
-//! Request classes (DESIGN section 1): normal, long-running or exempt.
+//! Request classes: normal, long-running or exempt (see the repository's
+//! `docs/design.md#vocabulary`).
 
 /// How the admission layer treats a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -8,7 +9,8 @@ pub enum RequestClass {
     /// A watch, SSE or WebSocket request: tracked by the long-running wait group, signalled
     /// at `NotAcceptingNewRequest` and drained at a paced rate within the grace period.
     LongRunning,
-    /// Health and metrics paths: never rejected and never tracked.
+    /// Health and metrics paths: never rejected. Tracked in the normal drain, with the request
+    /// timeout, when admitted before the gate closes; served untracked after that.
     Exempt,
 }
 
@@ -25,7 +27,7 @@ pub struct RequestInfo<'a> {
     pub upgrade: bool,
 }
 
-/// DESIGN's default long-running predicate: query `watch=true` or `watch=1`,
+/// The default long-running predicate: query `watch=true` or `watch=1`,
 /// `Accept: text/event-stream`, or an `Upgrade` header.
 #[must_use]
 pub fn default_is_long_running(req: &RequestInfo<'_>) -> bool {

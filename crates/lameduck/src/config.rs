@@ -1,4 +1,4 @@
-//! The validated shutdown configuration of DESIGN section 2.
+//! The validated shutdown configuration (see the repository's `docs/design.md#configuration`).
 //!
 //! A [`Config`] is built with a [`ConfigBuilder`], either through typed setters or, for
 //! command-line flags, through [`ConfigBuilder::set`] with a [`ConfigOption`] and its text.
@@ -63,7 +63,7 @@ pub enum ShutdownMode {
 }
 
 /// A validated shutdown configuration. Build one with [`Config::builder`]; [`Config::default`]
-/// holds every default of DESIGN section 2.
+/// holds every default; [`ConfigOption::default_value`] gives each one as text.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
     shutdown_delay: Duration,

@@ -1,4 +1,5 @@
-//! Health endpoint responses, byte for byte as kube-apiserver's `healthz.go` (DESIGN section 4).
+//! Health endpoint responses, byte for byte as kube-apiserver's `healthz.go` (specified in the
+//! repository's `docs/design.md#health`).
 //!
 //! This module is pure: the caller runs its checks (it owns the registry, the clock and the
 //! livez grace period) and hands the outcomes here, in registration order; this module routes

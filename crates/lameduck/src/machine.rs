@@ -1,4 +1,5 @@
-//! The runtime-checked lifecycle state machine: the whole DAG of DESIGN section 3.
+//! The runtime-checked lifecycle state machine: the whole termination DAG and its bounds
+//! (described in the repository's `docs/design.md#dag` and `docs/design.md#bounds`).
 //!
 //! [`Machine`] is sans-IO in the manner of quinn-proto and str0m. Its methods come in four
 //! kinds, used in this order by a driver:
@@ -61,10 +62,14 @@ use crate::shared::{Check, CheckFn, CheckKind, EndpointSet, PostStartState, Shar
 use crate::signal::Signal;
 use crate::time::{duration_nanos_saturating, Instant};
 
-/// Extra time the normal drain waits past `request_timeout` before it gives up: a request
-/// admitted just before `NotAcceptingNewRequest` gets its 504 at most `request_timeout`
-/// later, and its release must still be counted.
-pub const NORMAL_DRAIN_SLACK: Duration = Duration::from_secs(1);
+/// How long the process waits, after the drain, for connections to close once the HTTP
+/// shutdown timeout has passed, so that the bytes of the last responses (a stream's final
+/// chunk) reach their sockets before the process exits. Never extends the exit past
+/// `max(request_timeout, grace period)` after `NotAcceptingNewRequest`.
+pub const CONNECTION_CLOSE_LINGER: Duration = Duration::from_millis(250);
+
+/// How long the destroy hooks get, in all, before the process exits without them.
+pub const DESTROY_HOOKS_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How often the machine reports drain progress while draining.
 pub const DRAIN_PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
@@ -264,8 +269,12 @@ pub enum Input {
     DrainProgress,
     /// A listener stopped accepting (after [`Event::StopListening`], or because it failed).
     ListenerStopped(ListenerId),
-    /// A listener's server finished: every connection closed, or they were force-closed.
+    /// A listener's server finished: every connection closed.
     ServerStopped(ListenerId),
+    /// The runtime ended this listener's connections on its own (a shutdown timeout of its
+    /// own, say) while lameduck still allowed them to run. Termination starts if it has
+    /// not, and the exit code will be 1.
+    ConnectionsCut(ListenerId),
 }
 
 /// An output of the machine; see [`Machine::poll_event`].
@@ -316,15 +325,23 @@ pub enum Event {
         /// Whether it was not waited for at all (grace period 0).
         skipped: bool,
     },
-    /// Stop every listener (close the listening sockets) and shut the servers down; connections
-    /// get until `shutdown_deadline` to finish, after which the machine sends
-    /// [`Event::ForceCloseConnections`].
+    /// Stop every listener (close the listening sockets) and shut the servers down
+    /// gracefully: close idle connections, end keep-alive (HTTP/1 `Connection: close`,
+    /// HTTP/2 GOAWAY) and let active connections finish. The machine waits for
+    /// [`Input::ServerStopped`] until `shutdown_deadline`.
     StopListening {
         /// The HTTP shutdown deadline (`None`: unbounded).
         shutdown_deadline: Option<Instant>,
     },
-    /// The HTTP shutdown timeout passed: close every remaining connection now.
-    ForceCloseConnections,
+    /// The HTTP shutdown timeout passed before every server stopped. The machine stops
+    /// waiting for the servers and **closes nothing**: active connections (a long-running
+    /// stream inside its grace period, say) keep being served, bounded by their own
+    /// deadlines. Log it.
+    HttpShutdownTimedOut,
+    /// A runtime ended connections of this listener before lameduck's bounds allowed it
+    /// (reported with [`Input::ConnectionsCut`]): the drain is not complete, and the exit
+    /// code will be 1.
+    ConnectionsCut(ListenerId),
     /// Run every after-drain hook; report each with [`Input::HookFinished`].
     RunAfterDrainHooks,
     /// A hook failed or panicked; the process will exit 1 at the end.
@@ -337,7 +354,9 @@ pub enum Event {
     /// A listener stopped before it was asked to; termination starts and the exit code
     /// will be 1.
     ListenerFailed(ListenerId),
-    /// Run the destroy hooks, once, now. Always immediately followed by [`Event::Exit`].
+    /// Run the destroy hooks, once, one after the other in registration order; report each
+    /// with [`Input::HookFinished`]. [`Event::Exit`] follows once they have all finished, or
+    /// [`DESTROY_HOOKS_TIMEOUT`] after this event, or at once on a second stop signal.
     RunDestroyHooks,
     /// Exit the process with `code`.
     Exit {
@@ -447,14 +466,72 @@ struct PendingCheck {
     check: CheckFn,
 }
 
+/// The machine's timers, one deadline slot each.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(usize)]
 enum Timer {
-    ShutdownDelay = 0,
-    NormalDrain = 1,
-    LongRunningDrain = 2,
-    HttpShutdown = 3,
-    DrainProgress = 4,
+    /// `ShutdownInitiated + shutdown_delay`: `AfterShutdownDelayDuration`.
+    ShutdownDelay,
+    /// `NotAcceptingNewRequest + request_timeout`: the normal drain gives up.
+    NormalDrain,
+    /// `NotAcceptingNewRequest + grace`: the long-running drain gives up.
+    LongRunningDrain,
+    /// The HTTP shutdown timeout: stop waiting for the servers (closing nothing).
+    HttpShutdown,
+    /// The next drain progress report.
+    DrainProgress,
+    /// After the drain, the end of the wait for connections to close
+    /// ([`CONNECTION_CLOSE_LINGER`]).
+    CloseLinger,
+    /// The destroy hooks' time is up.
+    DestroyHooks,
+}
+
+impl Timer {
+    const COUNT: usize = 7;
+}
+
+/// One optional deadline per [`Timer`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct TimerTable([Option<Instant>; Timer::COUNT]);
+
+impl TimerTable {
+    fn set(&mut self, timer: Timer, at: Option<Instant>) {
+        self.0[timer as usize] = at;
+    }
+
+    fn stop(&mut self, timer: Timer) {
+        self.0[timer as usize] = None;
+    }
+
+    fn is_armed(&self, timer: Timer) -> bool {
+        self.0[timer as usize].is_some()
+    }
+
+    fn is_due(&self, timer: Timer, now: Instant) -> bool {
+        self.0[timer as usize].is_some_and(|d| d <= now)
+    }
+
+    fn next(&self) -> Option<Instant> {
+        self.0.iter().flatten().min().copied()
+    }
+
+    fn clear(&mut self) {
+        self.0 = [None; Timer::COUNT];
+    }
+}
+
+/// How far the wait for the servers to stop has got, once the listeners were told to stop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ServerWait {
+    /// Not asked to stop yet.
+    NotStarted,
+    /// Waiting for every server to report [`Input::ServerStopped`].
+    Waiting,
+    /// The HTTP shutdown timeout passed: no longer a condition of the exit (after the drain,
+    /// connections still get [`CONNECTION_CLOSE_LINGER`] to close).
+    TimedOut,
+    /// Every server stopped.
+    Done,
 }
 
 /// The lifecycle state machine. See the [module docs](self).
@@ -468,19 +545,21 @@ pub struct Machine {
     mux_fired: Vec<bool>,
     pending_checks: Vec<PendingCheck>,
     shared: Option<Arc<Shared>>,
-    timers: [Option<Instant>; 5],
+    timers: TimerTable,
     events: VecDeque<Event>,
     // Facts the DAG is computed from. Signals themselves live in `Shared`.
     stop_requested: bool,
-    signals_received: u8,
+    /// A stop was requested from outside (an OS signal or the API): a further OS signal
+    /// exits at once.
+    stop_event_seen: bool,
     failed: bool,
     announced_serving: bool,
     normal_drained: bool,
     long_running_drained: bool,
     long_running_before: usize,
-    stop_listening_sent: bool,
-    force_closed: bool,
-    after_drain_started: bool,
+    server_wait: ServerWait,
+    /// The exit decided once the termination completed, while the destroy hooks run.
+    exiting: Option<(u8, ExitReason)>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -519,18 +598,17 @@ impl Machine {
             mux_fired: Vec::new(),
             pending_checks: Vec::new(),
             shared: None,
-            timers: [None; 5],
+            timers: TimerTable::default(),
             events: VecDeque::new(),
             stop_requested: false,
-            signals_received: 0,
+            stop_event_seen: false,
             failed: false,
             announced_serving: false,
             normal_drained: false,
             long_running_drained: false,
             long_running_before: 0,
-            stop_listening_sent: false,
-            force_closed: false,
-            after_drain_started: false,
+            server_wait: ServerWait::NotStarted,
+            exiting: None,
         }
     }
 
@@ -764,7 +842,7 @@ impl Machine {
     /// The earliest instant at which [`Machine::handle_timeout`] has work, if any.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.timers.iter().flatten().min().copied()
+        self.timers.next()
     }
 
     /// Advances time to `now`: fires every timer that is due.
@@ -830,7 +908,8 @@ impl Machine {
                     self.failed = true;
                     self.events.push_back(Event::HookFailed { hook, outcome });
                     if kind == HookKind::PostStart {
-                        // DESIGN: a failing post-start hook starts a graceful termination.
+                        // A failing post-start hook starts a graceful termination (not a stop
+                        // event: a later signal is still the first one).
                         self.stop_requested = true;
                     }
                 }
@@ -843,18 +922,20 @@ impl Machine {
                 *fired = true;
             }
             Input::StopRequested(source) => {
-                if source == StopSource::Signal {
-                    self.signals_received = self.signals_received.saturating_add(1);
-                    if self.signals_received >= 2 {
+                if self.stop_event_seen {
+                    if source == StopSource::Signal {
+                        // The second stop event: exit at once, no hooks, no drain.
                         self.exit(1, ExitReason::SecondSignal);
-                        return Ok(());
                     }
+                    // A repeated `request_shutdown()` changes nothing.
+                    return Ok(());
                 }
+                self.stop_event_seen = true;
                 self.stop_requested = true;
             }
             Input::DrainProgress => {}
             Input::ListenerStopped(id) => {
-                let sent = self.stop_listening_sent;
+                let sent = self.server_wait != ServerWait::NotStarted;
                 let l = self.listener_mut(id)?;
                 if l.stopped {
                     return Err(InputError::ListenerRepeated {
@@ -882,6 +963,12 @@ impl Machine {
                     });
                 }
                 l.server_stopped = true;
+            }
+            Input::ConnectionsCut(id) => {
+                self.listener_mut(id)?;
+                self.failed = true;
+                self.stop_requested = true;
+                self.events.push_back(Event::ConnectionsCut(id));
             }
         }
         self.advance(now);
@@ -955,7 +1042,7 @@ impl Machine {
     }
 
     fn timer_due(&self, t: Timer, now: Instant) -> bool {
-        self.timers[t as usize].is_some_and(|d| d <= now)
+        self.timers.is_due(t, now)
     }
 
     fn hooks_of(&self, kind: HookKind) -> impl Iterator<Item = &Hook> {
@@ -1005,7 +1092,10 @@ impl Machine {
         if self.stop_requested && !fired(Signal::ShutdownInitiated) {
             self.fire(Signal::ShutdownInitiated, now);
             self.events.push_back(Event::NotifyStopping);
-            self.timers[Timer::ShutdownDelay as usize] = Some(now + self.config.shutdown_delay());
+            self.timers.set(
+                Timer::ShutdownDelay,
+                Some(now + self.config.shutdown_delay()),
+            );
             if self.start_hooks(HookKind::PreShutdown) {
                 self.events.push_back(Event::RunPreShutdownHooks);
             }
@@ -1014,7 +1104,7 @@ impl Machine {
             && !fired(Signal::AfterShutdownDelayDuration)
             && self.timer_due(Timer::ShutdownDelay, now)
         {
-            self.timers[Timer::ShutdownDelay as usize] = None;
+            self.timers.stop(Timer::ShutdownDelay);
             self.fire(Signal::AfterShutdownDelayDuration, now);
         }
         if fired(Signal::ShutdownInitiated)
@@ -1038,7 +1128,7 @@ impl Machine {
                 let timed_out = self.timer_due(Timer::NormalDrain, now);
                 if gate.normal_drained() || timed_out {
                     self.normal_drained = true;
-                    self.timers[Timer::NormalDrain as usize] = None;
+                    self.timers.stop(Timer::NormalDrain);
                     self.events.push_back(Event::NormalDrainFinished {
                         remaining: gate.normal_in_flight(),
                         timed_out: timed_out && !gate.normal_drained(),
@@ -1049,7 +1139,7 @@ impl Machine {
                 let timed_out = self.timer_due(Timer::LongRunningDrain, now);
                 if gate.long_running_drained() || timed_out {
                     self.long_running_drained = true;
-                    self.timers[Timer::LongRunningDrain as usize] = None;
+                    self.timers.stop(Timer::LongRunningDrain);
                     self.events.push_back(Event::LongRunningDrainFinished {
                         before: self.long_running_before,
                         after: gate.long_running_in_flight(),
@@ -1059,55 +1149,97 @@ impl Machine {
                 }
             }
             if self.timer_due(Timer::DrainProgress, now) {
-                self.timers[Timer::DrainProgress as usize] = Some(now + DRAIN_PROGRESS_INTERVAL);
+                self.timers
+                    .set(Timer::DrainProgress, Some(now + DRAIN_PROGRESS_INTERVAL));
                 self.events.push_back(Event::DrainProgress {
                     normal_in_flight: gate.normal_in_flight(),
                     long_running_in_flight: gate.long_running_in_flight(),
                 });
             }
             if self.normal_drained && self.long_running_drained {
-                self.timers[Timer::DrainProgress as usize] = None;
+                self.timers.stop(Timer::DrainProgress);
                 self.fire(Signal::InFlightRequestsDrained, now);
                 if self.start_hooks(HookKind::AfterDrain) {
-                    self.after_drain_started = true;
                     self.events.push_back(Event::RunAfterDrainHooks);
                 }
                 if self.config.mode() == ShutdownMode::SendRetryAfter {
                     self.stop_listening(now);
                 }
+                if self.server_wait == ServerWait::TimedOut {
+                    self.arm_close_linger(now);
+                }
             }
         }
 
-        // The listeners.
-        if self.stop_listening_sent
+        // The listeners and their servers.
+        if self.server_wait != ServerWait::NotStarted
             && !fired(Signal::HTTPServerStoppedListening)
             && self.listeners.iter().all(|l| l.stopped)
         {
             self.fire(Signal::HTTPServerStoppedListening, now);
         }
-        if self.timer_due(Timer::HttpShutdown, now) {
-            self.timers[Timer::HttpShutdown as usize] = None;
-            if !self.listeners.iter().all(|l| l.server_stopped) {
-                self.force_closed = true;
-                self.events.push_back(Event::ForceCloseConnections);
-            }
+        if matches!(self.server_wait, ServerWait::Waiting | ServerWait::TimedOut)
+            && self.listeners.iter().all(|l| l.server_stopped)
+        {
+            self.server_wait = ServerWait::Done;
+            self.timers.stop(Timer::HttpShutdown);
+            self.timers.stop(Timer::CloseLinger);
         }
-        if self.listeners.iter().all(|l| l.server_stopped) {
-            self.timers[Timer::HttpShutdown as usize] = None;
+        if self.server_wait == ServerWait::Waiting && self.timer_due(Timer::HttpShutdown, now) {
+            // Go's `Server.Shutdown(ctx)` at its deadline: stop waiting, close nothing.
+            self.timers.stop(Timer::HttpShutdown);
+            self.server_wait = ServerWait::TimedOut;
+            self.events.push_back(Event::HttpShutdownTimedOut);
+        }
+        if self.timer_due(Timer::CloseLinger, now) {
+            self.timers.stop(Timer::CloseLinger);
         }
 
-        // Exit.
-        if fired(Signal::InFlightRequestsDrained)
+        // Exit: destroy hooks, then the exit itself.
+        let servers_done = match self.server_wait {
+            ServerWait::Done => true,
+            ServerWait::TimedOut => !self.timers.is_armed(Timer::CloseLinger),
+            ServerWait::NotStarted | ServerWait::Waiting => false,
+        };
+        if self.exiting.is_none()
+            && fired(Signal::InFlightRequestsDrained)
             && fired(Signal::HTTPServerStoppedListening)
-            && (self.force_closed || self.listeners.iter().all(|l| l.server_stopped))
+            && servers_done
             && self.all_done(HookKind::AfterDrain)
         {
-            let (code, reason) = if self.failed {
+            let decided = if self.failed {
                 (1, ExitReason::Failure)
             } else {
                 (0, ExitReason::Graceful)
             };
-            self.exit(code, reason);
+            self.exiting = Some(decided);
+            if self.start_hooks(HookKind::Destroy) {
+                self.events.push_back(Event::RunDestroyHooks);
+                self.timers
+                    .set(Timer::DestroyHooks, Some(now + DESTROY_HOOKS_TIMEOUT));
+            }
+        }
+        if let Some((code, reason)) = self.exiting {
+            if self.all_done(HookKind::Destroy) || self.timer_due(Timer::DestroyHooks, now) {
+                self.exit(code, reason);
+            }
+        }
+    }
+
+    /// After the drain, with the HTTP shutdown timeout passed: give the connections
+    /// [`CONNECTION_CLOSE_LINGER`] to close, but never past
+    /// `NotAcceptingNewRequest + max(request_timeout, grace)`.
+    fn arm_close_linger(&mut self, now: Instant) {
+        let Some(n) = self.fired_at(Signal::NotAcceptingNewRequest) else {
+            return;
+        };
+        let bound = n + self
+            .config
+            .request_timeout()
+            .max(self.config.shutdown_watch_termination_grace_period());
+        let until = (now + CONNECTION_CLOSE_LINGER).min(bound);
+        if until > now {
+            self.timers.set(Timer::CloseLinger, Some(until));
         }
     }
 
@@ -1118,9 +1250,10 @@ impl Machine {
         let (normal, long_running) = gate.close();
         self.long_running_before = long_running;
         let request_timeout = self.config.request_timeout();
-        let normal_deadline =
-            (!request_timeout.is_zero()).then(|| now + request_timeout + NORMAL_DRAIN_SLACK);
-        self.timers[Timer::NormalDrain as usize] = normal_deadline;
+        // Every normal request is released at the latest `request_timeout` after its
+        // admission (504 or abort), so the normal drain ends by then.
+        let normal_deadline = (!request_timeout.is_zero()).then(|| now + request_timeout);
+        self.timers.set(Timer::NormalDrain, normal_deadline);
 
         let grace = self.config.shutdown_watch_termination_grace_period();
         let mut plan = DrainPlan {
@@ -1134,7 +1267,7 @@ impl Machine {
             let deadline = now + grace;
             let interval = pacing_interval(long_running, grace, self.config.min_watch_drain_qps());
             gate.start_pacing(now, interval, deadline);
-            self.timers[Timer::LongRunningDrain as usize] = Some(deadline);
+            self.timers.set(Timer::LongRunningDrain, Some(deadline));
             plan.long_running_deadline = Some(deadline);
             plan.pacing_interval = Some(interval);
         }
@@ -1150,7 +1283,8 @@ impl Machine {
                 skipped: true,
             });
         }
-        self.timers[Timer::DrainProgress as usize] = Some(now + DRAIN_PROGRESS_INTERVAL);
+        self.timers
+            .set(Timer::DrainProgress, Some(now + DRAIN_PROGRESS_INTERVAL));
         self.events.push_back(Event::DrainStarted(plan));
         if self.config.mode() == ShutdownMode::CloseListener {
             self.stop_listening(now);
@@ -1158,21 +1292,20 @@ impl Machine {
     }
 
     fn stop_listening(&mut self, now: Instant) {
-        if self.stop_listening_sent {
+        if self.server_wait != ServerWait::NotStarted {
             return;
         }
-        self.stop_listening_sent = true;
+        self.server_wait = ServerWait::Waiting;
         let timeout = self.config.http_shutdown_timeout();
         let shutdown_deadline = (!timeout.is_zero()).then(|| now + timeout);
-        self.timers[Timer::HttpShutdown as usize] = shutdown_deadline;
+        self.timers.set(Timer::HttpShutdown, shutdown_deadline);
         self.events
             .push_back(Event::StopListening { shutdown_deadline });
     }
 
     fn exit(&mut self, code: u8, reason: ExitReason) {
         self.phase_gate = Stage::Exited;
-        self.timers = [None; 5];
-        self.events.push_back(Event::RunDestroyHooks);
+        self.timers.clear();
         self.events.push_back(Event::Exit { code, reason });
     }
 }
@@ -1210,5 +1343,6 @@ fn input_name(input: &Input) -> &'static str {
         Input::DrainProgress => "DrainProgress",
         Input::ListenerStopped(_) => "ListenerStopped",
         Input::ServerStopped(_) => "ServerStopped",
+        Input::ConnectionsCut(_) => "ConnectionsCut",
     }
 }

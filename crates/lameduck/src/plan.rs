@@ -42,13 +42,15 @@
 //! `k`-th probe still starts at `k × interval`.
 //!
 //! **Total termination time**, at worst, with `E3w = max(shutdown_delay, pre_shutdown_hooks)`
-//! (the latest E3) and the normal drain bounded by `request_timeout + 1 s`
-//! ([`NORMAL_DRAIN_SLACK`]):
+//! (the latest E3). Every normal request is released at the latest `request_timeout` after
+//! its admission (504, or its response aborted), so the normal drain ends by
+//! `E3w + request_timeout`; long-running requests are bounded by their grace period only:
 //!
-//! * mode A: `E3w + max(request_timeout + 1 s, watch_grace)`; the listener closes at E3w and
-//!   its HTTP shutdown timeout (`request_timeout`) ends within the drain;
-//! * mode B: `E3w + max(request_timeout + 1 s, watch_grace) + 2 s`: the listener closes after
-//!   the drain, with the 2 s HTTP shutdown timeout of mode B ([`MODE_B_HTTP_SHUTDOWN_TIMEOUT`]).
+//! * mode A: `E3w + max(request_timeout, watch_grace)`; the listener closes at E3w and its
+//!   HTTP shutdown timeout (`request_timeout`) closes nothing when it expires, so the exit
+//!   waits for the longer of the two drains;
+//! * mode B: `E3w + max(request_timeout, watch_grace) + 2 s`: the listener closes after the
+//!   drain, with the 2 s HTTP shutdown timeout of mode B ([`MODE_B_HTTP_SHUTDOWN_TIMEOUT`]).
 //!
 //! A zero `request_timeout` means normal requests are waited for without a bound, so the total
 //! has none either ([`Plan::total_worst_case`] is `None`).
@@ -72,7 +74,7 @@
 //! assert_eq!(p.detection_worst_case, Duration::from_secs(30));
 //! assert!(!p.is_safe());
 //! assert_eq!(p.min_safe_shutdown_delay, Duration::from_secs(30));
-//! assert_eq!(p.total_worst_case, Some(Duration::from_secs(20 + 10 + 1)));
+//! assert_eq!(p.total_worst_case, Some(Duration::from_secs(20 + 10)));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
@@ -80,7 +82,6 @@
 //! the pod is deleted, whatever `/readyz` says, so there the propagation delay dominates. Model
 //! it with a `propagation_delay` of a few seconds.
 //!
-//! [`NORMAL_DRAIN_SLACK`]: crate::machine::NORMAL_DRAIN_SLACK
 //! [`MODE_B_HTTP_SHUTDOWN_TIMEOUT`]: crate::config::MODE_B_HTTP_SHUTDOWN_TIMEOUT
 
 use alloc::format;
@@ -91,7 +92,6 @@ use core::time::Duration;
 
 use crate::config::{Config, ShutdownMode, MODE_B_HTTP_SHUTDOWN_TIMEOUT};
 use crate::duration::GoDuration;
-use crate::machine::NORMAL_DRAIN_SLACK;
 
 /// Kubernetes' default `terminationGracePeriodSeconds`: 30 s.
 pub const DEFAULT_TERMINATION_GRACE_PERIOD: Duration = Duration::from_secs(30);
@@ -549,7 +549,7 @@ pub fn plan(input: &PlanInput) -> Result<Plan, PlanError> {
     let normal_drain = if request_timeout.is_zero() {
         None
     } else {
-        Some(add(request_timeout, NORMAL_DRAIN_SLACK)?)
+        Some(request_timeout)
     };
     let drained_at = match normal_drain {
         Some(normal) => Some(add(e3, normal.max(grace))?),
@@ -773,9 +773,8 @@ fn timeline(
             normal,
             "DN",
             format!(
-                "drain of normal requests (at most request timeout {} + {})",
+                "drain of normal requests (at most the request timeout {})",
                 GoDuration(config.request_timeout()),
-                GoDuration(NORMAL_DRAIN_SLACK)
             ),
             EventKind::NormalDrain,
         ),

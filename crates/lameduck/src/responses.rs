@@ -1,5 +1,5 @@
 //! The canned HTTP responses adapters send on behalf of the lifecycle, byte for byte as
-//! kube-apiserver sends them (DESIGN section 4).
+//! kube-apiserver sends them (see the repository's `docs/design.md#client-view`).
 
 /// A fixed response: status, headers and body. Adapters copy these bytes out.
 #[derive(Debug, PartialEq, Eq)]

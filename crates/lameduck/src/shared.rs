@@ -101,8 +101,11 @@ pub enum Admission {
     /// [`Signal::NotAcceptingNewRequest`] fires, then pace the end with
     /// [`OwnedLongRunningTicket::reserve_release`].
     LongRunning(OwnedLongRunningTicket),
-    /// Serve it untracked (health and metrics paths).
-    Exempt,
+    /// Serve it, never rejected (health and metrics paths). Admitted before the gate closes,
+    /// it is tracked in the normal drain, with the request timeout, like a normal request
+    /// (the ticket); after that it is served untracked (`None`), as kube-apiserver's
+    /// `WithWaitGroup` does.
+    Exempt(Option<OwnedNormalTicket>),
     /// Answer with the rejection's canned response.
     Rejected(Rejection),
 }
@@ -271,7 +274,8 @@ impl Shared {
         }
     }
 
-    /// Classifies with DESIGN's default long-running predicate.
+    /// Classifies with the default long-running predicate,
+    /// [`default_is_long_running`].
     #[must_use]
     pub fn classify_default(&self, req: &RequestInfo<'_>) -> RequestClass {
         self.classify(req, default_is_long_running)
@@ -280,7 +284,7 @@ impl Shared {
     /// Admits a request of `class`. Allocation-free.
     pub fn admit(self: &Arc<Self>, class: RequestClass) -> Admission {
         match class {
-            RequestClass::Exempt => Admission::Exempt,
+            RequestClass::Exempt => Admission::Exempt(crate::gate::owned::admit_normal(self).ok()),
             RequestClass::Normal => match crate::gate::owned::admit_normal(self) {
                 Ok(t) => Admission::Normal(t),
                 Err(r) => Admission::Rejected(r),

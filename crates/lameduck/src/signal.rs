@@ -1,4 +1,5 @@
-//! The lifecycle signals of DESIGN section 1: each fires once and never un-fires.
+//! The lifecycle signals: each fires once and never un-fires (see the repository's
+//! `docs/design.md#vocabulary`).
 
 use core::fmt;
 

@@ -244,9 +244,9 @@ impl Simulator {
             return false;
         };
         match shared.admit(class) {
-            Admission::Normal(t) => self.held.push(Held::Normal(t)),
+            Admission::Normal(t) | Admission::Exempt(Some(t)) => self.held.push(Held::Normal(t)),
             Admission::LongRunning(t) => self.held.push(Held::LongRunning(t)),
-            Admission::Exempt | Admission::Rejected(_) => return false,
+            Admission::Exempt(None) | Admission::Rejected(_) => return false,
         }
         true
     }
@@ -288,6 +288,7 @@ impl Simulator {
                 HookKind::PreShutdown,
                 HookKind::PostStart,
                 HookKind::AfterDrain,
+                HookKind::Destroy,
             ] {
                 let hooks: Vec<HookId> = self.machine.hooks(kind).map(|(id, _)| id).collect();
                 for h in hooks {
@@ -433,6 +434,14 @@ impl Simulator {
                 let l = pick_listener(self, index);
                 self.input(Input::ServerStopped(l))
             }
+            Op::ConnectionsCut { index } => {
+                let l = pick_listener(self, index);
+                self.input(Input::ConnectionsCut(l))
+            }
+            Op::OpenExempt => {
+                self.open_request(RequestClass::Exempt);
+                Ok(())
+            }
             Op::MuxSignalFired { index } => self.input(Input::MuxSignalFired(
                 MuxSignalId::from_raw(u16::from(index)),
             )),
@@ -497,6 +506,13 @@ pub enum Op {
         /// Which.
         index: u8,
     },
+    /// Report a runtime cutting a server's connections.
+    ConnectionsCut {
+        /// Which.
+        index: u8,
+    },
+    /// Open an exempt request (tracked while the gate is open).
+    OpenExempt,
     /// Fire a readiness-of-routes signal.
     MuxSignalFired {
         /// Which.

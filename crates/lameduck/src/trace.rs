@@ -2,9 +2,9 @@
 //!
 //! [`check_trace`] takes the events a service was seen to produce (from its logs, from a
 //! test harness, or from a [`Machine`](crate::Machine) via [`TracedEvent::from_event`]) and
-//! says whether DESIGN section 3 allows that sequence for the given configuration, or names
-//! the [`Rule`] it breaks. A trace may stop early (a prefix of a legal run is legal);
-//! [`TraceSummary::complete`] says whether it reached an exit.
+//! says whether the lifecycle DAG (the repository's `docs/design.md#dag`) allows that sequence
+//! for the given configuration, or names the [`Rule`] it breaks. A trace may stop early (a
+//! prefix of a legal run is legal); [`TraceSummary::complete`] says whether it reached an exit.
 
 use core::fmt;
 use core::time::Duration;
@@ -72,7 +72,7 @@ impl TracedEvent {
     }
 }
 
-/// A rule of DESIGN section 3 that a trace can break.
+/// A rule of the lifecycle DAG (the repository's `docs/design.md#dag`) that a trace can break.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Rule {
     /// Nothing happens after the process exited.

@@ -80,22 +80,45 @@ fn after_drain_hooks_run_after_the_drain_and_hold_the_exit() {
 }
 
 #[test]
-fn destroy_hooks_run_on_every_exit_path() {
-    for second_signal in [false, true] {
+fn destroy_hooks_run_on_every_exit_path_but_the_second_signal() {
+    // (how the termination ends, the exit code, whether the destroy hook runs)
+    let paths = [
+        ("graceful", 0, true),
+        ("after a failed pre-shutdown hook", 1, true),
+        ("second signal", 1, false),
+    ];
+    for (path, code, runs_destroy) in paths {
+        let mut pre = None;
+        let mut destroy = None;
         let mut sim = Sim::serving(
             Config::builder().shutdown_delay(secs(10)).build().unwrap(),
             |m| {
-                m.add_hook(HookKind::Destroy, "close-db").unwrap();
+                pre = Some(m.add_hook(HookKind::PreShutdown, "deregister").unwrap());
+                destroy = Some(m.add_hook(HookKind::Destroy, "close-db").unwrap());
             },
         );
         sim.stop();
-        if second_signal {
-            sim.stop();
-        } else {
-            sim.run_to_exit(10);
+        match path {
+            "second signal" => sim.stop(),
+            "graceful" => sim.finish_hook(pre.unwrap(), HookOutcome::Succeeded),
+            _ => sim.finish_hook(pre.unwrap(), HookOutcome::Failed),
         }
-        assert_eq!(sim.count(|e| *e == Event::RunDestroyHooks), 1);
-        assert!(sim.exit.is_some());
+        if runs_destroy {
+            // Past the 10 s delay, well before the destroy hooks' own time runs out.
+            sim.advance(secs(11));
+            // The exit waits for the destroy hook...
+            assert_eq!(sim.count(|e| *e == Event::RunDestroyHooks), 1, "{path}");
+            assert_eq!(sim.exit, None, "{path}: exit before the destroy hook ended");
+            sim.finish_hook(destroy.unwrap(), HookOutcome::Failed);
+        }
+        // ... and its outcome does not change the exit code.
+        assert_eq!(sim.exit, Some(code), "{path}");
+        assert_eq!(
+            sim.count(|e| *e == Event::RunDestroyHooks),
+            usize::from(runs_destroy),
+            "{path}"
+        );
+        sim.check();
     }
 }
 

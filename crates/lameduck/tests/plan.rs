@@ -11,7 +11,7 @@ use lameduck::plan::{
     ceil_seconds, plan, EventKind, Plan, PlanError, PlanInput, ProbeSettings, Problem,
     DEFAULT_TERMINATION_GRACE_PERIOD, GRACE_PERIOD_MARGIN,
 };
-use lameduck::{Config, Event, HookKind, HookOutcome, Input, RequestClass, ShutdownMode};
+use lameduck::{Config, Event, HookKind, HookOutcome, Input, RequestClass, ShutdownMode, Signal};
 
 /// The worked example: an AWS load balancer probing `/readyz` every 10 s with a 10 s timeout,
 /// unhealthy after 2 failures.
@@ -90,12 +90,12 @@ fn hooks_do_not_count_towards_the_check() {
     let p = run(PlanInput::new(aws(), config(secs(10), secs(5))).pre_shutdown_hooks(secs(40)));
     assert!(!p.is_safe());
     assert_eq!(p.stop_accepting_worst_case, secs(40));
-    assert_eq!(p.total_worst_case, Some(secs(40 + 5 + 1)));
+    assert_eq!(p.total_worst_case, Some(secs(40 + 5)));
 }
 
 #[test]
 fn mode_a_total() {
-    // max(delay, hooks) + max(request_timeout + 1 s, watch grace)
+    // max(delay, hooks) + max(request_timeout, watch grace)
     let cfg = Config::builder()
         .shutdown_delay(secs(10))
         .request_timeout(secs(20))
@@ -105,7 +105,7 @@ fn mode_a_total() {
     let p = run(PlanInput::new(aws(), cfg.clone()).pre_shutdown_hooks(secs(15)));
     assert_eq!(p.mode, ShutdownMode::CloseListener);
     assert_eq!(p.stop_accepting_worst_case, secs(15));
-    assert_eq!(p.normal_drain_worst_case, Some(secs(21)));
+    assert_eq!(p.normal_drain_worst_case, Some(secs(20)));
     assert_eq!(p.total_worst_case, Some(secs(45)));
     assert_eq!(p.suggested_termination_grace_period, Some(secs(50)));
 
@@ -116,12 +116,12 @@ fn mode_a_total() {
         .build()
         .unwrap();
     let p = run(PlanInput::new(aws(), cfg));
-    assert_eq!(p.total_worst_case, Some(secs(10 + 21)));
+    assert_eq!(p.total_worst_case, Some(secs(10 + 20)));
 
     // Defaults: a 60 s request timeout after a 30 s delay.
     let p = run(PlanInput::new(aws(), config(secs(30), secs(60))));
-    assert_eq!(p.total_worst_case, Some(secs(91)));
-    assert_eq!(p.suggested_termination_grace_period, Some(secs(96)));
+    assert_eq!(p.total_worst_case, Some(secs(90)));
+    assert_eq!(p.suggested_termination_grace_period, Some(secs(95)));
     assert_eq!(p.termination_grace_period, None);
 }
 
@@ -135,8 +135,8 @@ fn mode_b_total_adds_the_http_shutdown_timeout() {
         .unwrap();
     let p = run(PlanInput::new(aws(), cfg.clone()));
     assert_eq!(p.mode, ShutdownMode::SendRetryAfter);
-    assert_eq!(p.total_worst_case, Some(secs(10 + 21 + 2)));
-    assert_eq!(p.suggested_termination_grace_period, Some(secs(38)));
+    assert_eq!(p.total_worst_case, Some(secs(10 + 20 + 2)));
+    assert_eq!(p.suggested_termination_grace_period, Some(secs(37)));
     let cfg = cfg
         .to_builder()
         .shutdown_watch_termination_grace_period(secs(60))
@@ -155,19 +155,19 @@ fn termination_budget() {
     assert_eq!(
         p.problems,
         [Problem::ExceedsTerminationGracePeriod {
-            total: secs(91),
+            total: secs(90),
             termination_grace_period: secs(30),
         }]
     );
     let msg = p.problems[0].to_string();
-    assert!(msg.contains("1m31s") && msg.contains("30s"), "{msg}");
+    assert!(msg.contains("1m30s") && msg.contains("30s"), "{msg}");
 
     // The suggestion fits, and so does the exact total.
-    let p = run(input.clone().termination_grace_period(secs(96)));
+    let p = run(input.clone().termination_grace_period(secs(95)));
     assert!(p.is_safe(), "{:?}", p.problems);
-    let p = run(input.clone().termination_grace_period(secs(91)));
+    let p = run(input.clone().termination_grace_period(secs(90)));
     assert!(p.is_safe(), "{:?}", p.problems);
-    let p = run(input.termination_grace_period(secs(90)));
+    let p = run(input.termination_grace_period(secs(89)));
     assert!(!p.is_safe());
 
     // Both problems at once.
@@ -183,10 +183,10 @@ fn suggestion_rounds_up_and_adds_the_margin() {
     assert_eq!(ceil_seconds(secs(30)), 30);
     assert_eq!(ceil_seconds(Duration::ZERO), 0);
     assert_eq!(ceil_seconds(Duration::MAX), u64::MAX);
-    let p = run(PlanInput::new(aws(), config(ms(30_500), ms(1500))));
+    let p = run(PlanInput::new(aws(), config(ms(30_500), ms(2500))));
     assert_eq!(p.total_worst_case, Some(ms(33_000)));
     assert_eq!(p.suggested_termination_grace_period, Some(secs(38)));
-    let p = run(PlanInput::new(aws(), config(ms(30_500), ms(1400))));
+    let p = run(PlanInput::new(aws(), config(ms(30_500), ms(2400))));
     assert_eq!(p.total_worst_case, Some(ms(32_900)));
     assert_eq!(p.suggested_termination_grace_period, Some(secs(38)));
 }
@@ -240,9 +240,9 @@ fn timeline_of_the_worked_example() {
     assert_eq!(at("E3").at, secs(30));
     assert_eq!(at("E3").kind, EventKind::StopAccepting);
     assert!(at("E3").label.contains("the listener closes"));
-    assert_eq!(at("DN").end(), secs(41));
+    assert_eq!(at("DN").end(), secs(40));
     assert_eq!(at("DW").end(), secs(35));
-    assert_eq!(at("EXIT").at, secs(41));
+    assert_eq!(at("EXIT").at, secs(40));
     assert_eq!(at("KILL").at, secs(60));
     assert!(p.timeline.windows(2).all(|w| w[0].at <= w[1].at));
     // 32 s detection > 30 s delay.
@@ -278,9 +278,9 @@ fn timeline_in_mode_b_with_hooks() {
         "{}",
         at("E3").label
     );
-    assert_eq!(at("SL").at, secs(40));
-    assert_eq!(at("HS").end(), secs(42));
-    assert_eq!(at("EXIT").at, secs(42));
+    assert_eq!(at("SL").at, secs(39));
+    assert_eq!(at("HS").end(), secs(41));
+    assert_eq!(at("EXIT").at, secs(41));
     assert!(p.is_safe());
 }
 
@@ -354,19 +354,40 @@ fn large_values_do_not_panic() {
     assert!(p.is_safe());
 }
 
-/// Runs the machine with a normal and a long-running request that never end, a pre-shutdown
-/// hook taking `hooks`, and a server that never finishes; returns when it exited.
+/// Runs the machine as an adapter drives it, at its worst: a pre-shutdown hook taking
+/// `hooks`; a normal request admitted just before the gate closes whose handler never
+/// answers, so the adapter releases it at its own deadline (`request_timeout` after
+/// admission, the 504 or the abort); a long-running request whose handler ignores the
+/// shutdown signal; and a server whose connections never finish. Returns when it exited.
 fn simulated_exit(config: Config, hooks: Duration) -> Duration {
     let mut hook = None;
+    let request_timeout = config.request_timeout();
+    let e3 = config.shutdown_delay().max(hooks);
     let mut sim = Sim::serving(config, |m| {
         hook = Some(m.add_hook(HookKind::PreShutdown, "slow").unwrap());
     });
     sim.auto_stop_listeners = false;
-    assert!(sim.open_request(RequestClass::Normal));
     assert!(sim.open_request(RequestClass::LongRunning));
     sim.stop();
+    let t0 = sim.now;
     sim.advance(hooks);
-    sim.finish_hook(hook.unwrap(), HookOutcome::Succeeded);
+    // Admitted as late as possible: at the instant the gate closes (E3).
+    let mut normal = None;
+    if e3 > hooks {
+        sim.finish_hook(hook.unwrap(), HookOutcome::Succeeded);
+        sim.advance_to(t0 + (e3 - Duration::from_nanos(1)));
+        normal.replace(sim.shared().admit(RequestClass::Normal));
+        sim.advance(Duration::from_nanos(1));
+    } else {
+        normal.replace(sim.shared().admit(RequestClass::Normal));
+        sim.finish_hook(hook.unwrap(), HookOutcome::Succeeded);
+    }
+    let admitted_at = t0 + e3;
+    assert!(
+        sim.machine.has_fired(Signal::NotAcceptingNewRequest),
+        "the gate closed at E3"
+    );
+    let normal_deadline = admitted_at + request_timeout;
     let api = sim.listeners[0];
     let mut stopped = false;
     for _ in 0..10_000 {
@@ -383,10 +404,19 @@ fn simulated_exit(config: Config, hooks: Duration) -> Duration {
             sim.input(Input::ListenerStopped(api));
             stopped = true;
         }
-        let Some(next) = sim.machine.poll_timeout() else {
-            break;
+        let next_timer = sim.machine.poll_timeout();
+        let next = match (&normal, next_timer) {
+            (Some(_), Some(t)) => t.min(normal_deadline),
+            (Some(_), None) => normal_deadline,
+            (None, Some(t)) => t,
+            (None, None) => break,
         };
         sim.advance_to(next);
+        if sim.now >= normal_deadline && normal.take().is_some() {
+            // The adapter's deadline: the request is released (the machine may have exited
+            // at this same instant, at its own bound of the normal drain).
+            let _ = sim.0.input(Input::DrainProgress);
+        }
     }
     let (at, _) = sim
         .log

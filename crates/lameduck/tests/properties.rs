@@ -52,6 +52,8 @@ fn op() -> impl Strategy<Value = Op> {
         any::<u8>().prop_map(|index| Op::EndRequest { index }),
         Just(Op::DrainProgress),
         any::<u8>().prop_map(|endpoint| Op::Health { endpoint }),
+        (0u8..4).prop_map(|index| Op::ConnectionsCut { index }),
+        Just(Op::OpenExempt),
     ]
 }
 

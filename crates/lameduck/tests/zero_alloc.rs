@@ -133,9 +133,10 @@ fn admitting_and_releasing_allocates_nothing() {
                 tally.paced += usize::from(ticket.reserve_release(now).is_some());
                 drop(ticket);
             }
-            // Exempt paths are not tracked at all.
-            if let Admission::Exempt = shared.admit(RequestClass::Exempt) {
+            // Exempt paths are tracked like normal ones while the gate is open.
+            if let Admission::Exempt(ticket) = shared.admit(RequestClass::Exempt) {
                 tally.exempt += 1;
+                drop(ticket);
             }
         }
         // Many in flight at once, then released together.

@@ -1,7 +1,7 @@
-//! Issue 7, group 1: heap allocations per admit + release, for lameduck and its peers (the
-//! variants of `lameduck_bench::hot`), counted with a counting global allocator over 10,000
-//! operations after one warm-up operation. Prints a table; exits 1 if a lameduck variant
-//! allocates.
+//! Peer benchmarks, group 1 (`BENCHMARKS.md`): heap allocations per admit + release, for
+//! lameduck and its peers (the variants of `lameduck_bench::hot`), counted with a counting
+//! global allocator over 10,000 operations after one warm-up operation; the goal is zero.
+//! Prints a table; exits 1 if a lameduck variant allocates.
 //!
 //! `bench_alloc --only VARIANT --ops N` instead runs one variant N times and prints nothing:
 //! run under `valgrind --tool=callgrind` with two values of N, the difference of the

@@ -1,4 +1,6 @@
-//! Issue 7, group 4: drain pacing of long-running requests.
+//! Peer benchmarks, group 4 (`BENCHMARKS.md`): drain pacing of long-running requests. Goal:
+//! a completion rate within 10% of `max(N / grace, min_qps)`, every stream ended within the
+//! grace period.
 //!
 //! ```text
 //! bench_drain --streams 400,4000 --grace 5s [--min-qps 200] [--out DIR]

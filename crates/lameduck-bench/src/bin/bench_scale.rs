@@ -1,4 +1,5 @@
-//! Issue 7, group 5: memory and termination time with many idle keep-alive connections.
+//! Peer benchmarks, group 5 (`BENCHMARKS.md`): memory and termination time with many idle
+//! keep-alive connections.
 //!
 //! ```text
 //! bench_scale --connections 10000 [--runs 1] --server LABEL=COMMAND... [--server ...]

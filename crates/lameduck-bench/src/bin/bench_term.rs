@@ -1,4 +1,6 @@
-//! Issue 7, group 3: termination latency, measured by the parent that reaps the server.
+//! Peer benchmarks, group 3 (`BENCHMARKS.md`): termination latency, measured by the parent
+//! that reaps the server. Goal: a median of at most 1 ms from SIGTERM to exit (idle) and from
+//! the last response to exit (in flight).
 //!
 //! ```text
 //! bench_term --runs 20 [--in-flight 300ms] --server LABEL=COMMAND... [--server ...]
