@@ -396,23 +396,11 @@ impl Handle {
         self.shared.signal_fired(signal)
     }
 
-    /// The lifecycle's phase as request tasks see it: [`Phase::Serving`] until
-    /// `ShutdownInitiated`, [`Phase::LameDuck`] until `NotAcceptingNewRequest`,
-    /// [`Phase::Draining`] until drained and stopped listening, then [`Phase::Stopping`].
-    /// (The driver's own [`lameduck::Machine::phase`] also knows the start-up and exit
-    /// phases.)
+    /// The lifecycle's phase: the core's one phase function ([`Shared::phase`]), the same
+    /// the driver's machine reports.
     #[must_use]
     pub fn phase(&self) -> Phase {
-        let fired = |s| self.shared.has_fired(s);
-        if fired(Signal::InFlightRequestsDrained) && fired(Signal::HTTPServerStoppedListening) {
-            Phase::Stopping
-        } else if fired(Signal::NotAcceptingNewRequest) {
-            Phase::Draining
-        } else if fired(Signal::ShutdownInitiated) {
-            Phase::LameDuck
-        } else {
-            Phase::Serving
-        }
+        self.shared.phase()
     }
 }
 

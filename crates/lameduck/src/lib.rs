@@ -34,6 +34,7 @@ pub mod gate;
 pub mod health;
 pub mod lifecycle;
 pub mod machine;
+pub mod phase;
 pub mod plan;
 pub mod responses;
 pub mod shared;

@@ -58,7 +58,7 @@ use core::time::Duration;
 
 use crate::config::{Config, ShutdownMode};
 use crate::health::is_valid_check_name;
-use crate::shared::{Check, CheckFn, CheckKind, EndpointSet, PostStartState, Shared};
+use crate::shared::{Check, CheckFn, CheckKind, EndpointSet, PostStartState, RunStage, Shared};
 use crate::signal::Signal;
 use crate::time::{duration_nanos_saturating, Instant};
 
@@ -74,27 +74,7 @@ pub const DESTROY_HOOKS_TIMEOUT: Duration = Duration::from_secs(5);
 /// How often the machine reports drain progress while draining.
 pub const DRAIN_PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
 
-/// Where a lifecycle is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Phase {
-    /// Registering hooks, listeners, checks.
-    Configuring,
-    /// Prepared; health checks frozen; not started.
-    Prepared,
-    /// Started, waiting for every listener to serve.
-    Starting,
-    /// Serving; `/readyz` can pass.
-    Serving,
-    /// From `ShutdownInitiated` to `NotAcceptingNewRequest`: `/readyz` fails, requests are
-    /// served normally (the lame-duck window and the pre-shutdown hooks).
-    LameDuck,
-    /// From `NotAcceptingNewRequest` until requests drained and the listeners stopped.
-    Draining,
-    /// Drained and stopped; waiting for the servers and after-drain hooks.
-    Stopping,
-    /// An exit code was decided; nothing more happens.
-    Exited,
-}
+pub use crate::phase::Phase;
 
 /// Kinds of hooks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -790,28 +770,12 @@ impl Machine {
         self.shared.as_ref()
     }
 
-    /// The current phase.
+    /// The current phase (once prepared, [`Shared::phase`], which request tasks see too).
     #[must_use]
     pub fn phase(&self) -> Phase {
-        match self.phase_gate {
-            Stage::Configuring => Phase::Configuring,
-            Stage::Prepared => Phase::Prepared,
-            Stage::Exited => Phase::Exited,
-            Stage::Running => {
-                if self.has_fired(Signal::InFlightRequestsDrained)
-                    && self.has_fired(Signal::HTTPServerStoppedListening)
-                {
-                    Phase::Stopping
-                } else if self.has_fired(Signal::NotAcceptingNewRequest) {
-                    Phase::Draining
-                } else if self.has_fired(Signal::ShutdownInitiated) {
-                    Phase::LameDuck
-                } else if self.announced_serving {
-                    Phase::Serving
-                } else {
-                    Phase::Starting
-                }
-            }
+        match &self.shared {
+            None => Phase::Configuring,
+            Some(shared) => shared.phase(),
         }
     }
 
@@ -1082,6 +1046,7 @@ impl Machine {
         }
         if !self.announced_serving && self.listeners.iter().all(|l| l.serving) {
             self.announced_serving = true;
+            shared.set_run_stage(RunStage::Serving);
             self.events.push_back(Event::NotifyReady);
             if self.start_hooks(HookKind::PostStart) {
                 self.events.push_back(Event::RunPostStartHooks);
@@ -1305,6 +1270,9 @@ impl Machine {
 
     fn exit(&mut self, code: u8, reason: ExitReason) {
         self.phase_gate = Stage::Exited;
+        if let Some(shared) = &self.shared {
+            shared.set_run_stage(RunStage::Exited);
+        }
         self.timers.clear();
         self.events.push_back(Event::Exit { code, reason });
     }

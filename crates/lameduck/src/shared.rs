@@ -23,6 +23,7 @@ use crate::config::Config;
 use crate::gate::owned::{OwnedLongRunningTicket, OwnedNormalTicket};
 use crate::gate::{Gate, Rejection};
 use crate::health::{self, CheckOutcome, Endpoint, HealthQuery, HealthResponse, HealthTarget};
+use crate::phase::Phase;
 use crate::signal::{Signal, SignalSet};
 use crate::sync::{AtomicU64, AtomicU8, Ordering};
 use crate::time::Instant;
@@ -110,6 +111,20 @@ pub enum Admission {
     Rejected(Rejection),
 }
 
+/// The machine's progress that the signals do not show.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum RunStage {
+    /// Prepared, not started.
+    Prepared,
+    /// Started; not every listener serves yet.
+    Starting,
+    /// Every listener served once.
+    Serving,
+    /// The exit was decided.
+    Exited,
+}
+
 /// Shared lifecycle state. Create it through [`Machine`](crate::Machine) (or the
 /// [`Lifecycle`](crate::Lifecycle) typestate API); hold it in an `Arc`.
 pub struct Shared {
@@ -119,6 +134,8 @@ pub struct Shared {
     fired_at: [AtomicU64; 8],
     signal_event: Event,
     started_at: AtomicU64,
+    /// The machine's progress outside the signals ([`RunStage`]), for [`Shared::phase`].
+    run_stage: AtomicU8,
     checks: Vec<Check>,
     post_start: Vec<AtomicU8>,
 }
@@ -146,6 +163,7 @@ impl Shared {
             fired_at: core::array::from_fn(|_| AtomicU64::new(NOT_YET)),
             signal_event: Event::new(),
             started_at: AtomicU64::new(NOT_YET),
+            run_stage: AtomicU8::new(RunStage::Prepared as u8),
             checks,
             post_start: (0..post_start_hooks)
                 .map(|_| AtomicU8::new(PostStartState::Pending as u8))
@@ -213,6 +231,39 @@ impl Shared {
 
     pub(crate) fn set_started(&self, now: Instant) {
         self.started_at.store(now.as_nanos(), Ordering::Release);
+        self.set_run_stage(RunStage::Starting);
+    }
+
+    /// Records the machine's progress outside the signals (only the machine calls this).
+    pub(crate) fn set_run_stage(&self, stage: RunStage) {
+        self.run_stage.store(stage as u8, Ordering::Release);
+    }
+
+    /// The lifecycle's phase, as the machine and every request task see it: the one phase
+    /// function ([`Machine::phase`](crate::Machine::phase) returns this once prepared).
+    #[must_use]
+    pub fn phase(&self) -> Phase {
+        let stage = self.run_stage.load(Ordering::Acquire);
+        if stage == RunStage::Exited as u8 {
+            return Phase::Exited;
+        }
+        if stage == RunStage::Prepared as u8 {
+            return Phase::Prepared;
+        }
+        let fired = self.fired();
+        if fired.contains(Signal::InFlightRequestsDrained)
+            && fired.contains(Signal::HTTPServerStoppedListening)
+        {
+            Phase::Stopping
+        } else if fired.contains(Signal::NotAcceptingNewRequest) {
+            Phase::Draining
+        } else if fired.contains(Signal::ShutdownInitiated) {
+            Phase::LameDuck
+        } else if stage == RunStage::Serving as u8 {
+            Phase::Serving
+        } else {
+            Phase::Starting
+        }
     }
 
     pub(crate) fn set_post_start(&self, slot: usize, state: PostStartState) {
