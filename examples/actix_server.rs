@@ -31,6 +31,8 @@ async fn run(flags: flags::Flags) -> i32 {
             .route("/", web::get().to(actix_routes::index))
             .route("/sleep", web::get().to(actix_routes::sleep))
             .route("/watch", web::get().to(actix_routes::watch))
+            .route("/stream", web::get().to(actix_routes::stream))
+            .route("/metrics", actix_routes::metrics_route(shared.clone()))
             // After the app's own routes: their patterns are tried first, in order.
             .configure(lameduck_actix::health_routes(shared.clone(), clock))
     })

@@ -40,7 +40,24 @@ fn app(server: &lameduck_tokio::Server) -> Router {
     let mut app = Router::new()
         .route("/", get(|| async { "ok" }))
         .route("/sleep", get(sleep))
-        .route("/watch", get(watch));
+        .route("/watch", get(watch))
+        .route(
+            "/stream",
+            get(|uri: Uri| async move {
+                routes::stream_route(TokioRuntime, uri.query()).map(axum::body::Body::new)
+            }),
+        )
+        .route(
+            "/metrics",
+            get({
+                let shared = server.shared().clone();
+                move |uri: Uri| async move {
+                    routes::metrics_route(TokioRuntime, shared, uri.query())
+                        .await
+                        .map(axum::body::Body::new)
+                }
+            }),
+        );
     for endpoint in ["/readyz", "/livez", "/healthz"] {
         app = app
             .route_service(endpoint, health.clone())

@@ -15,7 +15,10 @@ fn main() {
         server::run(&flags, runtime.clone(), listener, |server| {
             ServiceBuilder::new()
                 .layer(server.layer().long_running(routes::is_long_running))
-                .service(routes::service(runtime))
+                .service(routes::service_with_metrics(
+                    runtime,
+                    server.shared().clone(),
+                ))
         })
         .await
     })

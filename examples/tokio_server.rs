@@ -14,7 +14,10 @@ fn main() {
         server::run(&flags, TokioRuntime, listener, |server| {
             ServiceBuilder::new()
                 .layer(server.layer().long_running(routes::is_long_running))
-                .service(routes::service(TokioRuntime))
+                .service(routes::service_with_metrics(
+                    TokioRuntime,
+                    server.shared().clone(),
+                ))
         })
         .await
     })

@@ -2,8 +2,11 @@
 //! baseline of the benchmarks (which has no lameduck middleware, so `/watch` gets no
 //! shutdown signal there and streams until the client leaves).
 
-use actix_web::{HttpMessage, HttpRequest, HttpResponse};
+use std::sync::Arc;
+
+use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
 use futures_util::StreamExt;
+use lameduck::Shared;
 use lameduck_hyper::ShutdownSignal;
 use lameduck_tokio::TokioRuntime;
 
@@ -33,4 +36,45 @@ pub async fn watch(req: HttpRequest) -> HttpResponse {
     HttpResponse::Ok()
         .content_type("text/plain; charset=utf-8")
         .streaming(lines)
+}
+
+/// `GET /stream?duration=D`: a normal (not long-running) chunked 200, one line per 100 ms
+/// until `D` has passed, then the end of the body (see [`routes::stream_lines`]); 400 with the
+/// parse error when `duration` is missing or invalid.
+pub async fn stream(req: HttpRequest) -> HttpResponse {
+    let query = Some(req.query_string()).filter(|q| !q.is_empty());
+    match routes::sleep_duration(query) {
+        Ok(d) => {
+            let lines =
+                routes::stream_lines(TokioRuntime, d).map(Ok::<_, std::convert::Infallible>);
+            HttpResponse::Ok()
+                .content_type("text/plain; charset=utf-8")
+                .streaming(lines)
+        }
+        Err(e) => HttpResponse::BadRequest().body(format!("{e}\n")),
+    }
+}
+
+/// `GET /metrics[?delay=D]` on the lifecycle whose shared state is `shared` (see
+/// [`routes::metrics_route`]).
+pub async fn metrics(req: HttpRequest, shared: Arc<Shared>) -> HttpResponse {
+    let query = Some(req.query_string()).filter(|q| !q.is_empty());
+    match routes::metrics_delay(query) {
+        Ok(delay) => {
+            if let Some(d) = delay {
+                // tokio's sleep saturates a deadline that would overflow.
+                tokio::time::sleep(d).await;
+            }
+            HttpResponse::Ok()
+                .content_type(routes::METRICS_CONTENT_TYPE)
+                .body(routes::metrics_text(&shared))
+        }
+        Err(e) => HttpResponse::BadRequest().body(format!("{e}\n")),
+    }
+}
+
+/// The `/metrics` route for an `App`, reporting on `shared` (the lifecycle's
+/// `server.shared().clone()`): `.route("/metrics", actix_routes::metrics_route(shared))`.
+pub fn metrics_route(shared: Arc<Shared>) -> actix_web::Route {
+    web::get().to(move |req: HttpRequest| metrics(req, Arc::clone(&shared)))
 }

@@ -16,6 +16,8 @@ pub struct Flags {
     pub config: Config,
     /// `--pre-shutdown-hook-duration D`: register a demo pre-shutdown hook sleeping `D`.
     pub pre_shutdown_hook_duration: Option<Duration>,
+    /// `--destroy-hook-duration D`: register a demo destroy hook (`demo-destroy`) sleeping `D`.
+    pub destroy_hook_duration: Option<Duration>,
     /// `--workers N` (actix only; ignored elsewhere).
     pub workers: Option<usize>,
 }
@@ -60,6 +62,7 @@ pub fn usage(program: &str) -> String {
          --request-timeout D                            bound on every normal request (default 1m0s)\n  \
          --livez-grace-period D                         post-start hooks pass /livez during this time (default 0s)\n  \
          --pre-shutdown-hook-duration D                 register a demo pre-shutdown hook that sleeps D\n  \
+         --destroy-hook-duration D                      register a demo destroy hook that sleeps D\n  \
          --workers N                                    worker threads (actix example; default 2)\n  \
          --help                                         print this help\n\n\
          Durations are Go-style: 500ms, 2s, 1m30s.\n"
@@ -71,6 +74,7 @@ pub fn parse(program: &str, args: impl IntoIterator<Item = String>) -> Result<Pa
     let mut listen: SocketAddr = ([127, 0, 0, 1], 8080).into();
     let mut builder = ConfigBuilder::default();
     let mut hook = None;
+    let mut destroy_hook = None;
     let mut workers = None;
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
@@ -98,12 +102,11 @@ pub fn parse(program: &str, args: impl IntoIterator<Item = String>) -> Result<Pa
             }
             "--pre-shutdown-hook-duration" => {
                 let v = value("--pre-shutdown-hook-duration")?;
-                let d = parse_duration(&v).map_err(|e| {
-                    FlagError(format!(
-                        "invalid value {v:?} for --pre-shutdown-hook-duration: {e}"
-                    ))
-                })?;
-                hook = Some(d);
+                hook = Some(duration_flag("--pre-shutdown-hook-duration", &v)?);
+            }
+            "--destroy-hook-duration" => {
+                let v = value("--destroy-hook-duration")?;
+                destroy_hook = Some(duration_flag("--destroy-hook-duration", &v)?);
             }
             "--workers" => {
                 let v = value("--workers")?;
@@ -128,8 +131,14 @@ pub fn parse(program: &str, args: impl IntoIterator<Item = String>) -> Result<Pa
         listen,
         config: builder.build()?,
         pre_shutdown_hook_duration: hook,
+        destroy_hook_duration: destroy_hook,
         workers,
     }))
+}
+
+/// The value `v` of duration flag `name`, parsed as a Go duration; the error names the flag.
+fn duration_flag(name: &str, v: &str) -> Result<Duration, FlagError> {
+    parse_duration(v).map_err(|e| FlagError(format!("invalid value {v:?} for {name}: {e}")))
 }
 
 /// Parses the process's arguments; prints help or the error and exits as DESIGN says
@@ -177,6 +186,7 @@ mod tests {
             "500ms",
             "--pre-shutdown-hook-duration",
             "3s",
+            "--destroy-hook-duration=1m",
         ])
         .unwrap();
         assert_eq!(f.listen.port(), 0);
@@ -189,6 +199,23 @@ mod tests {
         assert_eq!(f.config.request_timeout(), Duration::from_secs(2));
         assert_eq!(f.config.livez_grace_period(), Duration::from_millis(500));
         assert_eq!(f.pre_shutdown_hook_duration, Some(Duration::from_secs(3)));
+        assert_eq!(f.destroy_hook_duration, Some(Duration::from_secs(60)));
+        let defaults = run(&[]).unwrap();
+        assert_eq!(defaults.pre_shutdown_hook_duration, None);
+        assert_eq!(defaults.destroy_hook_duration, None);
+    }
+
+    #[test]
+    fn destroy_hook_duration_is_parsed_like_the_pre_shutdown_hook_duration() {
+        let f = run(&["--destroy-hook-duration", "10s"]).unwrap();
+        assert_eq!(f.destroy_hook_duration, Some(Duration::from_secs(10)));
+        let f = run(&["--destroy-hook-duration", "1m30s"]).unwrap();
+        assert_eq!(f.destroy_hook_duration, Some(Duration::from_secs(90)));
+        for bad in ["-1s", "10", "bogus", ""] {
+            let e = run(&["--destroy-hook-duration", bad]).unwrap_err();
+            assert!(e.0.contains("--destroy-hook-duration"), "{bad:?}: {e}");
+        }
+        assert!(usage("t").contains("--destroy-hook-duration D"));
     }
 
     #[test]
@@ -203,6 +230,11 @@ mod tests {
                 &["--pre-shutdown-hook-duration", "x"][..],
                 "--pre-shutdown-hook-duration",
             ),
+            (
+                &["--destroy-hook-duration", "x"][..],
+                "--destroy-hook-duration",
+            ),
+            (&["--destroy-hook-duration"][..], "--destroy-hook-duration"),
         ] {
             let e = run(args).unwrap_err();
             assert!(e.0.contains(flag), "{args:?}: {e}");

@@ -2,9 +2,11 @@
 //! server and generic over the runtime.
 
 use std::convert::Infallible;
+use std::fmt::Write as _;
 use std::future::Future;
 use std::pin::pin;
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures_util::future::{select, Either};
@@ -12,7 +14,7 @@ use http::{Method, Request, Response, StatusCode};
 use http_body::Frame;
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full, StreamBody};
-use lameduck::RequestInfo;
+use lameduck::{RequestInfo, Shared, Signal, SignalSet};
 use lameduck_hyper::{Runtime, ShutdownSignal};
 
 /// The body type of every route.
@@ -20,6 +22,12 @@ pub type RouteBody = UnsyncBoxBody<Bytes, Infallible>;
 
 /// How often `/watch` sends a line.
 pub const WATCH_INTERVAL: Duration = Duration::from_millis(500);
+
+/// How often `/stream` sends a line.
+pub const STREAM_INTERVAL: Duration = Duration::from_millis(100);
+
+/// The `Content-Type` of `/metrics`: Prometheus' text exposition format.
+pub const METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4";
 
 /// The examples' long-running predicate: `/watch`, plus DESIGN's defaults.
 #[must_use]
@@ -39,17 +47,42 @@ pub fn text(status: StatusCode, body: impl Into<Bytes>) -> Response<RouteBody> {
     res
 }
 
-/// The `duration` query parameter of `/sleep`, parsed as a Go duration.
+/// The raw value of query parameter `name` (the first one), if present.
+fn query_param<'q>(query: Option<&'q str>, name: &str) -> Option<&'q str> {
+    query.unwrap_or("").split('&').find_map(|pair| {
+        pair.strip_prefix(name)
+            .and_then(|rest| rest.strip_prefix('='))
+    })
+}
+
+/// The `duration` query parameter of `/sleep` and `/stream`, parsed as a Go duration.
 pub fn sleep_duration(query: Option<&str>) -> Result<Duration, String> {
-    let raw = query
-        .unwrap_or("")
-        .split('&')
-        .find_map(|pair| pair.strip_prefix("duration="))
+    let raw = query_param(query, "duration")
         .ok_or_else(|| "missing query parameter duration".to_string())?;
     lameduck::parse_duration(raw).map_err(|e| format!("invalid duration parameter: {e}"))
 }
 
-/// The routes as a tower service on runtime `runtime`.
+/// The optional `delay` query parameter of `/metrics` (a simulated slow scrape), parsed as a
+/// Go duration: `Ok(None)` when absent.
+pub fn metrics_delay(query: Option<&str>) -> Result<Option<Duration>, String> {
+    query_param(query, "delay")
+        .map(|raw| {
+            lameduck::parse_duration(raw).map_err(|e| format!("invalid delay parameter: {e}"))
+        })
+        .transpose()
+}
+
+/// `now + d`, or a deadline decades away when that would overflow (`/sleep?duration=2562047h`
+/// must not panic the server).
+#[must_use]
+pub fn deadline_after(now: Instant, d: Duration) -> Instant {
+    now.checked_add(d)
+        .or_else(|| now.checked_add(Duration::from_secs(30 * 365 * 86_400)))
+        .unwrap_or(now)
+}
+
+/// The routes as a tower service on runtime `runtime`, without `/metrics` (there is no
+/// lifecycle to report on; the bare baselines of the benchmarks use this).
 pub fn service<R: Runtime>(
     runtime: R,
 ) -> impl tower::Service<
@@ -60,13 +93,48 @@ pub fn service<R: Runtime>(
 > + Clone
        + Send
        + 'static {
+    service_inner(runtime, None)
+}
+
+/// The routes as a tower service on runtime `runtime`, with `/metrics` reporting on the
+/// lifecycle whose shared state is `shared` (`server.shared().clone()`).
+pub fn service_with_metrics<R: Runtime>(
+    runtime: R,
+    shared: Arc<Shared>,
+) -> impl tower::Service<
+    Request<hyper::body::Incoming>,
+    Response = Response<RouteBody>,
+    Error = Infallible,
+    Future = impl Future<Output = Result<Response<RouteBody>, Infallible>> + Send,
+> + Clone
+       + Send
+       + 'static {
+    service_inner(runtime, Some(shared))
+}
+
+fn service_inner<R: Runtime>(
+    runtime: R,
+    shared: Option<Arc<Shared>>,
+) -> impl tower::Service<
+    Request<hyper::body::Incoming>,
+    Response = Response<RouteBody>,
+    Error = Infallible,
+    Future = impl Future<Output = Result<Response<RouteBody>, Infallible>> + Send,
+> + Clone
+       + Send
+       + 'static {
     tower::service_fn(move |req: Request<hyper::body::Incoming>| {
         let runtime = runtime.clone();
-        async move { Ok::<_, Infallible>(route(runtime, req).await) }
+        let shared = shared.clone();
+        async move { Ok::<_, Infallible>(route(runtime, shared, req).await) }
     })
 }
 
-async fn route<R: Runtime, B>(runtime: R, req: Request<B>) -> Response<RouteBody> {
+async fn route<R: Runtime, B>(
+    runtime: R,
+    shared: Option<Arc<Shared>>,
+    req: Request<B>,
+) -> Response<RouteBody> {
     if req.method() != Method::GET {
         return text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
     }
@@ -74,7 +142,7 @@ async fn route<R: Runtime, B>(runtime: R, req: Request<B>) -> Response<RouteBody
         "/" => text(StatusCode::OK, "ok"),
         "/sleep" => match sleep_duration(req.uri().query()) {
             Ok(d) => {
-                runtime.sleep_until(runtime.now() + d).await;
+                runtime.sleep_until(deadline_after(runtime.now(), d)).await;
                 text(StatusCode::OK, "Welcome HTTP Server")
             }
             Err(e) => text(StatusCode::BAD_REQUEST, format!("{e}\n")),
@@ -83,6 +151,11 @@ async fn route<R: Runtime, B>(runtime: R, req: Request<B>) -> Response<RouteBody
             let signal = req.extensions().get::<ShutdownSignal>().cloned();
             watch_response(runtime, signal)
         }
+        "/stream" => stream_route(runtime, req.uri().query()),
+        "/metrics" => match shared {
+            Some(shared) => metrics_route(runtime, shared, req.uri().query()).await,
+            None => text(StatusCode::NOT_FOUND, "404 page not found\n"),
+        },
         _ => text(StatusCode::NOT_FOUND, "404 page not found\n"),
     }
 }
@@ -129,6 +202,129 @@ pub fn watch_response<R: Runtime>(
     );
     res
 }
+
+/// `GET /stream?duration=D`: a normal (not long-running) chunked 200 streaming
+/// [`stream_lines`], or 400 with the parse error when `duration` is missing or invalid.
+pub fn stream_route<R: Runtime>(runtime: R, query: Option<&str>) -> Response<RouteBody> {
+    match sleep_duration(query) {
+        Ok(d) => stream_response(runtime, d),
+        Err(e) => text(StatusCode::BAD_REQUEST, format!("{e}\n")),
+    }
+}
+
+/// One line per [`STREAM_INTERVAL`] (the first at once, the `n`-th at `n` intervals after
+/// the call, without drift) until `duration` has passed since the call; then the stream
+/// ends (a clean end of the body: the final chunk in HTTP/1.1, `END_STREAM` in HTTP/2).
+pub fn stream_lines<R: Runtime>(
+    runtime: R,
+    duration: Duration,
+) -> impl futures_util::Stream<Item = Bytes> + Send {
+    let start = runtime.now();
+    let end = deadline_after(start, duration);
+    futures_util::stream::unfold((runtime, 0u32), move |(runtime, n)| async move {
+        if n > 0 {
+            let tick = deadline_after(start, STREAM_INTERVAL.saturating_mul(n));
+            if tick >= end {
+                runtime.sleep_until(end).await;
+                return None;
+            }
+            runtime.sleep_until(tick).await;
+        }
+        Some((
+            Bytes::from(format!("line {n}\n")),
+            (runtime, n.saturating_add(1)),
+        ))
+    })
+}
+
+/// A chunked 200 streaming [`stream_lines`] for `duration`.
+pub fn stream_response<R: Runtime>(runtime: R, duration: Duration) -> Response<RouteBody> {
+    use futures_util::StreamExt;
+    let frames = stream_lines(runtime, duration).map(|line| Ok::<_, Infallible>(Frame::data(line)));
+    let mut res = Response::new(StreamBody::new(frames).boxed_unsync());
+    res.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    res
+}
+
+/// The Prometheus text exposition of a lifecycle: requests in flight by class and, for each
+/// [`Signal`], whether it has fired.
+#[must_use]
+pub fn render_metrics(normal: usize, long_running: usize, fired: SignalSet) -> String {
+    let mut out = String::with_capacity(1024);
+    out.push_str(
+        "# HELP lameduck_in_flight_requests Requests admitted and not yet finished, by class.\n\
+         # TYPE lameduck_in_flight_requests gauge\n",
+    );
+    let _ = writeln!(
+        out,
+        "lameduck_in_flight_requests{{class=\"normal\"}} {normal}"
+    );
+    let _ = writeln!(
+        out,
+        "lameduck_in_flight_requests{{class=\"long_running\"}} {long_running}"
+    );
+    out.push_str(
+        "# HELP lameduck_signal_fired Whether the lifecycle signal has fired (1) or not (0).\n\
+         # TYPE lameduck_signal_fired gauge\n",
+    );
+    for signal in Signal::ALL {
+        let _ = writeln!(
+            out,
+            "lameduck_signal_fired{{signal=\"{}\"}} {}",
+            signal.name(),
+            u8::from(fired.contains(signal))
+        );
+    }
+    out
+}
+
+/// [`render_metrics`] of `shared`, now.
+#[must_use]
+pub fn metrics_text(shared: &Shared) -> String {
+    let gate = shared.gate();
+    render_metrics(
+        gate.normal_in_flight(),
+        gate.long_running_in_flight(),
+        shared.fired(),
+    )
+}
+
+/// A `/metrics` reply: `200` with [`metrics_text`] and [`METRICS_CONTENT_TYPE`].
+#[must_use]
+pub fn metrics_response(shared: &Shared) -> Response<RouteBody> {
+    let mut res = text(StatusCode::OK, metrics_text(shared));
+    res.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static(METRICS_CONTENT_TYPE),
+    );
+    res
+}
+
+/// `GET /metrics[?delay=D]`: waits `D` (a simulated slow scrape; the metrics are sampled after
+/// the wait), then [`metrics_response`]; 400 with the parse error when `delay` is invalid.
+/// `/metrics` is exempt from admission by the core's default exempt path prefixes.
+pub fn metrics_route<R: Runtime>(
+    runtime: R,
+    shared: Arc<Shared>,
+    query: Option<&str>,
+) -> impl Future<Output = Response<RouteBody>> + Send + 'static {
+    let delay = metrics_delay(query);
+    async move {
+        match delay {
+            Ok(delay) => {
+                if let Some(d) = delay {
+                    runtime.sleep_until(deadline_after(runtime.now(), d)).await;
+                }
+                metrics_response(&shared)
+            }
+            Err(e) => text(StatusCode::BAD_REQUEST, format!("{e}\n")),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,5 +339,131 @@ mod tests {
             .unwrap_err()
             .contains("bogus"));
         assert!(sleep_duration(None).is_err());
+    }
+
+    #[test]
+    fn query_parameters_are_matched_by_whole_name() {
+        assert_eq!(query_param(Some("a=1&duration=2s"), "duration"), Some("2s"));
+        assert_eq!(query_param(Some("durationx=2s"), "duration"), None);
+        assert_eq!(query_param(Some("delay"), "delay"), None);
+        assert_eq!(query_param(None, "delay"), None);
+    }
+
+    #[test]
+    fn metrics_delay_is_optional_and_reports_errors() {
+        assert_eq!(metrics_delay(None), Ok(None));
+        assert_eq!(metrics_delay(Some("")), Ok(None));
+        assert_eq!(metrics_delay(Some("other=1")), Ok(None));
+        assert_eq!(
+            metrics_delay(Some("delay=2s")),
+            Ok(Some(Duration::from_secs(2)))
+        );
+        assert_eq!(
+            metrics_delay(Some("x=1&delay=1m30s")),
+            Ok(Some(Duration::from_secs(90)))
+        );
+        let e = metrics_delay(Some("delay=bogus")).unwrap_err();
+        assert!(e.contains("delay") && e.contains("bogus"), "{e}");
+        assert!(metrics_delay(Some("delay=5")).is_err());
+        assert!(metrics_delay(Some("delay=")).is_err());
+    }
+
+    #[test]
+    fn stream_duration_is_required() {
+        assert_eq!(
+            sleep_duration(Some("duration=5s")),
+            Ok(Duration::from_secs(5))
+        );
+        assert!(sleep_duration(Some("delay=5s")).is_err());
+    }
+
+    #[test]
+    fn deadline_after_saturates() {
+        let now = Instant::now();
+        assert_eq!(
+            deadline_after(now, Duration::from_secs(1)),
+            now + Duration::from_secs(1)
+        );
+        assert!(deadline_after(now, Duration::MAX) > now + Duration::from_secs(86_400));
+    }
+
+    #[test]
+    fn stream_and_metrics_are_not_long_running() {
+        let info = |path, query| RequestInfo {
+            path,
+            query,
+            accept: None,
+            upgrade: false,
+        };
+        assert!(!is_long_running(&info("/stream", Some("duration=5s"))));
+        assert!(!is_long_running(&info("/metrics", Some("delay=2s"))));
+        assert!(is_long_running(&info("/watch", None)));
+        let shared_config = lameduck::Config::default();
+        assert!(shared_config.is_exempt_path("/metrics"));
+        assert!(!shared_config.is_exempt_path("/stream"));
+    }
+
+    #[test]
+    fn metrics_exposition() {
+        let fired = SignalSet::EMPTY
+            .with(Signal::ShutdownInitiated)
+            .with(Signal::HasBeenReady);
+        let text = render_metrics(3, 7, fired);
+        let samples: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+        assert_eq!(samples.len(), 2 + Signal::ALL.len(), "{text}");
+        assert_eq!(
+            samples[0],
+            "lameduck_in_flight_requests{class=\"normal\"} 3"
+        );
+        assert_eq!(
+            samples[1],
+            "lameduck_in_flight_requests{class=\"long_running\"} 7"
+        );
+        for signal in Signal::ALL {
+            let value = u8::from(fired.contains(signal));
+            let line = format!(
+                "lameduck_signal_fired{{signal=\"{}\"}} {value}",
+                signal.name()
+            );
+            assert!(samples.contains(&line.as_str()), "{line} missing:\n{text}");
+        }
+        assert!(text.contains("lameduck_signal_fired{signal=\"ShutdownInitiated\"} 1"));
+        assert!(text.contains("lameduck_signal_fired{signal=\"NotAcceptingNewRequest\"} 0"));
+        // Every metric family has its HELP and TYPE lines, and the text ends with a newline.
+        assert_eq!(text.matches("# TYPE ").count(), 2);
+        assert!(text.ends_with('\n'));
+    }
+
+    #[test]
+    fn stream_lines_are_paced_and_end_at_the_duration() {
+        use futures_util::StreamExt;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let start = std::time::Instant::now();
+            let lines = stream_lines(lameduck_tokio::TokioRuntime, Duration::from_millis(350));
+            let mut lines = pin!(lines);
+            let mut got = Vec::new();
+            while let Some(line) = lines.next().await {
+                got.push((line, start.elapsed()));
+            }
+            let ended = start.elapsed();
+            let text: Vec<&[u8]> = got.iter().map(|(l, _)| &l[..]).collect();
+            assert_eq!(
+                text,
+                [&b"line 0\n"[..], b"line 1\n", b"line 2\n", b"line 3\n"]
+            );
+            assert!(
+                got[0].1 < Duration::from_millis(50),
+                "first line at once: {got:?}"
+            );
+            assert!(got[3].1 >= Duration::from_millis(300), "{got:?}");
+            assert!(
+                ended >= Duration::from_millis(350) && ended < Duration::from_secs(2),
+                "ended after {ended:?}"
+            );
+        });
     }
 }

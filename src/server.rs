@@ -9,13 +9,27 @@ use lameduck_hyper::{Builder, HttpService, Listener, Runtime, Server};
 use crate::flags::Flags;
 
 /// A builder for `flags`, with the demo pre-shutdown hook when
-/// `--pre-shutdown-hook-duration` is given.
+/// `--pre-shutdown-hook-duration` is given and the demo destroy hook when
+/// `--destroy-hook-duration` is given.
 pub fn builder<R: Runtime>(flags: &Flags, runtime: R) -> Result<Builder<R>, String> {
     let mut builder = Builder::new(flags.config.clone(), runtime.clone());
     if let Some(d) = flags.pre_shutdown_hook_duration {
+        let runtime = runtime.clone();
         builder
             .pre_shutdown_hook("demo-sleep", move || async move {
-                runtime.sleep_until(runtime.now() + d).await;
+                runtime
+                    .sleep_until(crate::routes::deadline_after(runtime.now(), d))
+                    .await;
+                Ok::<_, Infallible>(())
+            })
+            .map_err(|e| e.to_string())?;
+    }
+    if let Some(d) = flags.destroy_hook_duration {
+        builder
+            .destroy_hook("demo-destroy", move || async move {
+                runtime
+                    .sleep_until(crate::routes::deadline_after(runtime.now(), d))
+                    .await;
                 Ok::<_, Infallible>(())
             })
             .map_err(|e| e.to_string())?;

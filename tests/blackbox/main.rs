@@ -54,6 +54,13 @@ suite! {
         http2_mode_b_retry_after,
         systemd_ready_and_stopping,
         corrupted_trace_is_rejected,
+        watches_outlive_the_request_timeout,
+        stream_is_aborted_at_the_request_timeout,
+        long_request_survives_the_drain,
+        second_signal_during_destroy_hook_exits_at_once,
+        two_signals_back_to_back_exit_1,
+        exempt_request_in_flight_at_drain_completes,
+        exempt_request_in_flight_at_drain_completes_mode_b,
     ],
     servers: [tokio_server, axum_server, smol_server, actix_server],
 }

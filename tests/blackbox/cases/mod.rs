@@ -1,6 +1,7 @@
 //! The cases, one module per behaviour. Each case is a `fn(&'static str)` taking the example
 //! binary's name; `main.rs` stamps one `#[test]` per (binary, case).
 
+mod bounds;
 mod conformance;
 mod health;
 mod hooks;
@@ -13,6 +14,7 @@ mod startup;
 mod systemd;
 mod watch_drain;
 
+pub use bounds::*;
 pub use conformance::*;
 pub use health::*;
 pub use hooks::*;

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::support::*;
 
-const FLAGS: [&str; 8] = [
+const FLAGS: [&str; 9] = [
     "--listen",
     "--shutdown-delay",
     "--shutdown-send-retry-after",
@@ -13,6 +13,7 @@ const FLAGS: [&str; 8] = [
     "--request-timeout",
     "--livez-grace-period",
     "--pre-shutdown-hook-duration",
+    "--destroy-hook-duration",
     "--help",
 ];
 

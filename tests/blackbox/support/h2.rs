@@ -12,7 +12,7 @@ use hyper::{HeaderMap, Request, StatusCode, Version};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::task::JoinHandle;
 
-use super::h2tap::{FrameTap, GoAway, Seen};
+use super::h2tap::{FrameTap, GoAway, Reset, Seen};
 
 /// A complete HTTP/2 reply.
 #[derive(Debug, Clone)]
@@ -28,6 +28,27 @@ impl H2Response {
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
+}
+
+/// How the body of an [`H2Stream`] ended.
+#[derive(Debug, Clone)]
+pub enum H2End {
+    /// `END_STREAM`: the body ended cleanly.
+    Clean(Instant),
+    /// The body failed (RST_STREAM, or the connection closed under it).
+    Failed(Instant, String),
+    /// Still streaming when the reader gave up.
+    TimedOut,
+}
+
+/// A reply read frame by frame: when its head and each data frame arrived, and how it ended.
+#[derive(Debug, Clone)]
+pub struct H2Stream {
+    pub status: StatusCode,
+    pub head_at: Instant,
+    /// Arrival of each data frame, with its bytes.
+    pub data: Vec<(Instant, Bytes)>,
+    pub end: H2End,
 }
 
 /// One h2c connection; `conn` resolves when hyper's connection future ends.
@@ -99,6 +120,56 @@ impl H2Conn {
         })
     }
 
+    /// Starts `GET path` on this connection; the returned task reads the reply frame by frame
+    /// and resolves when the body ends, fails, or is still streaming `limit` after the start.
+    /// `Err` when no head arrived.
+    pub async fn start_get_streaming(
+        &mut self,
+        path: &str,
+        limit: Duration,
+    ) -> JoinHandle<Result<H2Stream, String>> {
+        tokio::time::timeout(Duration::from_secs(5), self.sender.ready())
+            .await
+            .map_err(|_| "h2 sender not ready within 5 s".to_string())
+            .and_then(|r| r.map_err(|e| format!("h2 sender: {e}")))
+            .unwrap_or_else(|e| panic!("GET {path}: {e}"));
+        let request = Request::builder()
+            .uri(format!("http://{}{path}", self.addr))
+            .body(Empty::<Bytes>::new())
+            .expect("request");
+        let response = self.sender.send_request(request);
+        let path = path.to_string();
+        tokio::spawn(async move {
+            let deadline = tokio::time::Instant::now() + limit;
+            let resp = tokio::time::timeout_at(deadline, response)
+                .await
+                .map_err(|_| format!("GET {path}: no head within {limit:?}"))?
+                .map_err(|e| format!("GET {path}: {e}"))?;
+            let head_at = Instant::now();
+            let status = resp.status();
+            let mut body = resp.into_body();
+            let mut data = Vec::new();
+            let end = loop {
+                match tokio::time::timeout_at(deadline, body.frame()).await {
+                    Err(_) => break H2End::TimedOut,
+                    Ok(None) => break H2End::Clean(Instant::now()),
+                    Ok(Some(Err(e))) => break H2End::Failed(Instant::now(), e.to_string()),
+                    Ok(Some(Ok(frame))) => {
+                        if let Ok(bytes) = frame.into_data() {
+                            data.push((Instant::now(), bytes));
+                        }
+                    }
+                }
+            };
+            Ok(H2Stream {
+                status,
+                head_at,
+                data,
+                end,
+            })
+        })
+    }
+
     /// `GET path` and its reply.
     pub async fn get(&mut self, path: &str) -> Result<H2Response, String> {
         self.start_get(path)
@@ -110,6 +181,11 @@ impl H2Conn {
     /// The GOAWAY frames received so far.
     pub fn goaways(&self) -> Vec<GoAway> {
         super::h2tap::seen(&self.seen, |s| s.goaways.clone())
+    }
+
+    /// The RST_STREAM frames received so far.
+    pub fn resets(&self) -> Vec<Reset> {
+        super::h2tap::seen(&self.seen, |s| s.resets.clone())
     }
 
     /// When the server closed the socket, if it has.

@@ -1,5 +1,6 @@
 //! A pass-through socket wrapper that parses the HTTP/2 frame headers the server sends, so a
-//! test using hyper's client can still see exactly when a GOAWAY frame arrived and what it said.
+//! test using hyper's client can still see exactly when a GOAWAY or RST_STREAM frame arrived
+//! and what it said.
 
 use std::io;
 use std::pin::Pin;
@@ -11,6 +12,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 const FRAME_HEADER: usize = 9;
 const GOAWAY: u8 = 0x7;
+const RST_STREAM: u8 = 0x3;
 
 /// A GOAWAY frame as received.
 #[derive(Debug, Clone, Copy)]
@@ -20,11 +22,20 @@ pub struct GoAway {
     pub error_code: u32,
 }
 
+/// An RST_STREAM frame as received.
+#[derive(Debug, Clone, Copy)]
+pub struct Reset {
+    pub at: Instant,
+    pub stream_id: u32,
+    pub error_code: u32,
+}
+
 /// What the tap saw on the server-to-client direction.
 #[derive(Debug, Default)]
 pub struct Seen {
     buffer: Vec<u8>,
     pub goaways: Vec<GoAway>,
+    pub resets: Vec<Reset>,
     pub frames: usize,
     pub eof_at: Option<Instant>,
 }
@@ -54,6 +65,20 @@ impl Seen {
                     ]),
                     error_code: u32::from_be_bytes([
                         payload[4], payload[5], payload[6], payload[7],
+                    ]),
+                });
+            }
+            if kind == RST_STREAM && len >= 4 {
+                self.resets.push(Reset {
+                    at,
+                    stream_id: u32::from_be_bytes([
+                        self.buffer[5] & 0x7f,
+                        self.buffer[6],
+                        self.buffer[7],
+                        self.buffer[8],
+                    ]),
+                    error_code: u32::from_be_bytes([
+                        payload[0], payload[1], payload[2], payload[3],
                     ]),
                 });
             }
@@ -155,4 +180,17 @@ fn goaway_frames_are_parsed_across_reads() {
     assert_eq!(seen.goaways.len(), 1);
     assert_eq!(seen.goaways[0].last_stream_id, 79);
     assert_eq!(seen.goaways[0].error_code, 0);
+}
+
+#[test]
+fn rst_stream_frames_are_parsed() {
+    let mut seen = Seen::default();
+    // RST_STREAM(stream 3, INTERNAL_ERROR = 2).
+    let rst = [0u8, 0, 4, 3, 0, 0, 0, 0, 3, 0, 0, 0, 2];
+    seen.feed(&rst, Instant::now());
+    assert_eq!(seen.frames, 1);
+    assert_eq!(seen.resets.len(), 1);
+    assert_eq!(seen.resets[0].stream_id, 3);
+    assert_eq!(seen.resets[0].error_code, 2);
+    assert!(seen.goaways.is_empty());
 }

@@ -183,6 +183,38 @@ impl ServerProcess {
         ArmedSignal { helper }
     }
 
+    /// Waits (spinning, without sleeping) until no signal number `signo` is pending for the
+    /// process: the kernel has handed the last one sent to one of its threads. Returns
+    /// whether that happened within `timeout`.
+    ///
+    /// The kernel keeps at most one pending instance of a standard signal: a second `kill`
+    /// while the first is still pending is merged into it, and no program can tell. A test
+    /// that needs two separate deliveries sends the second only after this. Linux only
+    /// (`/proc/PID/status`); elsewhere it returns `true` at once.
+    pub fn wait_signal_dequeued(&self, signo: u32, timeout: Duration) -> bool {
+        let path = format!("/proc/{}/status", self.pid());
+        let bit = 1u64 << (signo - 1);
+        let deadline = Instant::now() + timeout;
+        loop {
+            let Ok(status) = std::fs::read_to_string(&path) else {
+                return true;
+            };
+            let pending = status
+                .lines()
+                .filter(|l| l.starts_with("ShdPnd:") || l.starts_with("SigPnd:"))
+                .filter_map(|l| l.split_whitespace().nth(1))
+                .filter_map(|hex| u64::from_str_radix(hex, 16).ok())
+                .fold(0, |acc, mask| acc | mask);
+            if pending & bit == 0 {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::yield_now();
+        }
+    }
+
     /// The exit status, waiting up to `timeout`; `None` if still running.
     pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
         let deadline = Instant::now() + timeout;
