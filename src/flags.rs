@@ -1,4 +1,4 @@
-//! The example servers' command line (DESIGN section 6).
+//! The example servers' command line (`docs/design.md#example-servers`).
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -132,8 +132,8 @@ pub fn parse(program: &str, args: impl IntoIterator<Item = String>) -> Result<Pa
     }))
 }
 
-/// Parses the process's arguments; prints help or the error and exits as DESIGN says
-/// (0 after `--help`, 1 after an invalid flag).
+/// Parses the process's arguments; prints help or the error and exits as
+/// `docs/design.md#example-servers` says (0 after `--help`, 1 after an invalid flag).
 #[must_use]
 pub fn from_env_or_exit() -> Flags {
     let mut args = std::env::args();

@@ -1,5 +1,5 @@
-//! The example servers' routes (DESIGN section 6), written once for every hyper-based
-//! server and generic over the runtime.
+//! The example servers' routes (`docs/design.md#example-servers`), written once for every
+//! hyper-based server and generic over the runtime.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -21,7 +21,8 @@ pub type RouteBody = UnsyncBoxBody<Bytes, Infallible>;
 /// How often `/watch` sends a line.
 pub const WATCH_INTERVAL: Duration = Duration::from_millis(500);
 
-/// The examples' long-running predicate: `/watch`, plus DESIGN's defaults.
+/// The examples' long-running predicate: `/watch`, plus the default long-running requests of
+/// `docs/design.md#request-classes`.
 #[must_use]
 pub fn is_long_running(info: &RequestInfo<'_>) -> bool {
     info.path == "/watch" || lameduck::default_is_long_running(info)
