@@ -186,7 +186,7 @@ pub(super) fn lanes(input: &PlanInput, plan: &Plan, times: &Times, axis: &Axis) 
                 e3,
                 e3.saturating_add(n),
                 NORMAL_DRAIN,
-                "<= request timeout + 1s",
+                "<= request timeout",
             ),
             None => {
                 let a = c.x(e3);
