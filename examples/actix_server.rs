@@ -1,4 +1,4 @@
-//! The example server on actix-web (DESIGN section 6), with 2 workers by default.
+//! The example server on actix-web (`docs/design.md#example-servers`), with 2 workers by default.
 //!
 //! `cargo run --release --example actix_server -- --listen 127.0.0.1:8080 --shutdown-delay 5s`
 

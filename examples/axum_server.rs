@@ -1,5 +1,5 @@
-//! The example server on axum (DESIGN section 6): an axum `Router` with lameduck's admission
-//! layer and explicit health routes.
+//! The example server on axum (`docs/design.md#example-servers`): an axum `Router` with
+//! lameduck's admission layer and explicit health routes.
 //!
 //! `cargo run --release --example axum_server -- --listen 127.0.0.1:8080 --shutdown-delay 5s`
 

@@ -1,4 +1,5 @@
-//! The example server on smol + hyper (DESIGN section 6), on a two-thread smol executor.
+//! The example server on smol + hyper (`docs/design.md#example-servers`), on a two-thread
+//! smol executor.
 //!
 //! `cargo run --release --example smol_server -- --listen 127.0.0.1:8080 --shutdown-delay 5s`
 

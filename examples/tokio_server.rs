@@ -1,4 +1,4 @@
-//! The example server on tokio + hyper (DESIGN section 6).
+//! The example server on tokio + hyper (`docs/design.md#example-servers`).
 //!
 //! `cargo run --release --example tokio_server -- --listen 127.0.0.1:8080 --shutdown-delay 5s`
 

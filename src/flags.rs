@@ -1,4 +1,4 @@
-//! The example servers' command line (DESIGN section 6).
+//! The example servers' command line (`docs/design.md#example-servers`).
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -141,8 +141,8 @@ fn duration_flag(name: &str, v: &str) -> Result<Duration, FlagError> {
     parse_duration(v).map_err(|e| FlagError(format!("invalid value {v:?} for {name}: {e}")))
 }
 
-/// Parses the process's arguments; prints help or the error and exits as DESIGN says
-/// (0 after `--help`, 1 after an invalid flag).
+/// Parses the process's arguments; prints help or the error and exits as
+/// `docs/design.md#example-servers` says (0 after `--help`, 1 after an invalid flag).
 #[must_use]
 pub fn from_env_or_exit() -> Flags {
     let mut args = std::env::args();

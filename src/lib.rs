@@ -1,7 +1,8 @@
 //! Helpers shared by the top-level examples and black-box tests of the lameduck workspace.
 //!
 //! This package is never published; it holds what every example server has in common
-//! (DESIGN section 6): flag parsing, logging, and the demo routes for hyper-based servers.
+//! (`docs/design.md#example-servers`): flag parsing, logging, and the demo routes for
+//! hyper-based servers.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 

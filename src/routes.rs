@@ -1,5 +1,5 @@
-//! The example servers' routes (DESIGN section 6), written once for every hyper-based
-//! server and generic over the runtime.
+//! The example servers' routes (`docs/design.md#example-servers`), written once for every
+//! hyper-based server and generic over the runtime.
 
 use std::convert::Infallible;
 use std::fmt::Write as _;
@@ -29,7 +29,8 @@ pub const STREAM_INTERVAL: Duration = Duration::from_millis(100);
 /// The `Content-Type` of `/metrics`: Prometheus' text exposition format.
 pub const METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4";
 
-/// The examples' long-running predicate: `/watch`, plus DESIGN's defaults.
+/// The examples' long-running predicate: `/watch`, plus the default long-running requests of
+/// `docs/design.md#request-classes`.
 #[must_use]
 pub fn is_long_running(info: &RequestInfo<'_>) -> bool {
     info.path == "/watch" || lameduck::default_is_long_running(info)

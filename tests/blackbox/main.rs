@@ -1,4 +1,4 @@
-//! Black-box suite of the example-server contract (DESIGN section 6).
+//! Black-box suite of the example-server contract (`docs/design.md#example-servers`).
 //!
 //! Every case runs against every example server: each binary is built once per run
 //! (`cargo build --release --example NAME` into this run's target directory), started on

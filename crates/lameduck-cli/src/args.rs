@@ -40,7 +40,7 @@ The worst case for the load balancer is a successful probe just before /readyz t
   t = unhealthy-threshold x probe-interval + probe-timeout + propagation-delay
 The plan is safe when E2 + t <= E3 (NotAcceptingNewRequest), that is t <= --shutdown-delay.
 The worst-case total termination time is
-  mode A: max(shutdown-delay, pre-shutdown-hooks) + max(request-timeout + 1s, watch grace)
+  mode A: max(shutdown-delay, pre-shutdown-hooks) + max(request-timeout, watch grace)
   mode B: the same + 2s (the listener closes after the drain, with a 2s HTTP shutdown timeout)
 and, with --termination-grace-period, must fit in it.
 

@@ -68,7 +68,7 @@ fn acceptance_30s_is_safe() {
         "{out}"
     );
     assert!(
-        out.contains("suggested      terminationGracePeriodSeconds: 96"),
+        out.contains("suggested      terminationGracePeriodSeconds: 95"),
         "{out}"
     );
     assert!(
@@ -116,12 +116,12 @@ fn termination_budget_exit_codes() {
     );
     assert!(
         out.contains(
-            "the worst-case termination takes 1m31s but terminationGracePeriodSeconds is 30s"
+            "the worst-case termination takes 1m30s but terminationGracePeriodSeconds is 30s"
         ),
         "{out}"
     );
     assert!(
-        out.contains("minimum terminationGracePeriodSeconds: 91 (suggested: 96)"),
+        out.contains("minimum terminationGracePeriodSeconds: 90 (suggested: 95)"),
         "{out}"
     );
     // A Go-style duration works too.
@@ -154,8 +154,8 @@ fn mode_b_and_hooks_in_the_text() {
         "{out}"
     );
     assert!(out.contains("HTTPServerStoppedListening"), "{out}");
-    // 35 + 21 + 2
-    assert!(out.contains("worst-case termination 58s"), "{out}");
+    // 35 + 20 + 2
+    assert!(out.contains("worst-case termination 57s"), "{out}");
     assert!(
         out.contains("terminationGracePeriodSeconds 1m0s: fits"),
         "{out}"
@@ -178,8 +178,8 @@ fn json_output() {
     assert_eq!(v["detection_worst_case_seconds"], 30.5);
     assert_eq!(v["min_safe_shutdown_delay_seconds"], 30.5);
     assert_eq!(v["shutdown_delay_seconds"], 20);
-    assert_eq!(v["total_worst_case_seconds"], 81);
-    assert_eq!(v["suggested_termination_grace_period_seconds"], 86);
+    assert_eq!(v["total_worst_case_seconds"], 80);
+    assert_eq!(v["suggested_termination_grace_period_seconds"], 85);
     assert_eq!(
         v["termination_grace_period_seconds"],
         serde_json::Value::Null
@@ -349,9 +349,9 @@ fn kubernetes_snippet() {
         .unwrap()
         .parse()
         .unwrap();
-    // The worst case is 91 s; the snippet's budget covers it.
-    assert!(grace >= 91, "{grace}");
-    assert_eq!(grace, 96);
+    // The worst case is 90 s; the snippet's budget covers it.
+    assert!(grace >= 90, "{grace}");
+    assert_eq!(grace, 95);
 
     // Mode B, a larger given budget wins, rounding is commented, problems are comments.
     let o = lameduck(&[

@@ -1,4 +1,4 @@
-//! Health bodies and headers before and during termination (DESIGN section 4).
+//! Health bodies and headers before and during termination (`docs/design.md#health`).
 
 use std::time::Duration;
 
@@ -17,7 +17,7 @@ pub fn health_bodies(bin: &'static str) {
     server.wait_signal(MUX_AND_DISCOVERY_COMPLETE, Duration::from_secs(5));
     assert_reply(&get(addr, "/"), 200, "ok", "GET /");
     assert_health(addr, "/readyz", 200, "ok", before);
-    // HasBeenReady fires on the first 200 from the root /readyz (DESIGN section 5: one log
+    // HasBeenReady fires on the first 200 from the root /readyz (`docs/design.md#logs`: one log
     // line per signal as it fires).
     server.wait_signal(HAS_BEEN_READY, Duration::from_secs(5));
     assert_health(addr, "/readyz?verbose", 200, READYZ_VERBOSE_OK, before);

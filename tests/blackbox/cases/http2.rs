@@ -109,7 +109,7 @@ pub fn http2_streams_complete_then_goaway(bin: &'static str) {
     assert!(
         first_done.is_some_and(|first| goaways[0].at < first),
         "GOAWAY should come at NotAcceptingNewRequest, while the streams are in flight \
-         (DESIGN section 4, mode A after N): {timeline}"
+         (docs/design.md#client-view, mode A after N): {timeline}"
     );
     let highest_stream = 2 * STREAMS + 1;
     assert!(

@@ -1,4 +1,5 @@
-//! Mode A (default): the listener closes at `NotAcceptingNewRequest` (DESIGN sections 3, 4).
+//! Mode A (default): the listener closes at `NotAcceptingNewRequest` (`docs/design.md#dag`,
+//! `docs/design.md#client-view`).
 
 use std::time::Duration;
 

@@ -1,4 +1,5 @@
-//! Hundreds of open `/watch` streams end cleanly, paced at the DESIGN rate, within the grace.
+//! Hundreds of open `/watch` streams end cleanly, paced at the rate of `docs/design.md#dag`,
+//! within the grace.
 
 use std::sync::mpsc;
 use std::time::{Duration, Instant};

@@ -7,7 +7,7 @@
 //! - an *idle* keep-alive connection is used once and then left open.
 //!
 //! The process must exit no later than the configured timeouts allow: from the signal, the
-//! shutdown delay, then (DESIGN section 3) in mode A the drain and the HTTP shutdown timeout
+//! shutdown delay, then (`docs/design.md#dag`) in mode A the drain and the HTTP shutdown timeout
 //! (= `--request-timeout`) run side by side; in mode B the drain (≤ `--request-timeout`) and
 //! then the 2 s HTTP shutdown timeout. The well-behaved request still completes with 200.
 

@@ -1,4 +1,4 @@
-//! Load at the moment of termination (issue 6): the heavy black-box cases. They run in their
+//! Load at the moment of termination: the heavy black-box cases. They run in their
 //! own test target (`tests/load.rs`), one at a time, against every example server.
 
 pub mod client;

@@ -1,4 +1,4 @@
-//! Reading the signal lines of DESIGN section 5 out of a server's stderr.
+//! Reading the signal lines of `docs/design.md#logs` out of a server's stderr.
 
 use std::time::Instant;
 
@@ -81,7 +81,7 @@ impl SignalLog {
         }
     }
 
-    /// The DAG order of DESIGN section 3 that holds in both modes.
+    /// The DAG order (`docs/design.md#dag`) that holds in both modes.
     pub fn assert_common_dag_order(&self) {
         self.assert_all(&TERMINATION_SIGNALS);
         self.assert_before(SHUTDOWN_INITIATED, AFTER_SHUTDOWN_DELAY);

@@ -19,7 +19,7 @@ pub use log::*;
 pub use process::{ServerProcess, SignalSent, STARTUP_TIMEOUT};
 pub use trace::TraceCheck;
 
-/// DESIGN section 4 bodies.
+/// The health bodies of `docs/design.md#health`.
 pub const READYZ_VERBOSE_OK: &str = "[+]ping ok\n[+]shutdown ok\nreadyz check passed\n";
 pub const READYZ_SHUTTING_DOWN: &str =
     "[+]ping ok\n[-]shutdown failed: reason withheld\nreadyz check failed\n";
@@ -31,7 +31,7 @@ pub const HEALTHZ_VERBOSE_OK: &str = "[+]ping ok\nhealthz check passed\n";
 pub const RETRY_AFTER_BODY: &str = "The apiserver is shutting down, please try again later.\n";
 pub const SLEEP_BODY: &str = "Welcome HTTP Server";
 
-/// How soon `/readyz` must turn 500 after the signal (DESIGN / issue: 300 ms).
+/// How soon `/readyz` must turn 500 after the signal (`docs/design.md#client-view`: 300 ms).
 pub const READYZ_RED_WITHIN: Duration = Duration::from_millis(300);
 
 /// Asserts `status` and exact `body`.
@@ -43,7 +43,7 @@ pub fn assert_reply(resp: &Response, status: u16, body: &str, what: &str) {
     );
 }
 
-/// Asserts the two health headers of DESIGN section 4.
+/// Asserts the two health headers of `docs/design.md#health`.
 #[track_caller]
 pub fn assert_health_headers(resp: &Response, what: &str) {
     assert_eq!(

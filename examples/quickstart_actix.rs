@@ -1,0 +1,28 @@
+use std::time::Duration;
+
+use actix_web::{web, App, HttpServer};
+
+#[actix_web::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    tracing_subscriber::fmt().init(); // lameduck logs each step of the termination
+    let addr = std::env::args().nth(1).unwrap_or("127.0.0.1:8080".into());
+    let config = lameduck::Config::builder()
+        .shutdown_delay(Duration::from_secs(5)) // /readyz red, still serving, for 5 s
+        .build()?;
+    let mut server = lameduck_actix::builder(config).prepare();
+    let (shared, clock) = (server.shared().clone(), server.clock());
+    let admission = lameduck_actix::Admission::new(shared.clone(), clock);
+    let http = HttpServer::new(move || {
+        App::new()
+            .wrap(admission.clone())
+            .configure(lameduck_actix::health_routes(shared.clone(), clock))
+            .route("/", web::get().to(|| async { "hello\n" }))
+    })
+    .workers(2)
+    .bind(&addr)?;
+    // Bound but not run: lameduck runs it with actix's own signal handling off and actix's
+    // shutdown timeout above every lameduck bound, and stops it at the right moment.
+    lameduck_actix::serve(&mut server, "api", http)?;
+    tracing::info!("listening on http://{addr}");
+    std::process::exit(server.run().await?.into()); // 0 after a graceful termination
+}
