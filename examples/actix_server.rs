@@ -35,18 +35,14 @@ async fn run(flags: flags::Flags) -> i32 {
             .route("/metrics", actix_routes::metrics_route(shared.clone()))
             // After the app's own routes: their patterns are tried first, in order.
             .configure(lameduck_actix::health_routes(shared.clone(), clock))
-    })
-    .workers(flags.workers.unwrap_or(2))
-    .listen_auto_h2c(listener);
-    let http = match http {
-        Ok(h) => h,
-        Err(e) => {
-            eprintln!("error: failed to listen on {}: {e}", flags.listen);
-            return 1;
-        }
-    };
-    // lameduck configures and runs the actix server: signals, shutdown timeout, connections.
-    if let Err(e) = lameduck_actix::serve(&mut server, "api", http) {
+    });
+    let workers = flags.workers.unwrap_or(2);
+    // lameduck configures the actix server (signals, shutdown timeout, connection counting)
+    // before this closure binds it, and runs it.
+    let served = lameduck_actix::serve(&mut server, "api", http, move |http| {
+        http.workers(workers).listen_auto_h2c(listener)
+    });
+    if let Err(e) = served {
         eprintln!("error: {e}");
         return 1;
     }

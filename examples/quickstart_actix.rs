@@ -17,12 +17,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .wrap(admission.clone())
             .configure(lameduck_actix::health_routes(shared.clone(), clock))
             .route("/", web::get().to(|| async { "hello\n" }))
-    })
-    .workers(2)
-    .bind(&addr)?;
-    // Bound but not run: lameduck runs it with actix's own signal handling off and actix's
-    // shutdown timeout above every lameduck bound, and stops it at the right moment.
-    lameduck_actix::serve(&mut server, "api", http)?;
+    });
+    // lameduck configures it (actix's own signal handling off, actix's shutdown timeout above
+    // every lameduck bound, connections counted), binds it with this closure, runs it and
+    // stops it at the right moment.
+    lameduck_actix::serve(&mut server, "api", http, |http| http.workers(2).bind(&addr))?;
     tracing::info!("listening on http://{addr}");
     std::process::exit(server.run().await?.into()); // 0 after a graceful termination
 }

@@ -8,9 +8,10 @@
 //!   requests are no longer accepted.
 //! * [`health_routes`]: `/readyz`, `/livez`, `/healthz` (and `/<endpoint>/<check>`) with one
 //!   `App::configure` call.
-//! * [`serve`]: hands an actix `HttpServer` (bound, not yet run) to the lifecycle, which
-//!   configures it so that lameduck alone decides when work ends (actix's signals off, its
-//!   own shutdown timeout above every lameduck bound, connections counted), runs it, stops it
+//! * [`serve`]: hands an actix `HttpServer` (with a closure that binds it) to the lifecycle,
+//!   which configures it so that lameduck alone decides when work ends (actix's signals off,
+//!   its own shutdown timeout above every lameduck bound, connections counted), binds and
+//!   runs it, stops it
 //!   at the DAG point of the mode (`ServerHandle::stop(true)`) and notices its last
 //!   connection closing at once, instead of actix's one-second shutdown polling.
 //!
@@ -31,9 +32,9 @@
 //!             .wrap(admission.clone())
 //!             .configure(lameduck_actix::health_routes(shared.clone(), clock))
 //!             .route("/", web::get().to(|| async { "ok" }))
-//!     })
-//!     .bind("127.0.0.1:8080")?;
-//!     lameduck_actix::serve(&mut server, "api", http).unwrap();
+//!     });
+//!     lameduck_actix::serve(&mut server, "api", http, |http| http.bind("127.0.0.1:8080"))
+//!         .unwrap();
 //!     std::process::exit(server.run().await.unwrap().into());
 //! }
 //! ```
@@ -343,14 +344,44 @@ pub fn actix_shutdown_timeout(config: &lameduck::Config) -> Duration {
         .saturating_add(ACTIX_SHUTDOWN_MARGIN)
 }
 
-/// Serves an actix-web `HttpServer` (bound with `bind`/`listen`, not yet run) as listener
-/// `name` of the lifecycle, configured so that lameduck alone decides when work ends:
+/// Errors from [`serve`].
+#[derive(Debug, thiserror::Error)]
+pub enum ActixServeError {
+    /// The listener could not be registered with the lifecycle.
+    #[error(transparent)]
+    Serve(#[from] ServeError),
+    /// The `bind` closure failed (address in use, permission denied, ...).
+    #[error("cannot bind the actix server: {0}")]
+    Bind(#[source] std::io::Error),
+    /// The `HttpServer` was already bound when handed over: actix fixes its connection
+    /// callback at bind time, so lameduck could not count its connections. Bind inside the
+    /// `bind` closure instead.
+    #[error(
+        "the actix HttpServer was bound before lameduck_actix::serve; bind it in serve's closure"
+    )]
+    AlreadyBound,
+    /// The `bind` closure bound nothing.
+    #[error("the bind closure bound no address")]
+    NothingBound,
+}
+
+/// Serves an actix-web `HttpServer` (not yet bound) as listener `name` of the lifecycle,
+/// configured so that lameduck alone decides when work ends, then bound by `bind` (your
+/// `bind`, `listen`, `listen_auto_h2c`, TLS, worker count, ...):
 ///
 /// * actix's own signal handling is disabled (the lifecycle owns SIGTERM/SIGINT);
 /// * actix's `shutdown_timeout` is set above every lameduck bound
 ///   ([`actix_shutdown_timeout`]), so actix's default 30 s never cuts a long request;
-/// * connections are counted through `on_connect` (any `on_connect` of your own is
-///   replaced), so the exit follows the last connection at once.
+/// * connections are counted through `on_connect` (set before `bind`, which is when actix
+///   fixes it; any `on_connect` of your own is replaced), so the exit follows the last
+///   connection at once.
+///
+/// ```no_run
+/// # async fn f(mut server: lameduck_actix::Server) -> Result<(), lameduck_actix::ActixServeError> {
+/// let http = actix_web::HttpServer::new(|| actix_web::App::new());
+/// lameduck_actix::serve(&mut server, "api", http, |http| http.bind("127.0.0.1:8080"))?;
+/// # Ok(()) }
+/// ```
 ///
 /// The lifecycle stops the server at the point of the mode (`ServerHandle::stop(true)`),
 /// and closes what is left [`IDLE_CONNECTION_LINGER`] after the drain. Should actix end
@@ -359,12 +390,16 @@ pub fn actix_shutdown_timeout(config: &lameduck::Config) -> Duration {
 ///
 /// # Errors
 ///
-/// [`ServeError::Register`] when `name` is taken or invalid.
+/// [`ActixServeError`]: the name is taken or invalid, the server was bound already, or
+/// binding failed.
 pub fn serve<F, I, S, B>(
     lifecycle: &mut Server,
     name: &str,
     http: actix_web::HttpServer<F, I, S, B>,
-) -> Result<(), ServeError>
+    bind: impl FnOnce(
+        actix_web::HttpServer<F, I, S, B>,
+    ) -> std::io::Result<actix_web::HttpServer<F, I, S, B>>,
+) -> Result<(), ActixServeError>
 where
     F: Fn() -> I + Send + Clone + 'static,
     I: actix_service::IntoServiceFactory<S, actix_http::Request>,
@@ -377,13 +412,20 @@ where
     S::Service: 'static,
     B: MessageBody + 'static,
 {
+    if !http.addrs().is_empty() {
+        return Err(ActixServeError::AlreadyBound);
+    }
     let connections = ConnectionTracker::new();
     let shutdown_timeout = actix_shutdown_timeout(lifecycle.shared().config());
     let http = http
         .disable_signals()
         .shutdown_timeout(shutdown_timeout.as_secs().max(1))
-        .on_connect(track_connections(connections.clone()))
-        .run();
+        .on_connect(track_connections(connections.clone()));
+    let http = bind(http).map_err(ActixServeError::Bind)?;
+    if http.addrs().is_empty() {
+        return Err(ActixServeError::NothingBound);
+    }
+    let http = http.run();
     lifecycle.serve_with(name, move |ctx| async move {
         let handle = http.handle();
         // The actix server runs (its accept thread and workers) while this future is polled.
@@ -431,5 +473,6 @@ where
         ctx.report_server_stopped();
         // actix's own bookkeeping finishes in the background; the process does not wait.
         drop((running, stopping));
-    })
+    })?;
+    Ok(())
 }
