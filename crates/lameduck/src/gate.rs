@@ -15,7 +15,8 @@
 //!   `'static`). Admission and release are written once for both.
 //! * Once the lifecycle closes the gate (at `NotAcceptingNewRequest`), every further
 //!   admission is rejected with the [`Rejection`] of the configured mode: "add after wait" is
-//!   an error, never a race.
+//!   an error, never a race. Only the lifecycle machine closes the gate and starts the
+//!   pacing; those methods are not public.
 //! * Waiters are woken through [`event_listener`]: the last release after closing notifies
 //!   [`Gate::listen`]ers, so a driver awaits the drain instead of polling it.
 //! * While the long-running drain runs, completions are paced (burst 1) at the rate the
@@ -221,8 +222,10 @@ impl Gate {
     /// Closes the gate: every later admission is rejected. Returns the numbers of normal and
     /// long-running requests in flight at that moment. Idempotent.
     ///
-    /// The lifecycle machine calls this at `NotAcceptingNewRequest`; adapters do not.
-    pub fn close(&self) -> (usize, usize) {
+    /// Only the lifecycle machine calls this, at `NotAcceptingNewRequest`: a gate closed by
+    /// anyone else would reject requests without the signal firing. The model checks reach
+    /// it through `testing::close` (under `cfg(loom)` or `cfg(fuzzing)` only).
+    pub(crate) fn close(&self) -> (usize, usize) {
         let normal = self.normal.close();
         let long_running = self.long_running.close();
         self.drained.notify(usize::MAX);
@@ -230,8 +233,9 @@ impl Gate {
     }
 
     /// Starts pacing long-running completions at one per `interval` (burst 1), from `now`
-    /// until `deadline`. Called by the lifecycle machine at the start of the watch drain.
-    pub fn start_pacing(&self, now: Instant, interval: Duration, deadline: Instant) {
+    /// until `deadline`. Only the lifecycle machine calls this, at the start of the watch
+    /// drain (the model checks: `testing::start_pacing`).
+    pub(crate) fn start_pacing(&self, now: Instant, interval: Duration, deadline: Instant) {
         let interval = duration_nanos_saturating(interval).max(1);
         self.pacer
             .deadline
@@ -453,6 +457,28 @@ impl<G: GateRef> fmt::Debug for LongRunningTicketOf<G> {
 }
 
 pub mod owned;
+
+/// The gate's mutators, public only for the model checks (`tests/loom.rs` under
+/// `cfg(loom)`, the fuzz targets under `cfg(fuzzing)`). Everywhere else only the lifecycle
+/// machine closes the gate, so `NotAcceptingNewRequest` always fires with it.
+#[cfg(any(loom, fuzzing))]
+#[doc(hidden)]
+pub mod testing {
+    use core::time::Duration;
+
+    use super::Gate;
+    use crate::time::Instant;
+
+    /// [`Gate::close`], for model checks.
+    pub fn close(gate: &Gate) -> (usize, usize) {
+        gate.close()
+    }
+
+    /// [`Gate::start_pacing`], for model checks.
+    pub fn start_pacing(gate: &Gate, now: Instant, interval: Duration, deadline: Instant) {
+        gate.start_pacing(now, interval, deadline);
+    }
+}
 
 #[cfg(all(test, not(loom)))]
 mod tests {
