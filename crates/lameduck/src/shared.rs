@@ -165,7 +165,7 @@ pub struct Shared {
     config: Config,
     gate: Gate,
     fired: AtomicU8,
-    fired_at: [AtomicU64; 8],
+    fired_at: [AtomicU64; Signal::COUNT],
     signal_event: Event,
     started_at: AtomicU64,
     /// The machine's progress outside the signals ([`RunStage`]), for [`Shared::phase`].

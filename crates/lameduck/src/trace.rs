@@ -193,7 +193,7 @@ pub fn predecessors(signal: Signal, mode: ShutdownMode) -> &'static [Signal] {
 pub fn check_trace(config: &Config, events: &[TracedEvent]) -> Result<TraceSummary, Violation> {
     let mode = config.mode();
     let mut seen = SignalSet::EMPTY;
-    let mut times: [Option<Instant>; 8] = [None; 8];
+    let mut times: [Option<Instant>; Signal::COUNT] = [None; Signal::COUNT];
     let mut stop_listening = false;
     let mut exit_code = None;
     let mut last_at: Option<Instant> = None;
