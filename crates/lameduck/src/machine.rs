@@ -88,7 +88,7 @@ pub const DESTROY_HOOKS_TIMEOUT: Duration = Duration::from_secs(5);
 /// How often the machine reports drain progress while draining.
 pub const DRAIN_PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
 
-pub use crate::phase::Phase;
+pub use crate::phase::{MachineStage, Phase};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum HookState {
@@ -132,10 +132,37 @@ enum ServerWait {
     Done,
 }
 
+/// One of the two drains (normal, long-running), from `NotAcceptingNewRequest` until it
+/// ends; `InFlightRequestsDrained` fires when both have finished.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum DrainState {
+    /// The gate is open.
+    NotStarted,
+    /// Waiting for the requests in flight, `before` of them when the gate closed.
+    Running {
+        /// Requests in flight when the gate closed.
+        before: usize,
+    },
+    /// Drained, timed out, or (long-running with grace period 0) not waited for.
+    Finished,
+}
+
+/// Whether termination was asked for, and how.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StopRequest {
+    /// Nobody asked.
+    NotRequested,
+    /// A failure started it (a post-start hook failed, a listener died, connections were
+    /// cut): a later OS signal is still the first stop event.
+    Failure,
+    /// A stop event (an OS signal or the API): a further OS signal exits at once.
+    Event,
+}
+
 /// The lifecycle state machine. See the [module docs](self).
 pub struct Machine {
     config: Config,
-    phase_gate: Stage,
+    stage: MachineStage,
     hooks: Vec<Hook>,
     listener_names: Vec<String>,
     listeners: Vec<ListenerState>,
@@ -146,26 +173,16 @@ pub struct Machine {
     timers: TimerTable,
     events: VecDeque<Event>,
     // Facts the DAG is computed from. Signals themselves live in `Shared`.
-    stop_requested: bool,
-    /// A stop was requested from outside (an OS signal or the API): a further OS signal
-    /// exits at once.
-    stop_event_seen: bool,
+    stop: StopRequest,
+    /// A hook or listener failed: the exit code will be 1.
     failed: bool,
+    /// `NotifyReady` was sent (every listener served once).
     announced_serving: bool,
-    normal_drained: bool,
-    long_running_drained: bool,
-    long_running_before: usize,
+    normal_drain: DrainState,
+    long_running_drain: DrainState,
     server_wait: ServerWait,
     /// The exit decided once the termination completed, while the destroy hooks run.
     exiting: Option<(u8, ExitReason)>,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Stage {
-    Configuring,
-    Prepared,
-    Running,
-    Exited,
 }
 
 impl fmt::Debug for Machine {
@@ -184,7 +201,7 @@ impl Machine {
     pub fn new(config: Config) -> Self {
         Machine {
             config,
-            phase_gate: Stage::Configuring,
+            stage: MachineStage::Configuring,
             hooks: Vec::new(),
             listener_names: Vec::new(),
             listeners: Vec::new(),
@@ -194,13 +211,11 @@ impl Machine {
             shared: None,
             timers: TimerTable::default(),
             events: VecDeque::new(),
-            stop_requested: false,
-            stop_event_seen: false,
+            stop: StopRequest::NotRequested,
             failed: false,
             announced_serving: false,
-            normal_drained: false,
-            long_running_drained: false,
-            long_running_before: 0,
+            normal_drain: DrainState::NotStarted,
+            long_running_drain: DrainState::NotStarted,
             server_wait: ServerWait::NotStarted,
             exiting: None,
         }
@@ -270,6 +285,13 @@ impl Machine {
         }
     }
 
+    /// The coarse stage, which decides the legal registrations and inputs
+    /// (`self.phase().stage()`).
+    #[must_use]
+    pub fn stage(&self) -> MachineStage {
+        self.stage
+    }
+
     /// Whether `signal` has fired.
     #[must_use]
     pub fn has_fired(&self, signal: Signal) -> bool {
@@ -302,7 +324,7 @@ impl Machine {
 
     /// Advances time to `now`: fires every timer that is due.
     pub fn handle_timeout(&mut self, now: Instant) {
-        if self.phase_gate == Stage::Running {
+        if self.stage == MachineStage::Running {
             self.advance(now);
         }
     }
@@ -313,20 +335,20 @@ impl Machine {
         let wrong = |input: &'static str| Err(InputError::WrongPhase { input, phase });
         match input {
             Input::Prepare => {
-                if self.phase_gate != Stage::Configuring {
+                if self.stage != MachineStage::Configuring {
                     return wrong("Prepare");
                 }
                 let _shared = self.prepare();
                 return Ok(());
             }
             Input::Start => {
-                if self.phase_gate != Stage::Prepared {
+                if self.stage != MachineStage::Prepared {
                     return wrong("Start");
                 }
                 self.start(now);
                 return Ok(());
             }
-            _ if self.phase_gate != Stage::Running => return wrong(input.name()),
+            _ if self.stage != MachineStage::Running => return wrong(input.name()),
             Input::ListenerServing(id) => {
                 let l = self.listener_mut(id)?;
                 if l.serving || l.stopped {
@@ -365,7 +387,7 @@ impl Machine {
                     if kind == HookKind::PostStart {
                         // A failing post-start hook starts a graceful termination (not a stop
                         // event: a later signal is still the first one).
-                        self.stop_requested = true;
+                        self.stop_after_failure();
                     }
                 }
             }
@@ -377,7 +399,7 @@ impl Machine {
                 *fired = true;
             }
             Input::StopRequested(source) => {
-                if self.stop_event_seen {
+                if self.stop == StopRequest::Event {
                     if source == StopSource::Signal {
                         // The second stop event: exit at once, no hooks, no drain.
                         self.exit(1, ExitReason::SecondSignal);
@@ -385,8 +407,7 @@ impl Machine {
                     // A repeated `request_shutdown()` changes nothing.
                     return Ok(());
                 }
-                self.stop_event_seen = true;
-                self.stop_requested = true;
+                self.stop = StopRequest::Event;
             }
             Input::DrainProgress => {}
             Input::ListenerStopped(id) => {
@@ -402,7 +423,7 @@ impl Machine {
                 if !sent {
                     // The listener died on its own: terminate, and exit 1 at the end.
                     self.failed = true;
-                    self.stop_requested = true;
+                    self.stop_after_failure();
                     self.events.push_back(Event::ListenerFailed(id));
                 }
             }
@@ -422,12 +443,19 @@ impl Machine {
             Input::ConnectionsCut(id) => {
                 self.listener_mut(id)?;
                 self.failed = true;
-                self.stop_requested = true;
+                self.stop_after_failure();
                 self.events.push_back(Event::ConnectionsCut(id));
             }
         }
         self.advance(now);
         Ok(())
+    }
+
+    /// A failure starts a graceful termination, unless one was asked for already.
+    fn stop_after_failure(&mut self) {
+        if self.stop == StopRequest::NotRequested {
+            self.stop = StopRequest::Failure;
+        }
     }
 
     fn listener_mut(&mut self, id: ListenerId) -> Result<&mut ListenerState, InputError> {
@@ -436,10 +464,10 @@ impl Machine {
             .ok_or(InputError::UnknownListener(id))
     }
 
-    /// Starts running. Only called in [`Stage::Prepared`] (checked by `handle_input`, or by
+    /// Starts running. Only called in [`MachineStage::Prepared`] (checked by `handle_input`, or by
     /// the typestate API's types).
     pub(crate) fn start(&mut self, now: Instant) {
-        self.phase_gate = Stage::Running;
+        self.stage = MachineStage::Running;
         if let Some(s) = &self.shared {
             s.set_started(now);
         }

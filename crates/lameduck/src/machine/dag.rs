@@ -4,8 +4,8 @@
 use super::io::{DrainPlan, Event, ExitReason, HookKind};
 use super::timer::Timer;
 use super::{
-    pacing_interval, Hook, HookState, Machine, ServerWait, Stage, CONNECTION_CLOSE_LINGER,
-    DESTROY_HOOKS_TIMEOUT, DRAIN_PROGRESS_INTERVAL,
+    pacing_interval, DrainState, Hook, HookState, Machine, MachineStage, ServerWait, StopRequest,
+    CONNECTION_CLOSE_LINGER, DESTROY_HOOKS_TIMEOUT, DRAIN_PROGRESS_INTERVAL,
 };
 use crate::config::ShutdownMode;
 use crate::shared::{RunStage, Shared};
@@ -54,7 +54,7 @@ impl Machine {
         // Start-up.
         if !fired(Signal::MuxAndDiscoveryComplete)
             && !fired(Signal::ShutdownInitiated)
-            && !self.stop_requested
+            && self.stop == StopRequest::NotRequested
             && self.mux_fired.iter().all(|f| *f)
         {
             self.fire(Signal::MuxAndDiscoveryComplete, now);
@@ -69,7 +69,7 @@ impl Machine {
         }
 
         // The lame-duck window.
-        if self.stop_requested && !fired(Signal::ShutdownInitiated) {
+        if self.stop != StopRequest::NotRequested && !fired(Signal::ShutdownInitiated) {
             self.fire(Signal::ShutdownInitiated, now);
             self.events.push_back(Event::NotifyStopping);
             self.timers.set(
@@ -104,10 +104,10 @@ impl Machine {
 
         // The drains.
         if fired(Signal::NotAcceptingNewRequest) && !fired(Signal::InFlightRequestsDrained) {
-            if !self.normal_drained {
+            if let DrainState::Running { .. } = self.normal_drain {
                 let timed_out = self.timer_due(Timer::NormalDrain, now);
                 if gate.normal_drained() || timed_out {
-                    self.normal_drained = true;
+                    self.normal_drain = DrainState::Finished;
                     self.timers.stop(Timer::NormalDrain);
                     self.events.push_back(Event::NormalDrainFinished {
                         remaining: gate.normal_in_flight(),
@@ -115,13 +115,13 @@ impl Machine {
                     });
                 }
             }
-            if !self.long_running_drained {
+            if let DrainState::Running { before } = self.long_running_drain {
                 let timed_out = self.timer_due(Timer::LongRunningDrain, now);
                 if gate.long_running_drained() || timed_out {
-                    self.long_running_drained = true;
+                    self.long_running_drain = DrainState::Finished;
                     self.timers.stop(Timer::LongRunningDrain);
                     self.events.push_back(Event::LongRunningDrainFinished {
-                        before: self.long_running_before,
+                        before,
                         after: gate.long_running_in_flight(),
                         timed_out: timed_out && !gate.long_running_drained(),
                         skipped: false,
@@ -136,7 +136,9 @@ impl Machine {
                     long_running_in_flight: gate.long_running_in_flight(),
                 });
             }
-            if self.normal_drained && self.long_running_drained {
+            if self.normal_drain == DrainState::Finished
+                && self.long_running_drain == DrainState::Finished
+            {
                 self.timers.stop(Timer::DrainProgress);
                 self.fire(Signal::InFlightRequestsDrained, now);
                 if self.start_hooks(HookKind::AfterDrain) {
@@ -228,7 +230,10 @@ impl Machine {
         // long-running handler woken by the signal must already find its paced slot.
         let gate = shared.gate();
         let (normal, long_running) = gate.close();
-        self.long_running_before = long_running;
+        self.normal_drain = DrainState::Running { before: normal };
+        self.long_running_drain = DrainState::Running {
+            before: long_running,
+        };
         let request_timeout = self.config.request_timeout();
         // Every normal request is released at the latest `request_timeout` after its
         // admission (504 or abort), so the normal drain ends by then.
@@ -255,7 +260,7 @@ impl Machine {
         if grace.is_zero() {
             // Not waited for (kube-apiserver: "not going to wait for active watch
             // request(s) to drain"). They are still told to end through the signal.
-            self.long_running_drained = true;
+            self.long_running_drain = DrainState::Finished;
             self.events.push_back(Event::LongRunningDrainFinished {
                 before: long_running,
                 after: long_running,
@@ -284,7 +289,7 @@ impl Machine {
     }
 
     pub(super) fn exit(&mut self, code: u8, reason: ExitReason) {
-        self.phase_gate = Stage::Exited;
+        self.stage = MachineStage::Exited;
         if let Some(shared) = &self.shared {
             shared.set_run_stage(RunStage::Exited);
         }

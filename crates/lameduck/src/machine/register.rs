@@ -6,7 +6,7 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 
 use super::io::{HookId, HookKind, ListenerId, MuxSignalId, RegisterError};
-use super::{Hook, HookState, ListenerState, Machine, PendingCheck, Stage};
+use super::{Hook, HookState, ListenerState, Machine, MachineStage, PendingCheck};
 use crate::health::is_valid_check_name;
 use crate::shared::{Check, CheckFn, CheckKind, EndpointSet, Shared};
 
@@ -16,7 +16,7 @@ fn id16(len: usize, what: &'static str) -> Result<u16, RegisterError> {
 
 impl Machine {
     fn check_configuring(&self, what: &'static str, name: &str) -> Result<(), RegisterError> {
-        if self.phase_gate != Stage::Configuring {
+        if self.stage != MachineStage::Configuring {
             return Err(RegisterError::AlreadyPrepared {
                 what,
                 name: name.into(),
@@ -83,7 +83,7 @@ impl Machine {
     /// once prepared (servers are usually built from the prepared shared state), not after
     /// start.
     pub fn add_listener(&mut self, name: &str) -> Result<ListenerId, RegisterError> {
-        if self.phase_gate == Stage::Prepared {
+        if self.stage == MachineStage::Prepared {
             if !is_valid_check_name(name) {
                 return Err(RegisterError::InvalidName {
                     what: "listener",
@@ -139,7 +139,7 @@ impl Machine {
     }
 
     /// Freezes the registrations and builds the shared state. Only called in
-    /// [`Stage::Configuring`] (checked by `handle_input`, or by the typestate API's types).
+    /// [`MachineStage::Configuring`] (checked by `handle_input`, or by the typestate API's types).
     pub(crate) fn prepare(&mut self) -> Arc<Shared> {
         // Check order as kube-apiserver: ping, post-start hooks and user checks in
         // registration order, then `shutdown` (readyz only) last.
@@ -177,7 +177,7 @@ impl Machine {
             .count();
         let shared = Arc::new(Shared::new(self.config.clone(), checks, post_start));
         self.shared = Some(Arc::clone(&shared));
-        self.phase_gate = Stage::Prepared;
+        self.stage = MachineStage::Prepared;
         shared
     }
 }
