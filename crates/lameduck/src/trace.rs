@@ -174,6 +174,11 @@ impl TraceSummary {
 }
 
 /// The DAG predecessors of `signal` in `mode`.
+///
+/// The machine states the same edges as the conditions under which it fires each signal.
+/// They are not derived from one another on purpose: this is the independent reference a
+/// machine (or another implementation's log) is checked against. The crate's
+/// `tests/dag_edges.rs` checks that the two agree, edge by edge, in both modes.
 #[must_use]
 pub fn predecessors(signal: Signal, mode: ShutdownMode) -> &'static [Signal] {
     use Signal::*;

@@ -44,6 +44,13 @@ impl Machine {
 
     /// Computes the DAG: fires every signal and emits every event whose preconditions hold
     /// at `now`, until nothing more changes.
+    ///
+    /// The signals' edges are also written in `trace::predecessors`, the reference model
+    /// that `check_trace` applies to any observed trace. The two forms are kept apart on
+    /// purpose: an oracle derived from this code would agree with it by construction, so a
+    /// wrong edge here would pass every test. `tests/dag_edges.rs` checks them against each
+    /// other instead (every listed predecessor fires first, each is required, and this code
+    /// adds none).
     pub(super) fn advance(&mut self, now: Instant) {
         let Some(shared) = self.shared.clone() else {
             return;
