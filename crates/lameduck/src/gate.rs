@@ -43,6 +43,9 @@ use crate::config::ShutdownMode;
 use crate::sync::{AtomicU64, AtomicUsize, Ordering};
 use crate::time::{duration_nanos_saturating, Instant};
 
+// The owned ticket names, kept at their old path (they are defined in `shared`).
+pub mod owned;
+
 const CLOSED: usize = 1;
 const ONE: usize = 2;
 
@@ -455,8 +458,6 @@ impl<G: GateRef> fmt::Debug for LongRunningTicketOf<G> {
         f.write_str("LongRunningTicket")
     }
 }
-
-pub mod owned;
 
 /// The gate's mutators, public only for the model checks (`tests/loom.rs` under
 /// `cfg(loom)`, the fuzz targets under `cfg(fuzzing)`). Everywhere else only the lifecycle
