@@ -16,6 +16,7 @@ use std::task::{Context, Waker};
 use std::time::Duration;
 
 use arbitrary::Arbitrary;
+use lameduck::gate::testing;
 use lameduck::{Gate, Instant, LongRunningTicket, NormalTicket, Rejection, ShutdownMode};
 use libfuzzer_sys::fuzz_target;
 
@@ -211,14 +212,15 @@ fuzz_target!(|input: Input| {
             }
             Op::Close => {
                 let mut listener = gate.listen();
-                assert_eq!(gate.close(), (model.normal, model.long_running));
+                assert_eq!(testing::close(&gate), (model.normal, model.long_running));
                 assert!(notified(&mut listener, &mut cx), "close did not notify");
                 model.closed = true;
             }
             Op::StartPacing { interval, deadline } => {
                 let interval_nanos = interval.nanos().max(1);
                 let deadline = model.now.saturating_add(deadline.nanos());
-                gate.start_pacing(
+                testing::start_pacing(
+                    &gate,
                     Instant::from_nanos(model.now),
                     interval.duration(),
                     Instant::from_nanos(deadline),
@@ -264,7 +266,7 @@ fuzz_target!(|input: Input| {
     }
 
     // Close and release everything: both groups drain.
-    gate.close();
+    testing::close(&gate);
     model.closed = true;
     drop(normal);
     drop(long_running);

@@ -7,9 +7,16 @@
 //! * [`Gate::admit_normal`] / [`Gate::admit_long_running`] add one request and return a
 //!   ticket whose drop releases it. Admission is one atomic read-modify-write and allocates
 //!   nothing.
+//! * One ticket type per kind, [`NormalTicketOf`] and [`LongRunningTicketOf`], generic over
+//!   how it holds the gate ([`GateRef`]): borrowed ([`NormalTicket`], from the gate itself)
+//!   or owned through the lifecycle's shared state
+//!   ([`OwnedNormalTicket`](crate::shared::OwnedNormalTicket), from
+//!   [`Shared::admit`](crate::shared::Shared::admit), for request futures that must be
+//!   `'static`). Admission and release are written once for both.
 //! * Once the lifecycle closes the gate (at `NotAcceptingNewRequest`), every further
 //!   admission is rejected with the [`Rejection`] of the configured mode: "add after wait" is
-//!   an error, never a race.
+//!   an error, never a race. Only the lifecycle machine closes the gate and starts the
+//!   pacing; those methods are not public.
 //! * Waiters are woken through [`event_listener`]: the last release after closing notifies
 //!   [`Gate::listen`]ers, so a driver awaits the drain instead of polling it.
 //! * While the long-running drain runs, completions are paced (burst 1) at the rate the
@@ -35,6 +42,9 @@ use event_listener::{Event, EventListener};
 use crate::config::ShutdownMode;
 use crate::sync::{AtomicU64, AtomicUsize, Ordering};
 use crate::time::{duration_nanos_saturating, Instant};
+
+// The owned ticket names, kept at their old path (they are defined in `shared`).
+pub mod owned;
 
 const CLOSED: usize = 1;
 const ONE: usize = 2;
@@ -177,32 +187,25 @@ impl Gate {
     /// Zero allocations; one atomic read-modify-write.
     #[inline]
     pub fn admit_normal(&self) -> Result<NormalTicket<'_>, Rejection> {
-        if self.normal.try_add() {
-            Ok(NormalTicket { gate: self })
-        } else {
-            self.notify_if_drained_after_backout();
-            Err(Rejection::for_mode(self.mode))
-        }
+        NormalTicketOf::admit(&self)
     }
 
     /// Admits a long-running request, or rejects it once the gate is closed.
     #[inline]
     pub fn admit_long_running(&self) -> Result<LongRunningTicket<'_>, Rejection> {
-        if self.long_running.try_add() {
-            Ok(LongRunningTicket { gate: self })
-        } else {
-            self.notify_if_drained_after_backout();
-            Err(Rejection::for_mode(self.mode))
-        }
+        LongRunningTicketOf::admit(&self)
     }
 
+    /// The rejection of an admission that found the gate closed and backed out.
+    ///
     /// A backed-out admission may have held the count above zero while the last real
     /// request left; make sure a waiter hears about the drain.
     #[cold]
-    fn notify_if_drained_after_backout(&self) {
+    fn reject_after_backout(&self) -> Rejection {
         if self.normal.load() == CLOSED || self.long_running.load() == CLOSED {
             self.drained.notify(usize::MAX);
         }
+        Rejection::for_mode(self.mode)
     }
 
     #[inline]
@@ -222,8 +225,10 @@ impl Gate {
     /// Closes the gate: every later admission is rejected. Returns the numbers of normal and
     /// long-running requests in flight at that moment. Idempotent.
     ///
-    /// The lifecycle machine calls this at `NotAcceptingNewRequest`; adapters do not.
-    pub fn close(&self) -> (usize, usize) {
+    /// Only the lifecycle machine calls this, at `NotAcceptingNewRequest`: a gate closed by
+    /// anyone else would reject requests without the signal firing. The model checks reach
+    /// it through `testing::close` (under `cfg(loom)` or `cfg(fuzzing)` only).
+    pub(crate) fn close(&self) -> (usize, usize) {
         let normal = self.normal.close();
         let long_running = self.long_running.close();
         self.drained.notify(usize::MAX);
@@ -231,8 +236,9 @@ impl Gate {
     }
 
     /// Starts pacing long-running completions at one per `interval` (burst 1), from `now`
-    /// until `deadline`. Called by the lifecycle machine at the start of the watch drain.
-    pub fn start_pacing(&self, now: Instant, interval: Duration, deadline: Instant) {
+    /// until `deadline`. Only the lifecycle machine calls this, at the start of the watch
+    /// drain (the model checks: `testing::start_pacing`).
+    pub(crate) fn start_pacing(&self, now: Instant, interval: Duration, deadline: Instant) {
         let interval = duration_nanos_saturating(interval).max(1);
         self.pacer
             .deadline
@@ -317,32 +323,112 @@ impl Gate {
     }
 }
 
-/// A normal request's place in the gate; dropping it releases the place.
-#[must_use = "dropping the ticket releases the request at once"]
-pub struct NormalTicket<'a> {
-    gate: &'a Gate,
-}
-
-impl Drop for NormalTicket<'_> {
-    #[inline]
-    fn drop(&mut self) {
-        self.gate.release_normal();
+pub(crate) mod sealed {
+    /// Seals [`GateRef`](super::GateRef).
+    pub trait Sealed {
+        /// What a ticket's `Debug` output puts before its kind (`Owned` for owned tickets).
+        const DEBUG_PREFIX: &'static str;
     }
 }
 
-impl fmt::Debug for NormalTicket<'_> {
+/// How a ticket holds its gate: borrowed (`&Gate`, [`NormalTicket`]) or through the
+/// lifecycle's shared state (`Arc<Shared>`,
+/// [`OwnedNormalTicket`](crate::shared::OwnedNormalTicket)).
+///
+/// Sealed: a dropped ticket releases its place through [`GateRef::gate`], so a holder must
+/// reach the gate it was admitted into every time, as these two do.
+pub trait GateRef: sealed::Sealed {
+    /// The gate.
+    fn gate(&self) -> &Gate;
+}
+
+impl sealed::Sealed for &Gate {
+    const DEBUG_PREFIX: &'static str = "";
+}
+
+impl GateRef for &Gate {
+    #[inline]
+    fn gate(&self) -> &Gate {
+        self
+    }
+}
+
+/// A normal request's place in the gate held by `G`; dropping it releases the place.
+///
+/// Named [`NormalTicket`] when borrowed and
+/// [`OwnedNormalTicket`](crate::shared::OwnedNormalTicket) when owned.
+#[must_use = "dropping the ticket releases the request at once"]
+pub struct NormalTicketOf<G: GateRef> {
+    holder: G,
+}
+
+/// A normal request's place in a borrowed gate; see [`Gate::admit_normal`].
+pub type NormalTicket<'a> = NormalTicketOf<&'a Gate>;
+
+impl<G: GateRef + Clone> NormalTicketOf<G> {
+    /// Admits a normal request into `holder`'s gate; clones the holder only on success.
+    #[inline]
+    pub(crate) fn admit(holder: &G) -> Result<Self, Rejection> {
+        let gate = holder.gate();
+        if gate.normal.try_add() {
+            Ok(NormalTicketOf {
+                holder: holder.clone(),
+            })
+        } else {
+            Err(gate.reject_after_backout())
+        }
+    }
+}
+
+impl<G: GateRef> NormalTicketOf<G> {
+    /// What holds the gate.
+    pub(crate) fn holder(&self) -> &G {
+        &self.holder
+    }
+}
+
+impl<G: GateRef> Drop for NormalTicketOf<G> {
+    #[inline]
+    fn drop(&mut self) {
+        self.holder.gate().release_normal();
+    }
+}
+
+impl<G: GateRef> fmt::Debug for NormalTicketOf<G> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(G::DEBUG_PREFIX)?;
         f.write_str("NormalTicket")
     }
 }
 
-/// A long-running request's place in the gate; dropping it releases the place.
+/// A long-running request's place in the gate held by `G`; dropping it releases the place.
+///
+/// Named [`LongRunningTicket`] when borrowed and
+/// [`OwnedLongRunningTicket`](crate::shared::OwnedLongRunningTicket) when owned.
 #[must_use = "dropping the ticket releases the request at once"]
-pub struct LongRunningTicket<'a> {
-    gate: &'a Gate,
+pub struct LongRunningTicketOf<G: GateRef> {
+    holder: G,
 }
 
-impl LongRunningTicket<'_> {
+/// A long-running request's place in a borrowed gate; see [`Gate::admit_long_running`].
+pub type LongRunningTicket<'a> = LongRunningTicketOf<&'a Gate>;
+
+impl<G: GateRef + Clone> LongRunningTicketOf<G> {
+    /// Admits a long-running request into `holder`'s gate; clones the holder only on success.
+    #[inline]
+    pub(crate) fn admit(holder: &G) -> Result<Self, Rejection> {
+        let gate = holder.gate();
+        if gate.long_running.try_add() {
+            Ok(LongRunningTicketOf {
+                holder: holder.clone(),
+            })
+        } else {
+            Err(gate.reject_after_backout())
+        }
+    }
+}
+
+impl<G: GateRef> LongRunningTicketOf<G> {
     /// Reserves this request's completion slot in the paced drain.
     ///
     /// Returns `None` when the stream may end at once, or the instant until which the
@@ -350,115 +436,48 @@ impl LongRunningTicket<'_> {
     /// once, when the stream ends gracefully; a ticket dropped without it is released at once.
     #[must_use]
     pub fn reserve_release(&self, now: Instant) -> Option<Instant> {
-        self.gate.reserve_slot(now)
+        self.holder.gate().reserve_slot(now)
+    }
+
+    /// What holds the gate.
+    pub(crate) fn holder(&self) -> &G {
+        &self.holder
     }
 }
 
-impl Drop for LongRunningTicket<'_> {
+impl<G: GateRef> Drop for LongRunningTicketOf<G> {
     #[inline]
     fn drop(&mut self) {
-        self.gate.release_long_running();
+        self.holder.gate().release_long_running();
     }
 }
 
-impl fmt::Debug for LongRunningTicket<'_> {
+impl<G: GateRef> fmt::Debug for LongRunningTicketOf<G> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(G::DEBUG_PREFIX)?;
         f.write_str("LongRunningTicket")
     }
 }
 
-/// Owned tickets, for request futures that must be `'static`.
-///
-/// They hold an `Arc` of the lifecycle's shared state; cloning it is one more atomic
-/// increment, still with no allocation.
-pub mod owned {
-    use alloc::sync::Arc;
-    use core::fmt;
+/// The gate's mutators, public only for the model checks (`tests/loom.rs` under
+/// `cfg(loom)`, the fuzz targets under `cfg(fuzzing)`). Everywhere else only the lifecycle
+/// machine closes the gate, so `NotAcceptingNewRequest` always fires with it.
+#[cfg(any(loom, fuzzing))]
+#[doc(hidden)]
+pub mod testing {
+    use core::time::Duration;
 
-    use super::Rejection;
-    use crate::shared::Shared;
+    use super::Gate;
     use crate::time::Instant;
 
-    /// An owned normal ticket.
-    #[must_use = "dropping the ticket releases the request at once"]
-    pub struct OwnedNormalTicket {
-        shared: Arc<Shared>,
+    /// [`Gate::close`], for model checks.
+    pub fn close(gate: &Gate) -> (usize, usize) {
+        gate.close()
     }
 
-    /// An owned long-running ticket.
-    #[must_use = "dropping the ticket releases the request at once"]
-    pub struct OwnedLongRunningTicket {
-        shared: Arc<Shared>,
-    }
-
-    /// Admits a normal request into `shared`'s gate.
-    pub fn admit_normal(shared: &Arc<Shared>) -> Result<OwnedNormalTicket, Rejection> {
-        if shared.gate().normal.try_add() {
-            Ok(OwnedNormalTicket {
-                shared: Arc::clone(shared),
-            })
-        } else {
-            shared.gate().notify_if_drained_after_backout();
-            Err(Rejection::for_mode(shared.gate().mode))
-        }
-    }
-
-    /// Admits a long-running request into `shared`'s gate.
-    pub fn admit_long_running(shared: &Arc<Shared>) -> Result<OwnedLongRunningTicket, Rejection> {
-        if shared.gate().long_running.try_add() {
-            Ok(OwnedLongRunningTicket {
-                shared: Arc::clone(shared),
-            })
-        } else {
-            shared.gate().notify_if_drained_after_backout();
-            Err(Rejection::for_mode(shared.gate().mode))
-        }
-    }
-
-    impl OwnedLongRunningTicket {
-        /// See [`super::LongRunningTicket::reserve_release`].
-        #[must_use]
-        pub fn reserve_release(&self, now: Instant) -> Option<Instant> {
-            self.shared.gate().reserve_slot(now)
-        }
-
-        /// The shared state this ticket belongs to.
-        #[must_use]
-        pub fn shared(&self) -> &Arc<Shared> {
-            &self.shared
-        }
-    }
-
-    impl OwnedNormalTicket {
-        /// The shared state this ticket belongs to.
-        #[must_use]
-        pub fn shared(&self) -> &Arc<Shared> {
-            &self.shared
-        }
-    }
-
-    impl Drop for OwnedNormalTicket {
-        fn drop(&mut self) {
-            self.shared.gate().release_normal();
-        }
-    }
-
-    impl Drop for OwnedLongRunningTicket {
-        fn drop(&mut self) {
-            self.shared.gate().release_long_running();
-        }
-    }
-
-    impl fmt::Debug for OwnedNormalTicket {
-        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("OwnedNormalTicket")
-        }
-    }
-
-    impl fmt::Debug for OwnedLongRunningTicket {
-        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("OwnedLongRunningTicket")
-        }
+    /// [`Gate::start_pacing`], for model checks.
+    pub fn start_pacing(gate: &Gate, now: Instant, interval: Duration, deadline: Instant) {
+        gate.start_pacing(now, interval, deadline);
     }
 }
 

@@ -52,7 +52,7 @@ pub use health::{CheckOutcome, Endpoint, HealthQuery, HealthResponse, HealthTarg
 pub use lifecycle::{Configuring, Lifecycle, Prepared, Running, Stage};
 pub use machine::{
     DrainPlan, Event, ExitReason, HookId, HookKind, HookOutcome, Input, InputError, ListenerId,
-    Machine, MuxSignalId, Phase, RegisterError, StopSource,
+    Machine, MachineStage, MuxSignalId, Phase, RegisterError, StopSource,
 };
 pub use shared::{Admission, CheckFn, EndpointSet, Shared, SignalFired};
 pub use signal::{Signal, SignalSet, SignalTimes};

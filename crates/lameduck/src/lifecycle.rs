@@ -2,9 +2,10 @@
 //!
 //! [`Lifecycle<S>`] is a thin veneer over the runtime-checked [`Machine`]: the stage `S` is a
 //! type, so the transitions that [`Machine::handle_input`] would reject at run time are
-//! simply not there to call. Each stage type names its runtime twin in
-//! [`Stage::PHASE`], and [`Lifecycle::try_from_machine`] converts back from a machine in
-//! the matching phase.
+//! simply not there to call. Each stage type names its runtime twin, the machine's
+//! [`MachineStage`], in [`Stage::STAGE`] (and the first [`Phase`] of it in
+//! [`Stage::PHASE`]), and [`Lifecycle::try_from_machine`] converts back from a machine at
+//! the matching stage.
 //!
 //! ```
 //! use lameduck::{Config, Instant, Lifecycle};
@@ -62,8 +63,8 @@ use core::marker::PhantomData;
 
 use crate::config::Config;
 use crate::machine::{
-    Event, HookId, HookKind, Input, InputError, ListenerId, Machine, MuxSignalId, Phase,
-    RegisterError, StopSource,
+    Event, HookId, HookKind, Input, InputError, ListenerId, Machine, MachineStage, MuxSignalId,
+    Phase, RegisterError, StopSource,
 };
 use crate::shared::{CheckFn, EndpointSet, Shared};
 use crate::time::Instant;
@@ -74,7 +75,10 @@ mod sealed {
 
 /// A type-level stage of a [`Lifecycle`].
 pub trait Stage: sealed::Sealed {
-    /// The runtime phase this stage stands for.
+    /// The machine's stage this type stands for: [`Lifecycle::try_from_machine`] accepts a
+    /// machine at exactly this stage.
+    const STAGE: MachineStage;
+    /// The runtime phase this stage stands for (for [`Running`], the first of its phases).
     const PHASE: Phase;
     /// What a lifecycle holds at this stage besides the machine.
     #[doc(hidden)]
@@ -97,6 +101,7 @@ impl sealed::Sealed for Configuring {}
 impl sealed::Sealed for Prepared {}
 impl sealed::Sealed for Running {}
 impl Stage for Configuring {
+    const STAGE: MachineStage = MachineStage::Configuring;
     const PHASE: Phase = Phase::Configuring;
     type Data = ();
     fn data(_: &Machine) -> Option<()> {
@@ -104,6 +109,7 @@ impl Stage for Configuring {
     }
 }
 impl Stage for Prepared {
+    const STAGE: MachineStage = MachineStage::Prepared;
     const PHASE: Phase = Phase::Prepared;
     type Data = Arc<Shared>;
     fn data(machine: &Machine) -> Option<Arc<Shared>> {
@@ -111,6 +117,7 @@ impl Stage for Prepared {
     }
 }
 impl Stage for Running {
+    const STAGE: MachineStage = MachineStage::Running;
     /// The first running phase; a running lifecycle moves on through the later ones.
     const PHASE: Phase = Phase::Starting;
     type Data = Arc<Shared>;
@@ -118,6 +125,16 @@ impl Stage for Running {
         machine.shared().cloned()
     }
 }
+
+// Each stage type's first phase belongs to its stage: the two consts name one twin.
+const _: () = {
+    assert!(matches!(
+        Configuring::PHASE.stage(),
+        MachineStage::Configuring
+    ));
+    assert!(matches!(Prepared::PHASE.stage(), MachineStage::Prepared));
+    assert!(matches!(Running::PHASE.stage(), MachineStage::Running));
+};
 
 /// A lifecycle at stage `S`. See the [module docs](self).
 pub struct Lifecycle<S: Stage> {
@@ -161,7 +178,8 @@ impl<S: Stage> Lifecycle<S> {
         self.machine.config()
     }
 
-    /// Wraps a machine whose phase is this stage's; gives it back otherwise.
+    /// Wraps a machine whose stage is this type's ([`Stage::STAGE`]); gives it back
+    /// otherwise.
     ///
     /// For [`Running`], any phase from [`Phase::Starting`] up to (not including)
     /// [`Phase::Exited`] matches.
@@ -169,14 +187,8 @@ impl<S: Stage> Lifecycle<S> {
     // once, not on a hot path, so its size does not matter here.
     #[allow(clippy::result_large_err)]
     pub fn try_from_machine(machine: Machine) -> Result<Self, Machine> {
-        let phase = machine.phase();
-        let matches = if S::PHASE == Phase::Starting {
-            phase >= Phase::Starting && phase < Phase::Exited
-        } else {
-            phase == S::PHASE
-        };
         match S::data(&machine) {
-            Some(data) if matches => Ok(Self::wrap(machine, data)),
+            Some(data) if machine.stage() == S::STAGE => Ok(Self::wrap(machine, data)),
             _ => Err(machine),
         }
     }

@@ -56,11 +56,25 @@ use alloc::vec::Vec;
 use core::fmt;
 use core::time::Duration;
 
-use crate::config::{Config, ShutdownMode};
-use crate::health::is_valid_check_name;
-use crate::shared::{Check, CheckFn, CheckKind, EndpointSet, PostStartState, RunStage, Shared};
+use crate::config::Config;
+use crate::shared::{CheckFn, EndpointSet, PostStartState, Shared};
 use crate::signal::Signal;
 use crate::time::{duration_nanos_saturating, Instant};
+
+// The machine is written in four more files: `io`, the vocabulary (inputs, events, ids,
+// errors); `register`, registration and `prepare`; `dag`, `advance` and the drains, the
+// one place signals fire; `timer`, the deadline table. This file holds the state and the
+// input handling.
+mod dag;
+mod io;
+mod register;
+mod timer;
+
+pub use self::io::{
+    DrainPlan, Event, ExitReason, HookId, HookKind, HookOutcome, Input, InputError, ListenerId,
+    MuxSignalId, RegisterError, StopSource,
+};
+use self::timer::TimerTable;
 
 /// How long the process waits, after the drain, for connections to close once the HTTP
 /// shutdown timeout has passed, so that the bytes of the last responses (a stream's final
@@ -74,349 +88,7 @@ pub const DESTROY_HOOKS_TIMEOUT: Duration = Duration::from_secs(5);
 /// How often the machine reports drain progress while draining.
 pub const DRAIN_PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
 
-pub use crate::phase::Phase;
-
-/// Kinds of hooks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum HookKind {
-    /// Runs concurrently with the shutdown delay, from `ShutdownInitiated`.
-    PreShutdown,
-    /// Runs once every listener serves; adds a `poststarthook/<name>` health check.
-    PostStart,
-    /// Runs after `InFlightRequestsDrained` (flush logs, traces, exporters).
-    AfterDrain,
-    /// Runs once at exit, on every exit path; its outcome does not change the exit code.
-    Destroy,
-}
-
-impl HookKind {
-    /// A short name for logs.
-    #[must_use]
-    pub const fn name(self) -> &'static str {
-        match self {
-            HookKind::PreShutdown => "pre-shutdown",
-            HookKind::PostStart => "post-start",
-            HookKind::AfterDrain => "after-drain",
-            HookKind::Destroy => "destroy",
-        }
-    }
-}
-
-/// A registered hook.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct HookId(pub(crate) u16);
-
-/// A registered listener.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ListenerId(pub(crate) u16);
-
-/// A registered readiness-of-routes signal (`MuxAndDiscoveryComplete` waits for all).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct MuxSignalId(pub(crate) u16);
-
-impl HookId {
-    /// An id from its raw index, for fuzzers and reference-model tests. The machine rejects
-    /// ids that were not registered with a typed error.
-    #[must_use]
-    pub const fn from_raw(index: u16) -> Self {
-        HookId(index)
-    }
-
-    /// The index in registration order (across all kinds).
-    #[must_use]
-    pub const fn index(self) -> usize {
-        self.0 as usize
-    }
-}
-
-impl ListenerId {
-    /// An id from its raw index, for fuzzers and reference-model tests. The machine rejects
-    /// ids that were not registered with a typed error.
-    #[must_use]
-    pub const fn from_raw(index: u16) -> Self {
-        ListenerId(index)
-    }
-
-    /// The index in registration order.
-    #[must_use]
-    pub const fn index(self) -> usize {
-        self.0 as usize
-    }
-}
-
-impl MuxSignalId {
-    /// An id from its raw index, for fuzzers and reference-model tests. The machine rejects
-    /// ids that were not registered with a typed error.
-    #[must_use]
-    pub const fn from_raw(index: u16) -> Self {
-        MuxSignalId(index)
-    }
-
-    /// The index in registration order.
-    #[must_use]
-    pub const fn index(self) -> usize {
-        self.0 as usize
-    }
-}
-
-/// How a hook ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum HookOutcome {
-    /// It returned success.
-    Succeeded,
-    /// It returned an error.
-    Failed,
-    /// It panicked; counted as failed.
-    Panicked,
-}
-
-impl HookOutcome {
-    /// Whether the hook failed (error or panic).
-    #[must_use]
-    pub const fn is_failure(self) -> bool {
-        !matches!(self, HookOutcome::Succeeded)
-    }
-}
-
-/// What asked for termination.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum StopSource {
-    /// SIGTERM or SIGINT. A second one forces exit 1 at once.
-    Signal,
-    /// `request_shutdown()` from code; repeating it changes nothing.
-    Api,
-}
-
-/// Why the process exits.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ExitReason {
-    /// A graceful termination with nothing failed.
-    Graceful,
-    /// A graceful termination during which a hook failed or panicked, or a listener failed.
-    Failure,
-    /// A second signal forced exit.
-    SecondSignal,
-}
-
-impl fmt::Display for ExitReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            ExitReason::Graceful => "graceful termination completed",
-            ExitReason::Failure => "graceful termination completed after a failure",
-            ExitReason::SecondSignal => "second signal received, exiting at once",
-        })
-    }
-}
-
-/// The plan for the drains, decided at `NotAcceptingNewRequest`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DrainPlan {
-    /// Normal requests in flight when the gate closed.
-    pub normal_in_flight: usize,
-    /// Long-running requests in flight when the gate closed.
-    pub long_running_in_flight: usize,
-    /// When the normal drain gives up (`None`: no request timeout, it waits without bound).
-    pub normal_deadline: Option<Instant>,
-    /// When the long-running drain gives up (`None`: not waited for, grace period 0).
-    pub long_running_deadline: Option<Instant>,
-    /// The interval between paced long-running completions
-    /// (`1 / max(count / grace, min_watch_drain_qps)`), if pacing.
-    pub pacing_interval: Option<Duration>,
-}
-
-/// An input to the machine.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Input {
-    /// Freeze the registrations and build the shared state (typestate: `prepare`).
-    Prepare,
-    /// Start running (typestate: `start`). Listeners are then bound by the driver.
-    Start,
-    /// A listener is bound and serving.
-    ListenerServing(ListenerId),
-    /// A hook the machine asked to run has ended.
-    HookFinished {
-        /// Which hook.
-        hook: HookId,
-        /// How it ended.
-        outcome: HookOutcome,
-    },
-    /// A readiness-of-routes signal fired (idempotent).
-    MuxSignalFired(MuxSignalId),
-    /// Termination was requested.
-    StopRequested(StopSource),
-    /// The gate notified its listeners: a wait group may have drained. Cheap; send it
-    /// whenever in doubt.
-    DrainProgress,
-    /// A listener stopped accepting (after [`Event::StopListening`], or because it failed).
-    ListenerStopped(ListenerId),
-    /// A listener's server finished: every connection closed.
-    ServerStopped(ListenerId),
-    /// The runtime ended this listener's connections on its own (a shutdown timeout of its
-    /// own, say) while lameduck still allowed them to run. Termination starts if it has
-    /// not, and the exit code will be 1.
-    ConnectionsCut(ListenerId),
-}
-
-/// An output of the machine; see [`Machine::poll_event`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Event {
-    /// A lifecycle signal fired. Log it (`[graceful-termination] shutdown event name=…`).
-    Signal {
-        /// Which.
-        signal: Signal,
-        /// When.
-        at: Instant,
-    },
-    /// Every listener serves: tell systemd `READY=1`.
-    NotifyReady,
-    /// Run every post-start hook concurrently; report each with [`Input::HookFinished`].
-    RunPostStartHooks,
-    /// Tell systemd `STOPPING=1`.
-    NotifyStopping,
-    /// Run every pre-shutdown hook concurrently; report each with [`Input::HookFinished`].
-    RunPreShutdownHooks,
-    /// The gate closed (`NotAcceptingNewRequest`). End keep-alive on every connection after
-    /// its current response (HTTP/1 `Connection: close`, HTTP/2 GOAWAY); long-running
-    /// handlers learn it through [`Shared::signal_fired`]. Wait on the gate and send
-    /// [`Input::DrainProgress`] when it notifies.
-    DrainStarted(DrainPlan),
-    /// Drain progress, about once a second while draining: log it.
-    DrainProgress {
-        /// Normal requests still in flight.
-        normal_in_flight: usize,
-        /// Long-running requests still in flight.
-        long_running_in_flight: usize,
-    },
-    /// The normal drain ended.
-    NormalDrainFinished {
-        /// Requests still in flight (non-zero only when the deadline passed).
-        remaining: usize,
-        /// Whether it ended at its deadline.
-        timed_out: bool,
-    },
-    /// The long-running drain ended.
-    LongRunningDrainFinished {
-        /// Long-running requests in flight when it began.
-        before: usize,
-        /// Still in flight when it ended.
-        after: usize,
-        /// Whether it ended at the grace deadline.
-        timed_out: bool,
-        /// Whether it was not waited for at all (grace period 0).
-        skipped: bool,
-    },
-    /// Stop every listener (close the listening sockets) and shut the servers down
-    /// gracefully: close idle connections, end keep-alive (HTTP/1 `Connection: close`,
-    /// HTTP/2 GOAWAY) and let active connections finish. The machine waits for
-    /// [`Input::ServerStopped`] until `shutdown_deadline`.
-    StopListening {
-        /// The HTTP shutdown deadline (`None`: unbounded).
-        shutdown_deadline: Option<Instant>,
-    },
-    /// The HTTP shutdown timeout passed before every server stopped. The machine stops
-    /// waiting for the servers and **closes nothing**: active connections (a long-running
-    /// stream inside its grace period, say) keep being served, bounded by their own
-    /// deadlines. Log it.
-    HttpShutdownTimedOut,
-    /// A runtime ended connections of this listener before lameduck's bounds allowed it
-    /// (reported with [`Input::ConnectionsCut`]): the drain is not complete, and the exit
-    /// code will be 1.
-    ConnectionsCut(ListenerId),
-    /// Run every after-drain hook; report each with [`Input::HookFinished`].
-    RunAfterDrainHooks,
-    /// A hook failed or panicked; the process will exit 1 at the end.
-    HookFailed {
-        /// Which hook ([`Machine::hook_name`] names it).
-        hook: HookId,
-        /// How.
-        outcome: HookOutcome,
-    },
-    /// A listener stopped before it was asked to; termination starts and the exit code
-    /// will be 1.
-    ListenerFailed(ListenerId),
-    /// Run the destroy hooks, once, one after the other in registration order; report each
-    /// with [`Input::HookFinished`]. [`Event::Exit`] follows once they have all finished, or
-    /// [`DESTROY_HOOKS_TIMEOUT`] after this event, or at once on a second stop signal.
-    RunDestroyHooks,
-    /// Exit the process with `code`.
-    Exit {
-        /// 0 or 1.
-        code: u8,
-        /// Why.
-        reason: ExitReason,
-    },
-}
-
-/// An error from registration.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum RegisterError {
-    /// Registration is closed (hooks and checks: after prepare; listeners: after start).
-    #[error("unable to add {what} {name:?} because registrations are closed")]
-    AlreadyPrepared {
-        /// What was being added.
-        what: &'static str,
-        /// Its name.
-        name: String,
-    },
-    /// The name is empty or malformed.
-    #[error("invalid {what} name {name:?}")]
-    InvalidName {
-        /// What was being added.
-        what: &'static str,
-        /// Its name.
-        name: String,
-    },
-    /// The name is taken.
-    #[error("unable to add {what} {name:?} because it is already registered")]
-    Duplicate {
-        /// What was being added.
-        what: &'static str,
-        /// Its name.
-        name: String,
-    },
-    /// More than 65,535 registrations of one kind.
-    #[error("too many {what} registrations")]
-    TooMany {
-        /// What was being added.
-        what: &'static str,
-    },
-}
-
-/// An input that is illegal in the machine's current state. The machine is unchanged.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum InputError {
-    /// The input needs another phase.
-    #[error("{input} is not legal in phase {phase:?}")]
-    WrongPhase {
-        /// The input's name.
-        input: &'static str,
-        /// The machine's phase.
-        phase: Phase,
-    },
-    /// No such hook.
-    #[error("unknown hook {0:?}")]
-    UnknownHook(HookId),
-    /// The hook was not asked to run, or already reported.
-    #[error("hook {0:?} is not running")]
-    HookNotRunning(HookId),
-    /// No such listener.
-    #[error("unknown listener {0:?}")]
-    UnknownListener(ListenerId),
-    /// The listener already reported this.
-    #[error("listener {listener:?} already reported {input}")]
-    ListenerRepeated {
-        /// Which.
-        listener: ListenerId,
-        /// The input's name.
-        input: &'static str,
-    },
-    /// A server cannot stop before its listener.
-    #[error("server {0:?} stopped before its listener")]
-    ServerBeforeListener(ListenerId),
-    /// No such readiness-of-routes signal.
-    #[error("unknown readiness-of-routes signal {0:?}")]
-    UnknownMuxSignal(MuxSignalId),
-}
+pub use crate::phase::{MachineStage, Phase};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum HookState {
@@ -446,60 +118,6 @@ struct PendingCheck {
     check: CheckFn,
 }
 
-/// The machine's timers, one deadline slot each.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Timer {
-    /// `ShutdownInitiated + shutdown_delay`: `AfterShutdownDelayDuration`.
-    ShutdownDelay,
-    /// `NotAcceptingNewRequest + request_timeout`: the normal drain gives up.
-    NormalDrain,
-    /// `NotAcceptingNewRequest + grace`: the long-running drain gives up.
-    LongRunningDrain,
-    /// The HTTP shutdown timeout: stop waiting for the servers (closing nothing).
-    HttpShutdown,
-    /// The next drain progress report.
-    DrainProgress,
-    /// After the drain, the end of the wait for connections to close
-    /// ([`CONNECTION_CLOSE_LINGER`]).
-    CloseLinger,
-    /// The destroy hooks' time is up.
-    DestroyHooks,
-}
-
-impl Timer {
-    const COUNT: usize = 7;
-}
-
-/// One optional deadline per [`Timer`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct TimerTable([Option<Instant>; Timer::COUNT]);
-
-impl TimerTable {
-    fn set(&mut self, timer: Timer, at: Option<Instant>) {
-        self.0[timer as usize] = at;
-    }
-
-    fn stop(&mut self, timer: Timer) {
-        self.0[timer as usize] = None;
-    }
-
-    fn is_armed(&self, timer: Timer) -> bool {
-        self.0[timer as usize].is_some()
-    }
-
-    fn is_due(&self, timer: Timer, now: Instant) -> bool {
-        self.0[timer as usize].is_some_and(|d| d <= now)
-    }
-
-    fn next(&self) -> Option<Instant> {
-        self.0.iter().flatten().min().copied()
-    }
-
-    fn clear(&mut self) {
-        self.0 = [None; Timer::COUNT];
-    }
-}
-
 /// How far the wait for the servers to stop has got, once the listeners were told to stop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum ServerWait {
@@ -514,10 +132,37 @@ enum ServerWait {
     Done,
 }
 
+/// One of the two drains (normal, long-running), from `NotAcceptingNewRequest` until it
+/// ends; `InFlightRequestsDrained` fires when both have finished.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum DrainState {
+    /// The gate is open.
+    NotStarted,
+    /// Waiting for the requests in flight, `before` of them when the gate closed.
+    Running {
+        /// Requests in flight when the gate closed.
+        before: usize,
+    },
+    /// Drained, timed out, or (long-running with grace period 0) not waited for.
+    Finished,
+}
+
+/// Whether termination was asked for, and how.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StopRequest {
+    /// Nobody asked.
+    NotRequested,
+    /// A failure started it (a post-start hook failed, a listener died, connections were
+    /// cut): a later OS signal is still the first stop event.
+    Failure,
+    /// A stop event (an OS signal or the API): a further OS signal exits at once.
+    Event,
+}
+
 /// The lifecycle state machine. See the [module docs](self).
 pub struct Machine {
     config: Config,
-    phase_gate: Stage,
+    stage: MachineStage,
     hooks: Vec<Hook>,
     listener_names: Vec<String>,
     listeners: Vec<ListenerState>,
@@ -528,26 +173,16 @@ pub struct Machine {
     timers: TimerTable,
     events: VecDeque<Event>,
     // Facts the DAG is computed from. Signals themselves live in `Shared`.
-    stop_requested: bool,
-    /// A stop was requested from outside (an OS signal or the API): a further OS signal
-    /// exits at once.
-    stop_event_seen: bool,
+    stop: StopRequest,
+    /// A hook or listener failed: the exit code will be 1.
     failed: bool,
+    /// `NotifyReady` was sent (every listener served once).
     announced_serving: bool,
-    normal_drained: bool,
-    long_running_drained: bool,
-    long_running_before: usize,
+    normal_drain: DrainState,
+    long_running_drain: DrainState,
     server_wait: ServerWait,
     /// The exit decided once the termination completed, while the destroy hooks run.
     exiting: Option<(u8, ExitReason)>,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Stage {
-    Configuring,
-    Prepared,
-    Running,
-    Exited,
 }
 
 impl fmt::Debug for Machine {
@@ -560,17 +195,13 @@ impl fmt::Debug for Machine {
     }
 }
 
-fn id16(len: usize, what: &'static str) -> Result<u16, RegisterError> {
-    u16::try_from(len).map_err(|_| RegisterError::TooMany { what })
-}
-
 impl Machine {
     /// A machine in [`Phase::Configuring`].
     #[must_use]
     pub fn new(config: Config) -> Self {
         Machine {
             config,
-            phase_gate: Stage::Configuring,
+            stage: MachineStage::Configuring,
             hooks: Vec::new(),
             listener_names: Vec::new(),
             listeners: Vec::new(),
@@ -580,13 +211,11 @@ impl Machine {
             shared: None,
             timers: TimerTable::default(),
             events: VecDeque::new(),
-            stop_requested: false,
-            stop_event_seen: false,
+            stop: StopRequest::NotRequested,
             failed: false,
             announced_serving: false,
-            normal_drained: false,
-            long_running_drained: false,
-            long_running_before: 0,
+            normal_drain: DrainState::NotStarted,
+            long_running_drain: DrainState::NotStarted,
             server_wait: ServerWait::NotStarted,
             exiting: None,
         }
@@ -596,129 +225,6 @@ impl Machine {
     #[must_use]
     pub fn config(&self) -> &Config {
         &self.config
-    }
-
-    fn check_configuring(&self, what: &'static str, name: &str) -> Result<(), RegisterError> {
-        if self.phase_gate != Stage::Configuring {
-            return Err(RegisterError::AlreadyPrepared {
-                what,
-                name: name.into(),
-            });
-        }
-        if !is_valid_check_name(name) {
-            return Err(RegisterError::InvalidName {
-                what,
-                name: name.into(),
-            });
-        }
-        Ok(())
-    }
-
-    /// Registers a hook of `kind` named `name`.
-    pub fn add_hook(&mut self, kind: HookKind, name: &str) -> Result<HookId, RegisterError> {
-        let what = kind.name();
-        self.check_configuring(what, name)?;
-        if self.hooks.iter().any(|h| h.kind == kind && h.name == name) {
-            return Err(RegisterError::Duplicate {
-                what,
-                name: name.into(),
-            });
-        }
-        if kind == HookKind::PostStart {
-            self.check_name_free_for_check(&post_start_check_name(name), what)?;
-        }
-        let id = HookId(id16(self.hooks.len(), what)?);
-        let post_start_slot = self
-            .hooks
-            .iter()
-            .filter(|h| h.kind == HookKind::PostStart)
-            .count();
-        self.hooks.push(Hook {
-            name: name.into(),
-            kind,
-            state: HookState::Registered,
-            post_start_slot,
-        });
-        Ok(id)
-    }
-
-    fn check_name_free_for_check(
-        &self,
-        name: &str,
-        what: &'static str,
-    ) -> Result<(), RegisterError> {
-        let taken = matches!(name, "ping" | "shutdown")
-            || self.pending_checks.iter().any(|c| c.name == name)
-            || self
-                .hooks
-                .iter()
-                .any(|h| h.kind == HookKind::PostStart && post_start_check_name(&h.name) == name);
-        if taken {
-            return Err(RegisterError::Duplicate {
-                what,
-                name: name.into(),
-            });
-        }
-        Ok(())
-    }
-
-    /// Registers a listener (one server of this lifecycle). Legal while configuring and
-    /// once prepared (servers are usually built from the prepared shared state), not after
-    /// start.
-    pub fn add_listener(&mut self, name: &str) -> Result<ListenerId, RegisterError> {
-        if self.phase_gate == Stage::Prepared {
-            if !is_valid_check_name(name) {
-                return Err(RegisterError::InvalidName {
-                    what: "listener",
-                    name: name.into(),
-                });
-            }
-        } else {
-            self.check_configuring("listener", name)?;
-        }
-        if self.listener_names.iter().any(|n| n == name) {
-            return Err(RegisterError::Duplicate {
-                what: "listener",
-                name: name.into(),
-            });
-        }
-        let id = ListenerId(id16(self.listeners.len(), "listener")?);
-        self.listener_names.push(name.into());
-        self.listeners.push(ListenerState::default());
-        Ok(id)
-    }
-
-    /// Registers a readiness-of-routes signal.
-    pub fn add_mux_signal(&mut self, name: &str) -> Result<MuxSignalId, RegisterError> {
-        self.check_configuring("readiness-of-routes signal", name)?;
-        if self.mux_names.iter().any(|n| n == name) {
-            return Err(RegisterError::Duplicate {
-                what: "readiness-of-routes signal",
-                name: name.into(),
-            });
-        }
-        let id = MuxSignalId(id16(self.mux_names.len(), "readiness-of-routes signal")?);
-        self.mux_names.push(name.into());
-        self.mux_fired.push(false);
-        Ok(id)
-    }
-
-    /// Registers a user health check on `endpoints`. Checks run in registration order, after
-    /// `ping` and the post-start hook checks registered before them, and before `shutdown`.
-    pub fn add_health_check(
-        &mut self,
-        name: &str,
-        endpoints: EndpointSet,
-        check: CheckFn,
-    ) -> Result<(), RegisterError> {
-        self.check_configuring("health check", name)?;
-        self.check_name_free_for_check(name, "health check")?;
-        self.pending_checks.push(PendingCheck {
-            name: name.into(),
-            endpoints,
-            check,
-        });
-        Ok(())
     }
 
     /// The name of a hook.
@@ -779,6 +285,13 @@ impl Machine {
         }
     }
 
+    /// The coarse stage, which decides the legal registrations and inputs
+    /// (`self.phase().stage()`).
+    #[must_use]
+    pub fn stage(&self) -> MachineStage {
+        self.stage
+    }
+
     /// Whether `signal` has fired.
     #[must_use]
     pub fn has_fired(&self, signal: Signal) -> bool {
@@ -811,7 +324,7 @@ impl Machine {
 
     /// Advances time to `now`: fires every timer that is due.
     pub fn handle_timeout(&mut self, now: Instant) {
-        if self.phase_gate == Stage::Running {
+        if self.stage == MachineStage::Running {
             self.advance(now);
         }
     }
@@ -822,20 +335,20 @@ impl Machine {
         let wrong = |input: &'static str| Err(InputError::WrongPhase { input, phase });
         match input {
             Input::Prepare => {
-                if self.phase_gate != Stage::Configuring {
+                if self.stage != MachineStage::Configuring {
                     return wrong("Prepare");
                 }
                 let _shared = self.prepare();
                 return Ok(());
             }
             Input::Start => {
-                if self.phase_gate != Stage::Prepared {
+                if self.stage != MachineStage::Prepared {
                     return wrong("Start");
                 }
                 self.start(now);
                 return Ok(());
             }
-            _ if self.phase_gate != Stage::Running => return wrong(input_name(&input)),
+            _ if self.stage != MachineStage::Running => return wrong(input.name()),
             Input::ListenerServing(id) => {
                 let l = self.listener_mut(id)?;
                 if l.serving || l.stopped {
@@ -874,7 +387,7 @@ impl Machine {
                     if kind == HookKind::PostStart {
                         // A failing post-start hook starts a graceful termination (not a stop
                         // event: a later signal is still the first one).
-                        self.stop_requested = true;
+                        self.stop_after_failure();
                     }
                 }
             }
@@ -886,7 +399,7 @@ impl Machine {
                 *fired = true;
             }
             Input::StopRequested(source) => {
-                if self.stop_event_seen {
+                if self.stop == StopRequest::Event {
                     if source == StopSource::Signal {
                         // The second stop event: exit at once, no hooks, no drain.
                         self.exit(1, ExitReason::SecondSignal);
@@ -894,8 +407,7 @@ impl Machine {
                     // A repeated `request_shutdown()` changes nothing.
                     return Ok(());
                 }
-                self.stop_event_seen = true;
-                self.stop_requested = true;
+                self.stop = StopRequest::Event;
             }
             Input::DrainProgress => {}
             Input::ListenerStopped(id) => {
@@ -911,7 +423,7 @@ impl Machine {
                 if !sent {
                     // The listener died on its own: terminate, and exit 1 at the end.
                     self.failed = true;
-                    self.stop_requested = true;
+                    self.stop_after_failure();
                     self.events.push_back(Event::ListenerFailed(id));
                 }
             }
@@ -931,12 +443,19 @@ impl Machine {
             Input::ConnectionsCut(id) => {
                 self.listener_mut(id)?;
                 self.failed = true;
-                self.stop_requested = true;
+                self.stop_after_failure();
                 self.events.push_back(Event::ConnectionsCut(id));
             }
         }
         self.advance(now);
         Ok(())
+    }
+
+    /// A failure starts a graceful termination, unless one was asked for already.
+    fn stop_after_failure(&mut self) {
+        if self.stop == StopRequest::NotRequested {
+            self.stop = StopRequest::Failure;
+        }
     }
 
     fn listener_mut(&mut self, id: ListenerId) -> Result<&mut ListenerState, InputError> {
@@ -945,336 +464,14 @@ impl Machine {
             .ok_or(InputError::UnknownListener(id))
     }
 
-    /// Starts running. Only called in [`Stage::Prepared`] (checked by `handle_input`, or by
+    /// Starts running. Only called in [`MachineStage::Prepared`] (checked by `handle_input`, or by
     /// the typestate API's types).
     pub(crate) fn start(&mut self, now: Instant) {
-        self.phase_gate = Stage::Running;
+        self.stage = MachineStage::Running;
         if let Some(s) = &self.shared {
             s.set_started(now);
         }
         self.advance(now);
-    }
-
-    /// Freezes the registrations and builds the shared state. Only called in
-    /// [`Stage::Configuring`] (checked by `handle_input`, or by the typestate API's types).
-    pub(crate) fn prepare(&mut self) -> Arc<Shared> {
-        // Check order as kube-apiserver: ping, post-start hooks and user checks in
-        // registration order, then `shutdown` (readyz only) last.
-        let mut checks = Vec::with_capacity(self.pending_checks.len() + self.hooks.len() + 2);
-        checks.push(Check {
-            name: "ping".into(),
-            endpoints: EndpointSet::ALL,
-            kind: CheckKind::Ping,
-        });
-        for h in self.hooks.iter().filter(|h| h.kind == HookKind::PostStart) {
-            checks.push(Check {
-                name: post_start_check_name(&h.name),
-                endpoints: EndpointSet::ALL,
-                kind: CheckKind::PostStartHook {
-                    slot: h.post_start_slot,
-                },
-            });
-        }
-        for c in self.pending_checks.drain(..) {
-            checks.push(Check {
-                name: c.name,
-                endpoints: c.endpoints,
-                kind: CheckKind::User(c.check),
-            });
-        }
-        checks.push(Check {
-            name: "shutdown".into(),
-            endpoints: EndpointSet::READYZ,
-            kind: CheckKind::Shutdown,
-        });
-        let post_start = self
-            .hooks
-            .iter()
-            .filter(|h| h.kind == HookKind::PostStart)
-            .count();
-        let shared = Arc::new(Shared::new(self.config.clone(), checks, post_start));
-        self.shared = Some(Arc::clone(&shared));
-        self.phase_gate = Stage::Prepared;
-        shared
-    }
-
-    fn fire(&mut self, signal: Signal, now: Instant) {
-        let Some(shared) = &self.shared else { return };
-        if shared.fire(signal, now) {
-            self.events.push_back(Event::Signal { signal, at: now });
-        }
-    }
-
-    fn timer_due(&self, t: Timer, now: Instant) -> bool {
-        self.timers.is_due(t, now)
-    }
-
-    fn hooks_of(&self, kind: HookKind) -> impl Iterator<Item = &Hook> {
-        self.hooks.iter().filter(move |h| h.kind == kind)
-    }
-
-    fn start_hooks(&mut self, kind: HookKind) -> bool {
-        let mut any = false;
-        for h in self.hooks.iter_mut().filter(|h| h.kind == kind) {
-            h.state = HookState::Running;
-            any = true;
-        }
-        any
-    }
-
-    fn all_done(&self, kind: HookKind) -> bool {
-        self.hooks_of(kind)
-            .all(|h| matches!(h.state, HookState::Done(_)))
-    }
-
-    /// Computes the DAG: fires every signal and emits every event whose preconditions hold
-    /// at `now`, until nothing more changes.
-    fn advance(&mut self, now: Instant) {
-        let Some(shared) = self.shared.clone() else {
-            return;
-        };
-        let gate = shared.gate();
-        let fired = |s: Signal| shared.has_fired(s);
-
-        // Start-up.
-        if !fired(Signal::MuxAndDiscoveryComplete)
-            && !fired(Signal::ShutdownInitiated)
-            && !self.stop_requested
-            && self.mux_fired.iter().all(|f| *f)
-        {
-            self.fire(Signal::MuxAndDiscoveryComplete, now);
-        }
-        if !self.announced_serving && self.listeners.iter().all(|l| l.serving) {
-            self.announced_serving = true;
-            shared.set_run_stage(RunStage::Serving);
-            self.events.push_back(Event::NotifyReady);
-            if self.start_hooks(HookKind::PostStart) {
-                self.events.push_back(Event::RunPostStartHooks);
-            }
-        }
-
-        // The lame-duck window.
-        if self.stop_requested && !fired(Signal::ShutdownInitiated) {
-            self.fire(Signal::ShutdownInitiated, now);
-            self.events.push_back(Event::NotifyStopping);
-            self.timers.set(
-                Timer::ShutdownDelay,
-                Some(now + self.config.shutdown_delay()),
-            );
-            if self.start_hooks(HookKind::PreShutdown) {
-                self.events.push_back(Event::RunPreShutdownHooks);
-            }
-        }
-        if fired(Signal::ShutdownInitiated)
-            && !fired(Signal::AfterShutdownDelayDuration)
-            && self.timer_due(Timer::ShutdownDelay, now)
-        {
-            self.timers.stop(Timer::ShutdownDelay);
-            self.fire(Signal::AfterShutdownDelayDuration, now);
-        }
-        if fired(Signal::ShutdownInitiated)
-            && !fired(Signal::PreShutdownHooksStopped)
-            && self.all_done(HookKind::PreShutdown)
-        {
-            self.fire(Signal::PreShutdownHooksStopped, now);
-        }
-
-        // Stop accepting.
-        if fired(Signal::AfterShutdownDelayDuration)
-            && fired(Signal::PreShutdownHooksStopped)
-            && !fired(Signal::NotAcceptingNewRequest)
-        {
-            self.begin_drain(&shared, now);
-        }
-
-        // The drains.
-        if fired(Signal::NotAcceptingNewRequest) && !fired(Signal::InFlightRequestsDrained) {
-            if !self.normal_drained {
-                let timed_out = self.timer_due(Timer::NormalDrain, now);
-                if gate.normal_drained() || timed_out {
-                    self.normal_drained = true;
-                    self.timers.stop(Timer::NormalDrain);
-                    self.events.push_back(Event::NormalDrainFinished {
-                        remaining: gate.normal_in_flight(),
-                        timed_out: timed_out && !gate.normal_drained(),
-                    });
-                }
-            }
-            if !self.long_running_drained {
-                let timed_out = self.timer_due(Timer::LongRunningDrain, now);
-                if gate.long_running_drained() || timed_out {
-                    self.long_running_drained = true;
-                    self.timers.stop(Timer::LongRunningDrain);
-                    self.events.push_back(Event::LongRunningDrainFinished {
-                        before: self.long_running_before,
-                        after: gate.long_running_in_flight(),
-                        timed_out: timed_out && !gate.long_running_drained(),
-                        skipped: false,
-                    });
-                }
-            }
-            if self.timer_due(Timer::DrainProgress, now) {
-                self.timers
-                    .set(Timer::DrainProgress, Some(now + DRAIN_PROGRESS_INTERVAL));
-                self.events.push_back(Event::DrainProgress {
-                    normal_in_flight: gate.normal_in_flight(),
-                    long_running_in_flight: gate.long_running_in_flight(),
-                });
-            }
-            if self.normal_drained && self.long_running_drained {
-                self.timers.stop(Timer::DrainProgress);
-                self.fire(Signal::InFlightRequestsDrained, now);
-                if self.start_hooks(HookKind::AfterDrain) {
-                    self.events.push_back(Event::RunAfterDrainHooks);
-                }
-                if self.config.mode() == ShutdownMode::SendRetryAfter {
-                    self.stop_listening(now);
-                }
-                if self.server_wait == ServerWait::TimedOut {
-                    self.arm_close_linger(now);
-                }
-            }
-        }
-
-        // The listeners and their servers.
-        if self.server_wait != ServerWait::NotStarted
-            && !fired(Signal::HTTPServerStoppedListening)
-            && self.listeners.iter().all(|l| l.stopped)
-        {
-            self.fire(Signal::HTTPServerStoppedListening, now);
-        }
-        if matches!(self.server_wait, ServerWait::Waiting | ServerWait::TimedOut)
-            && self.listeners.iter().all(|l| l.server_stopped)
-        {
-            self.server_wait = ServerWait::Done;
-            self.timers.stop(Timer::HttpShutdown);
-            self.timers.stop(Timer::CloseLinger);
-        }
-        if self.server_wait == ServerWait::Waiting && self.timer_due(Timer::HttpShutdown, now) {
-            // Go's `Server.Shutdown(ctx)` at its deadline: stop waiting, close nothing.
-            self.timers.stop(Timer::HttpShutdown);
-            self.server_wait = ServerWait::TimedOut;
-            self.events.push_back(Event::HttpShutdownTimedOut);
-        }
-        if self.timer_due(Timer::CloseLinger, now) {
-            self.timers.stop(Timer::CloseLinger);
-        }
-
-        // Exit: destroy hooks, then the exit itself.
-        let servers_done = match self.server_wait {
-            ServerWait::Done => true,
-            ServerWait::TimedOut => !self.timers.is_armed(Timer::CloseLinger),
-            ServerWait::NotStarted | ServerWait::Waiting => false,
-        };
-        if self.exiting.is_none()
-            && fired(Signal::InFlightRequestsDrained)
-            && fired(Signal::HTTPServerStoppedListening)
-            && servers_done
-            && self.all_done(HookKind::AfterDrain)
-        {
-            let decided = if self.failed {
-                (1, ExitReason::Failure)
-            } else {
-                (0, ExitReason::Graceful)
-            };
-            self.exiting = Some(decided);
-            if self.start_hooks(HookKind::Destroy) {
-                self.events.push_back(Event::RunDestroyHooks);
-                self.timers
-                    .set(Timer::DestroyHooks, Some(now + DESTROY_HOOKS_TIMEOUT));
-            }
-        }
-        if let Some((code, reason)) = self.exiting {
-            if self.all_done(HookKind::Destroy) || self.timer_due(Timer::DestroyHooks, now) {
-                self.exit(code, reason);
-            }
-        }
-    }
-
-    /// After the drain, with the HTTP shutdown timeout passed: give the connections
-    /// [`CONNECTION_CLOSE_LINGER`] to close, but never past
-    /// `NotAcceptingNewRequest + max(request_timeout, grace)`.
-    fn arm_close_linger(&mut self, now: Instant) {
-        let Some(n) = self.fired_at(Signal::NotAcceptingNewRequest) else {
-            return;
-        };
-        let bound = n + self
-            .config
-            .request_timeout()
-            .max(self.config.shutdown_watch_termination_grace_period());
-        let until = (now + CONNECTION_CLOSE_LINGER).min(bound);
-        if until > now {
-            self.timers.set(Timer::CloseLinger, Some(until));
-        }
-    }
-
-    fn begin_drain(&mut self, shared: &Shared, now: Instant) {
-        // Close the gate and start pacing *before* publishing NotAcceptingNewRequest: a
-        // long-running handler woken by the signal must already find its paced slot.
-        let gate = shared.gate();
-        let (normal, long_running) = gate.close();
-        self.long_running_before = long_running;
-        let request_timeout = self.config.request_timeout();
-        // Every normal request is released at the latest `request_timeout` after its
-        // admission (504 or abort), so the normal drain ends by then.
-        let normal_deadline = (!request_timeout.is_zero()).then(|| now + request_timeout);
-        self.timers.set(Timer::NormalDrain, normal_deadline);
-
-        let grace = self.config.shutdown_watch_termination_grace_period();
-        let mut plan = DrainPlan {
-            normal_in_flight: normal,
-            long_running_in_flight: long_running,
-            normal_deadline,
-            long_running_deadline: None,
-            pacing_interval: None,
-        };
-        if !grace.is_zero() {
-            let deadline = now + grace;
-            let interval = pacing_interval(long_running, grace, self.config.min_watch_drain_qps());
-            gate.start_pacing(now, interval, deadline);
-            self.timers.set(Timer::LongRunningDrain, Some(deadline));
-            plan.long_running_deadline = Some(deadline);
-            plan.pacing_interval = Some(interval);
-        }
-        self.fire(Signal::NotAcceptingNewRequest, now);
-        if grace.is_zero() {
-            // Not waited for (kube-apiserver: "not going to wait for active watch
-            // request(s) to drain"). They are still told to end through the signal.
-            self.long_running_drained = true;
-            self.events.push_back(Event::LongRunningDrainFinished {
-                before: long_running,
-                after: long_running,
-                timed_out: false,
-                skipped: true,
-            });
-        }
-        self.timers
-            .set(Timer::DrainProgress, Some(now + DRAIN_PROGRESS_INTERVAL));
-        self.events.push_back(Event::DrainStarted(plan));
-        if self.config.mode() == ShutdownMode::CloseListener {
-            self.stop_listening(now);
-        }
-    }
-
-    fn stop_listening(&mut self, now: Instant) {
-        if self.server_wait != ServerWait::NotStarted {
-            return;
-        }
-        self.server_wait = ServerWait::Waiting;
-        let timeout = self.config.http_shutdown_timeout();
-        let shutdown_deadline = (!timeout.is_zero()).then(|| now + timeout);
-        self.timers.set(Timer::HttpShutdown, shutdown_deadline);
-        self.events
-            .push_back(Event::StopListening { shutdown_deadline });
-    }
-
-    fn exit(&mut self, code: u8, reason: ExitReason) {
-        self.phase_gate = Stage::Exited;
-        if let Some(shared) = &self.shared {
-            shared.set_run_stage(RunStage::Exited);
-        }
-        self.timers.clear();
-        self.events.push_back(Event::Exit { code, reason });
     }
 }
 
@@ -1292,25 +489,4 @@ pub fn pacing_interval(count: usize, grace: Duration, min_qps: u32) -> Duration 
         q => 1_000_000_000 / u64::from(q),
     };
     Duration::from_nanos(by_count.min(by_floor).clamp(1, grace_nanos.max(1)))
-}
-
-fn post_start_check_name(hook: &str) -> String {
-    let mut s = String::from("poststarthook/");
-    s.push_str(hook);
-    s
-}
-
-fn input_name(input: &Input) -> &'static str {
-    match input {
-        Input::Prepare => "Prepare",
-        Input::Start => "Start",
-        Input::ListenerServing(_) => "ListenerServing",
-        Input::HookFinished { .. } => "HookFinished",
-        Input::MuxSignalFired(_) => "MuxSignalFired",
-        Input::StopRequested(_) => "StopRequested",
-        Input::DrainProgress => "DrainProgress",
-        Input::ListenerStopped(_) => "ListenerStopped",
-        Input::ServerStopped(_) => "ServerStopped",
-        Input::ConnectionsCut(_) => "ConnectionsCut",
-    }
 }

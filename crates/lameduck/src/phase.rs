@@ -1,4 +1,5 @@
-//! Where a lifecycle is: one enum, computed in one place ([`Shared::phase`](crate::Shared::phase)).
+//! Where a lifecycle is: one enum, computed in one place ([`Shared::phase`](crate::Shared::phase)),
+//! and the coarse [`MachineStage`] it belongs to.
 
 /// Where a lifecycle is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -19,5 +20,39 @@ pub enum Phase {
     /// Drained and stopped; waiting for the servers and after-drain hooks.
     Stopping,
     /// An exit code was decided; nothing more happens.
+    Exited,
+}
+
+impl Phase {
+    /// The coarse stage this phase belongs to.
+    #[must_use]
+    pub const fn stage(self) -> MachineStage {
+        match self {
+            Phase::Configuring => MachineStage::Configuring,
+            Phase::Prepared => MachineStage::Prepared,
+            Phase::Starting
+            | Phase::Serving
+            | Phase::LameDuck
+            | Phase::Draining
+            | Phase::Stopping => MachineStage::Running,
+            Phase::Exited => MachineStage::Exited,
+        }
+    }
+}
+
+/// The machine's coarse stage: which registrations and inputs are legal. Each stage of
+/// the typestate API names its twin here in
+/// [`lifecycle::Stage::STAGE`](crate::lifecycle::Stage::STAGE); the finer [`Phase`] says
+/// where a running lifecycle is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum MachineStage {
+    /// Registering hooks, listeners, checks ([`Phase::Configuring`]).
+    Configuring,
+    /// Registrations frozen, not started ([`Phase::Prepared`]); listeners may still be added.
+    Prepared,
+    /// Started: inputs are handled and time passes ([`Phase::Starting`] to
+    /// [`Phase::Stopping`]).
+    Running,
+    /// An exit was decided ([`Phase::Exited`]); every input is refused.
     Exited,
 }

@@ -20,8 +20,7 @@ use event_listener::{Event, EventListener};
 
 use crate::classify::{default_is_long_running, RequestClass, RequestInfo};
 use crate::config::Config;
-use crate::gate::owned::{OwnedLongRunningTicket, OwnedNormalTicket};
-use crate::gate::{Gate, Rejection};
+use crate::gate::{sealed, Gate, GateRef, LongRunningTicketOf, NormalTicketOf, Rejection};
 use crate::health::{self, CheckOutcome, Endpoint, HealthQuery, HealthResponse, HealthTarget};
 use crate::phase::Phase;
 use crate::signal::{Signal, SignalSet};
@@ -92,6 +91,41 @@ pub(crate) enum PostStartState {
     Failed = 2,
 }
 
+/// An owned normal ticket, from [`Shared::admit`], for request futures that must be
+/// `'static`: it holds an `Arc` of the lifecycle's shared state (cloning it is one more
+/// atomic increment, still with no allocation).
+pub type OwnedNormalTicket = NormalTicketOf<Arc<Shared>>;
+
+/// An owned long-running ticket, from [`Shared::admit`]; see [`OwnedNormalTicket`].
+pub type OwnedLongRunningTicket = LongRunningTicketOf<Arc<Shared>>;
+
+impl sealed::Sealed for Arc<Shared> {
+    const DEBUG_PREFIX: &'static str = "Owned";
+}
+
+impl GateRef for Arc<Shared> {
+    #[inline]
+    fn gate(&self) -> &Gate {
+        &self.gate
+    }
+}
+
+impl OwnedNormalTicket {
+    /// The shared state this ticket belongs to.
+    #[must_use]
+    pub fn shared(&self) -> &Arc<Shared> {
+        self.holder()
+    }
+}
+
+impl OwnedLongRunningTicket {
+    /// The shared state this ticket belongs to.
+    #[must_use]
+    pub fn shared(&self) -> &Arc<Shared> {
+        self.holder()
+    }
+}
+
 /// How the admission layer treats one request; see [`Shared::admit`].
 #[derive(Debug)]
 #[must_use = "dropping the admission releases the request at once"]
@@ -131,7 +165,7 @@ pub struct Shared {
     config: Config,
     gate: Gate,
     fired: AtomicU8,
-    fired_at: [AtomicU64; 8],
+    fired_at: [AtomicU64; Signal::COUNT],
     signal_event: Event,
     started_at: AtomicU64,
     /// The machine's progress outside the signals ([`RunStage`]), for [`Shared::phase`].
@@ -335,12 +369,12 @@ impl Shared {
     /// Admits a request of `class`. Allocation-free.
     pub fn admit(self: &Arc<Self>, class: RequestClass) -> Admission {
         match class {
-            RequestClass::Exempt => Admission::Exempt(crate::gate::owned::admit_normal(self).ok()),
-            RequestClass::Normal => match crate::gate::owned::admit_normal(self) {
+            RequestClass::Exempt => Admission::Exempt(NormalTicketOf::admit(self).ok()),
+            RequestClass::Normal => match NormalTicketOf::admit(self) {
                 Ok(t) => Admission::Normal(t),
                 Err(r) => Admission::Rejected(r),
             },
-            RequestClass::LongRunning => match crate::gate::owned::admit_long_running(self) {
+            RequestClass::LongRunning => match LongRunningTicketOf::admit(self) {
                 Ok(t) => Admission::LongRunning(t),
                 Err(r) => Admission::Rejected(r),
             },

@@ -28,8 +28,12 @@ pub enum Signal {
 }
 
 impl Signal {
+    /// How many signals there are: the length of [`Signal::ALL`], of [`SignalTimes`] and of
+    /// every per-signal table.
+    pub const COUNT: usize = 8;
+
     /// Every signal, in declaration order.
-    pub const ALL: [Signal; 8] = [
+    pub const ALL: [Signal; Signal::COUNT] = [
         Signal::ShutdownInitiated,
         Signal::AfterShutdownDelayDuration,
         Signal::PreShutdownHooksStopped,
@@ -80,6 +84,11 @@ impl Signal {
         !matches!(self, Signal::HasBeenReady | Signal::MuxAndDiscoveryComplete)
     }
 }
+
+// `COUNT` is the last discriminant plus one, so `index()` is below it, and every signal has
+// a bit in a `SignalSet`'s `u8`.
+const _: () = assert!(Signal::MuxAndDiscoveryComplete as usize + 1 == Signal::COUNT);
+const _: () = assert!(Signal::COUNT <= u8::BITS as usize);
 
 impl fmt::Display for Signal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -141,7 +150,7 @@ impl fmt::Debug for SignalSet {
 /// When each signal fired, if it has.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SignalTimes {
-    at: [Option<Instant>; 8],
+    at: [Option<Instant>; Signal::COUNT],
 }
 
 impl SignalTimes {

@@ -13,12 +13,11 @@ use core::time::Duration;
 
 use crate::classify::RequestClass;
 use crate::config::Config;
-use crate::gate::owned::{OwnedLongRunningTicket, OwnedNormalTicket};
 use crate::machine::{
     Event, HookId, HookKind, HookOutcome, Input, InputError, ListenerId, Machine, MuxSignalId,
     Phase, StopSource,
 };
-use crate::shared::{Admission, Shared};
+use crate::shared::{Admission, OwnedLongRunningTicket, OwnedNormalTicket, Shared};
 use crate::signal::{Signal, SignalSet};
 use crate::time::Instant;
 use crate::trace::{check_trace, TraceSummary, TracedEvent, Violation};

@@ -174,6 +174,11 @@ impl TraceSummary {
 }
 
 /// The DAG predecessors of `signal` in `mode`.
+///
+/// The machine states the same edges as the conditions under which it fires each signal.
+/// They are not derived from one another on purpose: this is the independent reference a
+/// machine (or another implementation's log) is checked against. The crate's
+/// `tests/dag_edges.rs` checks that the two agree, edge by edge, in both modes.
 #[must_use]
 pub fn predecessors(signal: Signal, mode: ShutdownMode) -> &'static [Signal] {
     use Signal::*;
@@ -193,7 +198,7 @@ pub fn predecessors(signal: Signal, mode: ShutdownMode) -> &'static [Signal] {
 pub fn check_trace(config: &Config, events: &[TracedEvent]) -> Result<TraceSummary, Violation> {
     let mode = config.mode();
     let mut seen = SignalSet::EMPTY;
-    let mut times: [Option<Instant>; 8] = [None; 8];
+    let mut times: [Option<Instant>; Signal::COUNT] = [None; Signal::COUNT];
     let mut stop_listening = false;
     let mut exit_code = None;
     let mut last_at: Option<Instant> = None;

@@ -10,6 +10,10 @@
 //! space too large (unbounded: not done in 15 minutes); they run with at most
 //! [`MAX_PREEMPTIONS`] (3) preemptions, about 2 s, unless `LOOM_MAX_PREEMPTIONS` is set.
 //! The whole file takes about 5 s.
+//!
+//! Closing the gate is the lifecycle machine's alone (`Gate::close` is not public); these
+//! models close it through `lameduck::gate::testing`, which exists only under `cfg(loom)`
+//! and `cfg(fuzzing)`.
 #![cfg(loom)]
 
 use std::future::Future;
@@ -17,6 +21,7 @@ use std::pin::Pin;
 use std::task::{Context, Wake, Waker};
 
 use event_listener::{EventListener, Listener};
+use lameduck::gate::testing::close;
 use lameduck::{Gate, Rejection, ShutdownMode};
 use loom::sync::mpsc::channel;
 use loom::sync::Arc;
@@ -81,7 +86,7 @@ fn admission_races_close() {
             }
             Err(_) => false,
         });
-        let (in_flight_at_close, _) = gate.close();
+        let (in_flight_at_close, _) = close(&gate);
         let admitted = requester.join().unwrap();
         if !admitted {
             assert_eq!(
@@ -116,7 +121,7 @@ fn concurrent_releases_after_close() {
             drop(t);
         });
         rx1.recv().unwrap();
-        gate.close();
+        close(&gate);
         tx2.send(()).unwrap();
         t1.join().unwrap();
         t2.join().unwrap();
@@ -150,7 +155,7 @@ fn two_releases_after_close_last_one_sees_drained() {
         }
         ready_rx.recv().unwrap();
         ready_rx.recv().unwrap();
-        assert_eq!(gate.close(), (2, 0));
+        assert_eq!(close(&gate), (2, 0));
         assert_eq!(gate.admit_normal().unwrap_err(), Rejection::RetryAfter);
         let mut listener = gate.listen();
         assert!(!is_notified(&mut listener));
@@ -188,7 +193,7 @@ fn drain_waiter_is_woken_when_a_backout_races_the_last_release() {
             drop(ticket);
         });
         ready_rx.recv().unwrap();
-        assert_eq!(gate.close(), (1, 0));
+        assert_eq!(close(&gate), (1, 0));
         let g = Arc::clone(&gate);
         let late = thread::spawn(move || {
             assert_eq!(g.admit_normal().unwrap_err(), Rejection::ShuttingDown);
@@ -224,7 +229,7 @@ fn drain_waiter_is_woken_by_concurrent_releases() {
         }
         ready_rx.recv().unwrap();
         ready_rx.recv().unwrap();
-        assert_eq!(gate.close(), (0, 2));
+        assert_eq!(close(&gate), (0, 2));
         for tx in go {
             tx.send(()).unwrap();
         }

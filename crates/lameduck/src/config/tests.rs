@@ -1,0 +1,329 @@
+//! Unit tests of [`crate::config`].
+
+use super::*;
+use crate::duration::DurationError;
+use alloc::string::ToString;
+
+#[test]
+fn defaults_match_the_design_table() {
+    let config = Config::default();
+    assert_eq!(config.shutdown_delay(), Duration::ZERO);
+    assert!(!config.shutdown_send_retry_after());
+    assert_eq!(config.mode(), ShutdownMode::CloseListener);
+    assert_eq!(
+        config.shutdown_watch_termination_grace_period(),
+        Duration::ZERO
+    );
+    assert_eq!(config.request_timeout(), Duration::from_secs(60));
+    assert_eq!(config.livez_grace_period(), Duration::ZERO);
+    assert_eq!(config.min_watch_drain_qps(), 200);
+    assert_eq!(config.http_shutdown_timeout(), Duration::from_secs(60));
+    assert_eq!(
+        config.exempt_path_prefixes(),
+        ["/readyz", "/livez", "/healthz", "/metrics"]
+    );
+    assert_eq!(Config::builder().build(), Ok(config.clone()));
+    assert_eq!(config.to_builder().build(), Ok(config));
+    assert_eq!(ShutdownMode::default(), ShutdownMode::CloseListener);
+}
+
+#[test]
+fn default_values_parse_back_to_the_defaults() {
+    let mut builder = Config::builder()
+        .shutdown_delay(Duration::from_secs(1))
+        .shutdown_send_retry_after(true)
+        .shutdown_watch_termination_grace_period(Duration::from_secs(1))
+        .request_timeout(Duration::from_secs(1))
+        .livez_grace_period(Duration::from_secs(1))
+        .min_watch_drain_qps(1)
+        .exempt_path_prefixes(["/x"]);
+    for option in ConfigOption::ALL {
+        builder.set(option, option.default_value()).unwrap();
+    }
+    assert_eq!(builder.build(), Ok(Config::default()));
+}
+
+#[test]
+fn http_shutdown_timeout_per_mode() {
+    let a = Config::builder()
+        .request_timeout(Duration::from_secs(7))
+        .build()
+        .unwrap();
+    assert_eq!(a.mode(), ShutdownMode::CloseListener);
+    assert_eq!(a.http_shutdown_timeout(), Duration::from_secs(7));
+    let b = a
+        .to_builder()
+        .shutdown_send_retry_after(true)
+        .build()
+        .unwrap();
+    assert_eq!(b.mode(), ShutdownMode::SendRetryAfter);
+    assert_eq!(b.http_shutdown_timeout(), MODE_B_HTTP_SHUTDOWN_TIMEOUT);
+    assert_eq!(b.http_shutdown_timeout(), Duration::from_secs(2));
+}
+
+#[test]
+fn exempt_paths_are_plain_prefixes() {
+    let config = Config::default();
+    for path in [
+        "/readyz",
+        "/livez",
+        "/healthz",
+        "/metrics",
+        "/healthzx",
+        "/readyz/shutdown",
+        "/livez?verbose",
+    ] {
+        assert!(config.is_exempt_path(path), "{path}");
+    }
+    for path in ["/api", "/", "", "/Healthz", "healthz", "/v1/healthz"] {
+        assert!(!config.is_exempt_path(path), "{path}");
+    }
+    let none = Config::builder()
+        .exempt_path_prefixes(Vec::<String>::new())
+        .build()
+        .unwrap();
+    assert!(!none.is_exempt_path("/healthz"));
+    let custom = Config::builder()
+        .exempt_path_prefixes(["/status"])
+        .build()
+        .unwrap();
+    assert!(custom.is_exempt_path("/status/ok"));
+    assert!(!custom.is_exempt_path("/healthz"));
+}
+
+#[test]
+fn string_setter_parses_every_option() {
+    let mut builder = Config::builder();
+    builder
+        .set(ConfigOption::ShutdownDelay, "1m30s")
+        .unwrap()
+        .set(ConfigOption::ShutdownSendRetryAfter, "TRUE")
+        .unwrap()
+        .set(ConfigOption::ShutdownWatchTerminationGracePeriod, "0")
+        .unwrap()
+        .set(ConfigOption::RequestTimeout, "500ms")
+        .unwrap()
+        .set(ConfigOption::LivezGracePeriod, "1.5h")
+        .unwrap()
+        .set(ConfigOption::MinWatchDrainQps, "0")
+        .unwrap()
+        .set(ConfigOption::ExemptPathPrefixes, "/a,/b/c")
+        .unwrap();
+    let config = builder.build().unwrap();
+    assert_eq!(config.shutdown_delay(), Duration::from_secs(90));
+    assert!(config.shutdown_send_retry_after());
+    assert_eq!(
+        config.shutdown_watch_termination_grace_period(),
+        Duration::ZERO
+    );
+    assert_eq!(config.request_timeout(), Duration::from_millis(500));
+    assert_eq!(config.livez_grace_period(), Duration::from_secs(5400));
+    assert_eq!(config.min_watch_drain_qps(), 0);
+    assert_eq!(config.exempt_path_prefixes(), ["/a", "/b/c"]);
+
+    let mut builder = Config::builder();
+    for (text, want) in [("1", true), ("0", false), ("True", true), ("fAlSe", false)] {
+        builder
+            .set(ConfigOption::ShutdownSendRetryAfter, text)
+            .unwrap();
+        assert_eq!(
+            builder.clone().build().unwrap().shutdown_send_retry_after(),
+            want
+        );
+    }
+    builder.set(ConfigOption::ExemptPathPrefixes, "").unwrap();
+    assert!(builder.build().unwrap().exempt_path_prefixes().is_empty());
+}
+
+#[test]
+fn failed_set_leaves_the_builder_unchanged() {
+    let mut builder = Config::builder();
+    for option in ConfigOption::ALL {
+        assert!(builder.set(option, "bogus").is_err());
+    }
+    assert!(builder
+        .set(ConfigOption::ExemptPathPrefixes, "/ok,bad")
+        .is_err());
+    assert_eq!(builder.build(), Ok(Config::default()));
+}
+
+#[test]
+fn every_error_message_names_the_flag() {
+    for option in ConfigOption::ALL {
+        let err = Config::builder().set(option, "bogus").unwrap_err();
+        assert_eq!(err.option(), Some(option));
+        let msg = err.to_string();
+        assert!(msg.contains(option.flag()), "{msg}");
+        assert!(msg.contains("\"bogus\""), "{msg}");
+    }
+}
+
+#[test]
+fn error_messages() {
+    let msg = |option, value: &str| {
+        Config::builder()
+            .set(option, value)
+            .unwrap_err()
+            .to_string()
+    };
+    assert_eq!(
+        msg(ConfigOption::ShutdownDelay, "abc"),
+        r#"invalid value "abc" for --shutdown-delay: expected numbers with units, such as 500ms, 2s or 1m30s"#
+    );
+    assert_eq!(
+        msg(ConfigOption::ShutdownDelay, "-1s"),
+        r#"--shutdown-delay can not be a negative value (got "-1s")"#
+    );
+    assert_eq!(
+        msg(ConfigOption::RequestTimeout, "10"),
+        r#"invalid value "10" for --request-timeout: missing unit (use one of ns, us, µs, ms, s, m, h)"#
+    );
+    assert_eq!(
+        msg(ConfigOption::LivezGracePeriod, "9999999999h"),
+        r#"invalid value "9999999999h" for --livez-grace-period: longer than the maximum 2562047h47m16.854775807s"#
+    );
+    assert_eq!(
+        msg(ConfigOption::ShutdownSendRetryAfter, "yes"),
+        r#"invalid value "yes" for --shutdown-send-retry-after: expected true, false, 1 or 0"#
+    );
+    assert_eq!(
+        msg(ConfigOption::MinWatchDrainQps, "-5"),
+        r#"invalid value "-5" for --min-watch-drain-qps: expected a whole number from 0 to 4294967295"#
+    );
+    assert_eq!(
+        msg(ConfigOption::MinWatchDrainQps, "4294967296"),
+        r#"invalid value "4294967296" for --min-watch-drain-qps: expected a whole number from 0 to 4294967295"#
+    );
+    assert_eq!(
+        msg(ConfigOption::ExemptPathPrefixes, "/a,,/b"),
+        r#"invalid value "" for --exempt-path-prefix: a path prefix must start with '/'"#
+    );
+    assert_eq!(
+        msg(ConfigOption::ExemptPathPrefixes, "/a, /b"),
+        r#"invalid value " /b" for --exempt-path-prefix: a path prefix must start with '/'"#
+    );
+    let err = Config::builder()
+        .set(ConfigOption::ShutdownDelay, "-1s")
+        .unwrap_err();
+    assert!(matches!(
+        err,
+        ConfigError::InvalidDuration {
+            option: ConfigOption::ShutdownDelay,
+            source: DurationError::Negative { .. },
+            ..
+        }
+    ));
+}
+
+#[test]
+fn build_rejects_too_large_and_bad_prefixes() {
+    let max = MAX_CONFIG_DURATION;
+    let over = max + Duration::from_nanos(1);
+    assert!(Config::builder()
+        .shutdown_delay(max)
+        .request_timeout(max)
+        .build()
+        .is_ok());
+    let setters: [fn(ConfigBuilder, Duration) -> ConfigBuilder; 4] = [
+        ConfigBuilder::shutdown_delay,
+        ConfigBuilder::shutdown_watch_termination_grace_period,
+        ConfigBuilder::request_timeout,
+        ConfigBuilder::livez_grace_period,
+    ];
+    let options = ConfigOption::ALL.into_iter().filter(|o| o.is_duration());
+    for (setter, option) in setters.into_iter().zip(options) {
+        let err = setter(Config::builder(), over).build().unwrap_err();
+        assert_eq!(
+            err,
+            ConfigError::TooLarge {
+                option,
+                value: over,
+                max
+            }
+        );
+        assert!(err.to_string().starts_with(option.flag()), "{err}");
+    }
+    assert_eq!(
+        Config::builder().request_timeout(Duration::MAX).build().unwrap_err().to_string(),
+        "--request-timeout can not be longer than 2562047h47m16.854775807s, got 5124095576030431h0m15.999999999s"
+    );
+    assert_eq!(
+        Config::builder()
+            .exempt_path_prefixes(["/ok", "nope"])
+            .build(),
+        Err(ConfigError::InvalidPathPrefix {
+            option: ConfigOption::ExemptPathPrefixes,
+            value: "nope".to_string()
+        })
+    );
+    assert!(Config::builder()
+        .exempt_path_prefixes([""])
+        .build()
+        .is_err());
+    let zero = Config::builder()
+        .shutdown_delay(Duration::ZERO)
+        .request_timeout(Duration::ZERO)
+        .min_watch_drain_qps(0)
+        .build()
+        .unwrap();
+    assert_eq!(zero.http_shutdown_timeout(), Duration::ZERO);
+}
+
+#[test]
+fn option_names() {
+    let flags = [
+        "--shutdown-delay",
+        "--shutdown-send-retry-after",
+        "--shutdown-watch-termination-grace-period",
+        "--request-timeout",
+        "--livez-grace-period",
+        "--min-watch-drain-qps",
+        "--exempt-path-prefix",
+    ];
+    let fields = [
+        "shutdown_delay",
+        "shutdown_send_retry_after",
+        "shutdown_watch_termination_grace_period",
+        "request_timeout",
+        "livez_grace_period",
+        "min_watch_drain_qps",
+        "exempt_path_prefixes",
+    ];
+    for ((option, flag), field) in ConfigOption::ALL.into_iter().zip(flags).zip(fields) {
+        assert_eq!(option.flag(), flag);
+        assert_eq!(option.field(), field);
+        assert_eq!(option.to_string(), flag);
+        assert_eq!(flag.parse(), Ok(option));
+        assert_eq!(flag[2..].parse(), Ok(option));
+        assert_eq!(field.parse(), Ok(option));
+        assert!(!option.help().is_empty());
+    }
+    assert_eq!(
+        "--shutdown-delay-duration".parse(),
+        Ok(ConfigOption::ShutdownDelay)
+    );
+    assert_eq!(
+        "exempt-path-prefixes".parse(),
+        Ok(ConfigOption::ExemptPathPrefixes)
+    );
+    for bad in [
+        "",
+        "--",
+        "-shutdown-delay",
+        "--shutdown_delay_x",
+        "Shutdown-Delay",
+        "--listen",
+    ] {
+        assert_eq!(
+            bad.parse::<ConfigOption>(),
+            Err(ConfigError::UnknownOption {
+                name: bad.to_string()
+            })
+        );
+    }
+    assert_eq!(
+        "--listen".parse::<ConfigOption>().unwrap_err().to_string(),
+        r#"unknown option "--listen""#
+    );
+    assert_eq!(ConfigOption::ALL.iter().filter(|o| o.is_bool()).count(), 1);
+}
