@@ -8,7 +8,7 @@ use lameduck::duration::GoDuration;
 use lameduck::plan::{EventKind, Plan, TimelineEvent};
 
 use super::canvas::{Canvas, X0, X1};
-use super::Times;
+use super::times::Times;
 
 /// A short label for a tick: `0s`, `500ms`, `10s`, `1m`, `1m30s`, `2h`.
 pub(super) fn tick_label(d: Duration) -> String {

@@ -13,7 +13,7 @@ use super::canvas::{
     LONG_DRAIN, NORMAL_DRAIN, OUT_OF_SERVICE, PROBE_FAIL, PROPAGATION, READY_RED, RED, RETRY_AFTER,
     X0, X1,
 };
-use super::Times;
+use super::times::Times;
 
 /// Draws a lane's content, given the lane's top.
 type Draw = Box<dyn Fn(&mut Canvas, f64)>;

@@ -8,7 +8,7 @@ use lameduck::duration::GoDuration;
 
 use super::axis::Axis;
 use super::canvas::{text_width, Canvas, GREEN, RED, WIDTH};
-use super::Times;
+use super::times::Times;
 
 /// The most label rows above the lanes.
 const MAX_ROWS: usize = 5;

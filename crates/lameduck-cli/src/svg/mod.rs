@@ -11,9 +11,9 @@ mod axis;
 mod canvas;
 mod lanes;
 mod markers;
+mod times;
 
 use std::fmt::Write as _;
-use std::time::Duration;
 
 use lameduck::config::ShutdownMode;
 use lameduck::duration::GoDuration;
@@ -21,36 +21,7 @@ use lameduck::plan::{Plan, PlanInput};
 
 use axis::Axis;
 use canvas::{esc, Canvas, FONT, GREEN, LANE_H, NORMAL_DRAIN, RED, WIDTH};
-
-/// The plan's times that the picture shows, after the stop signal.
-#[derive(Clone, Copy)]
-struct Times {
-    /// Worst-case detection by the load balancer.
-    t: Duration,
-    /// The shutdown delay.
-    delay: Duration,
-    /// `NotAcceptingNewRequest`, at worst.
-    e3: Duration,
-    /// The exit, at worst; `None` when unbounded.
-    total: Option<Duration>,
-    /// `terminationGracePeriodSeconds`, when given.
-    budget: Option<Duration>,
-    /// The suggested `terminationGracePeriodSeconds`.
-    suggested: Option<Duration>,
-}
-
-impl Times {
-    fn of(plan: &Plan) -> Self {
-        Times {
-            t: plan.detection_worst_case,
-            delay: plan.shutdown_delay,
-            e3: plan.stop_accepting_worst_case,
-            total: plan.total_worst_case,
-            budget: plan.termination_grace_period,
-            suggested: plan.suggested_termination_grace_period,
-        }
-    }
-}
+use times::Times;
 
 /// The SVG document.
 pub fn render(input: &PlanInput, plan: &Plan) -> String {
