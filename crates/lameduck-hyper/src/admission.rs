@@ -4,13 +4,12 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{header, HeaderValue, Request, Response, StatusCode};
-use lameduck::gate::owned::OwnedLongRunningTicket;
 use lameduck::health::HealthResponse;
 use lameduck::responses::{CannedResponse, REQUEST_TIMEOUT, ROUTES_NOT_READY};
 use lameduck::{Admission, RequestInfo, Shared, Signal, SignalFired, StdClock};
@@ -18,8 +17,9 @@ use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::body::{LameduckBody, TicketSlot, Tracker};
+use crate::body::LameduckBody;
 use crate::runtime::Runtime;
+use crate::ticket::{RequestTracker, TicketSlot, Tracker, UpgradeTicketSlot};
 
 /// Decides whether a request is long-running (watch, SSE, WebSocket).
 pub type Classifier = Arc<dyn Fn(&RequestInfo<'_>) -> bool + Send + Sync>;
@@ -66,28 +66,6 @@ impl ShutdownSignal {
     pub fn is_fired(&self) -> bool {
         self.shared.has_fired(Signal::NotAcceptingNewRequest)
     }
-}
-
-/// The long-running ticket of an upgrade request (WebSocket), as a request extension.
-///
-/// An upgraded connection outlives its `101` response, so the layer cannot see when it
-/// ends. Call [`take_upgrade_ticket`] in the handler and keep the ticket in the task that
-/// serves the upgraded connection: the drain waits for it until it is dropped.
-#[derive(Clone)]
-pub struct UpgradeTicketSlot(TicketSlot);
-
-impl fmt::Debug for UpgradeTicketSlot {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("UpgradeTicketSlot")
-    }
-}
-
-/// Takes the long-running ticket of an upgrade request, so the upgraded connection stays
-/// counted (and the drain waits for it) until the ticket is dropped. The one call a
-/// WebSocket handler makes. Returns `None` for requests that carry no ticket.
-pub fn take_upgrade_ticket<B>(req: &Request<B>) -> Option<OwnedLongRunningTicket> {
-    let slot = req.extensions().get::<UpgradeTicketSlot>()?;
-    slot.0.lock().unwrap_or_else(PoisonError::into_inner).take()
 }
 
 fn canned_bytes(canned: &CannedResponse) -> Response<Bytes> {
@@ -288,24 +266,6 @@ pub fn decide(shared: &Arc<Shared>, info: &RequestInfo<'_>, classifier: &Classif
                 signal: Some(ShutdownSignal::new(Arc::clone(shared))),
             }
         }
-    }
-}
-
-/// Keeps one admitted request counted in the gate until dropped; hold it until the response
-/// body ends.
-#[derive(Debug)]
-pub struct RequestTracker(pub(crate) Tracker);
-
-impl RequestTracker {
-    /// Called when the response body has ended: the instant until which a long-running
-    /// body's end must be held (its paced slot in the drain), or `None` to end at once.
-    #[must_use]
-    pub fn hold_until(
-        &self,
-        clock: &StdClock,
-        now: std::time::Instant,
-    ) -> Option<std::time::Instant> {
-        self.0.hold_until(clock, now)
     }
 }
 

@@ -24,18 +24,22 @@ mod adapter;
 mod admission;
 mod body;
 mod conn;
+mod error;
 mod flag;
 mod runtime;
 mod server;
+mod ticket;
 
 pub use admission::{
-    canned_response, decide, health_response, request_info, request_timeout, take_upgrade_ticket,
-    AdmissionFuture, AdmissionLayer, AdmissionService, Classifier, Decision, HealthService,
-    RequestExtensions, RequestTracker, ShutdownSignal, UpgradeTicketSlot,
+    canned_response, decide, health_response, request_info, request_timeout, AdmissionFuture,
+    AdmissionLayer, AdmissionService, Classifier, Decision, HealthService, RequestExtensions,
+    ShutdownSignal,
 };
 pub use body::{BodyEnd, LameduckBody, ResponseTimedOut};
+pub use error::{BoxError, ServeError};
 pub use runtime::{BoxFuture, Exec, Listener, OsSignal, Runtime};
 pub use server::{
-    BoxError, Builder, ConnectionGuard, ConnectionTracker, Handle, Hook, HttpService,
-    ListenerContext, ServeError, Server, DESTROY_HOOKS_TIMEOUT,
+    Builder, ConnectionGuard, ConnectionTracker, Handle, Hook, HttpService, ListenerContext,
+    Server, DESTROY_HOOKS_TIMEOUT,
 };
+pub use ticket::{take_upgrade_ticket, RequestTracker, UpgradeTicketSlot};

@@ -3,10 +3,8 @@
 //! when to do what is decided by [`lameduck::Machine`].
 
 use std::collections::HashMap;
-use std::error::Error as StdError;
 use std::fmt;
 use std::future::{poll_fn, Future};
-use std::io;
 use std::net::SocketAddr;
 use std::panic::AssertUnwindSafe;
 use std::pin::pin;
@@ -30,11 +28,9 @@ use tower_service::Service;
 use tracing::{debug, error, info, warn};
 
 use crate::admission::AdmissionLayer;
+use crate::error::{BoxError, ServeError};
 use crate::flag::Flag;
 use crate::runtime::{BoxFuture, Exec, Listener, Runtime};
-
-/// Errors a hook may return.
-pub type BoxError = Box<dyn StdError + Send + Sync>;
 
 type HookFn = Box<dyn FnOnce() -> BoxFuture<Result<(), BoxError>> + Send>;
 
@@ -83,20 +79,6 @@ where
     }
 }
 type ServeFn<R> = Box<dyn FnOnce(ListenerContext<R>) -> BoxFuture<()> + Send>;
-
-/// Errors from building or running a server.
-#[derive(Debug, thiserror::Error)]
-pub enum ServeError {
-    /// A hook, check or listener could not be registered.
-    #[error(transparent)]
-    Register(#[from] RegisterError),
-    /// Signal handling was already installed in this process.
-    #[error("the signal handler is already installed in this process")]
-    SignalsAlreadyInstalled,
-    /// Installing the signal handler failed.
-    #[error("cannot install the signal handler: {0}")]
-    Signals(#[source] io::Error),
-}
 
 /// Messages from tasks to the driver.
 enum Msg {
