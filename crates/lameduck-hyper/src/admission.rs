@@ -9,8 +9,7 @@ use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{header, HeaderValue, Request, Response, StatusCode};
-use lameduck::health::HealthResponse;
+use http::{header, Request, Response, StatusCode};
 use lameduck::responses::{CannedResponse, REQUEST_TIMEOUT, ROUTES_NOT_READY};
 use lameduck::{Admission, RequestInfo, Shared, Signal, SignalFired, StdClock};
 use pin_project_lite::pin_project;
@@ -18,6 +17,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::body::LameduckBody;
+use crate::response::http_response;
 use crate::runtime::Runtime;
 use crate::ticket::{RequestTracker, TicketSlot, Tracker, UpgradeTicketSlot};
 
@@ -66,42 +66,6 @@ impl ShutdownSignal {
     pub fn is_fired(&self) -> bool {
         self.shared.has_fired(Signal::NotAcceptingNewRequest)
     }
-}
-
-fn canned_bytes(canned: &CannedResponse) -> Response<Bytes> {
-    let mut res = Response::new(Bytes::from_static(canned.body.as_bytes()));
-    *res.status_mut() =
-        StatusCode::from_u16(canned.status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
-    let headers = res.headers_mut();
-    for (name, value) in canned.headers {
-        if let Ok(name) = header::HeaderName::from_bytes(name.as_bytes()) {
-            headers.insert(name, HeaderValue::from_static(value));
-        }
-    }
-    res
-}
-
-fn health_bytes(health: HealthResponse) -> Response<Bytes> {
-    let mut res = Response::new(Bytes::from(health.body));
-    *res.status_mut() =
-        StatusCode::from_u16(health.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let headers = res.headers_mut();
-    for (name, value) in lameduck::health::HEADERS {
-        if let Ok(name) = header::HeaderName::from_bytes(name.as_bytes()) {
-            headers.insert(name, HeaderValue::from_static(value));
-        }
-    }
-    res
-}
-
-/// A response from one of the core's canned responses (429, 503, 504).
-pub fn canned_response<B, R: Runtime>(canned: &CannedResponse) -> Response<LameduckBody<B, R>> {
-    canned_bytes(canned).map(LameduckBody::canned)
-}
-
-/// A response from a health answer, with kube-apiserver's headers.
-pub fn health_response<B, R: Runtime>(health: HealthResponse) -> Response<LameduckBody<B, R>> {
-    health_bytes(health).map(LameduckBody::canned)
 }
 
 /// The admission layer; see the [crate docs](crate).
@@ -311,11 +275,11 @@ where
                     }
                     _ => None,
                 };
-                return AdmissionFuture::ready(health_bytes(health), tracker);
+                return AdmissionFuture::ready(http_response(health), tracker);
             }
         }
         let (tracker, timeout) = match decide(shared, &info, &layer.classifier) {
-            Decision::Reject(canned) => return AdmissionFuture::ready(canned_bytes(canned), None),
+            Decision::Reject(canned) => return AdmissionFuture::ready(http_response(canned), None),
             Decision::Serve {
                 tracker,
                 timeout,
@@ -433,7 +397,7 @@ where
                     {
                         // An unknown path before every route is installed: 503, retry later.
                         *tracker = None;
-                        return Poll::Ready(Ok(canned_response(&ROUTES_NOT_READY)));
+                        return Poll::Ready(Ok(http_response(&ROUTES_NOT_READY)));
                     }
                     let (parts, body) = response.into_parts();
                     let body = LameduckBody::tracked(
@@ -449,7 +413,7 @@ where
                     ready!(sleep.poll(cx));
                     // The handler ran past `request_timeout`: answer 504 and release.
                     *tracker = None;
-                    return Poll::Ready(Ok(canned_response(&REQUEST_TIMEOUT)));
+                    return Poll::Ready(Ok(http_response(&REQUEST_TIMEOUT)));
                 }
                 Poll::Pending
             }
@@ -504,13 +468,14 @@ impl<R: Runtime, B> Service<Request<B>> for HealthService<R> {
     fn call(&mut self, req: Request<B>) -> Self::Future {
         let now = self.clock.instant(self.runtime.now());
         let response = match self.shared.health(req.uri().path(), req.uri().query(), now) {
-            Some(health) => health_bytes(health),
+            Some(health) => http_response(health),
             None => {
-                let mut res = Response::new(Bytes::from_static(b"404 page not found\n"));
+                let body = Bytes::from_static(b"404 page not found\n");
+                let mut res = Response::new(http_body_util::Full::new(body));
                 *res.status_mut() = StatusCode::NOT_FOUND;
                 res
             }
         };
-        std::future::ready(Ok(response.map(http_body_util::Full::new)))
+        std::future::ready(Ok(response))
     }
 }

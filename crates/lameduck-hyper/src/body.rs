@@ -51,11 +51,14 @@ pin_project! {
     }
 }
 
-impl<B, R: Runtime> LameduckBody<B, R> {
-    pub(crate) fn canned(data: Bytes) -> Self {
+/// A body of the lifecycle's own (a canned or health response), untracked.
+impl<B, R: Runtime> From<Bytes> for LameduckBody<B, R> {
+    fn from(data: Bytes) -> Self {
         Self::canned_tracked(data, None)
     }
+}
 
+impl<B, R: Runtime> LameduckBody<B, R> {
     pub(crate) fn canned_tracked(data: Bytes, tracker: Option<RequestTracker>) -> Self {
         LameduckBody {
             state: BodyState::Canned {

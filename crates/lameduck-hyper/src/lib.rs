@@ -26,17 +26,18 @@ mod body;
 mod conn;
 mod error;
 mod flag;
+mod response;
 mod runtime;
 mod server;
 mod ticket;
 
 pub use admission::{
-    canned_response, decide, health_response, request_info, request_timeout, AdmissionFuture,
-    AdmissionLayer, AdmissionService, Classifier, Decision, HealthService, RequestExtensions,
-    ShutdownSignal,
+    decide, request_info, request_timeout, AdmissionFuture, AdmissionLayer, AdmissionService,
+    Classifier, Decision, HealthService, RequestExtensions, ShutdownSignal,
 };
 pub use body::{BodyEnd, LameduckBody, ResponseTimedOut};
 pub use error::{BoxError, ServeError};
+pub use response::{http_response, LifecycleResponse};
 pub use runtime::{BoxFuture, Exec, Listener, OsSignal, Runtime};
 pub use server::{
     Builder, ConnectionGuard, ConnectionTracker, Handle, Hook, HttpService, ListenerContext,
