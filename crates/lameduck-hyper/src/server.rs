@@ -80,17 +80,6 @@ where
 }
 type ServeFn<R> = Box<dyn FnOnce(ListenerContext<R>) -> BoxFuture<()> + Send>;
 
-/// Messages from tasks to the driver.
-enum Msg {
-    Stop(StopSource),
-    HookFinished(HookId, HookOutcome),
-    ListenerServing(ListenerId),
-    ListenerStopped(ListenerId),
-    ServerStopped(ListenerId),
-    ConnectionsCut(ListenerId),
-    MuxSignalFired(MuxSignalId),
-}
-
 /// What a server task (an accept loop, or another HTTP server such as actix-web's) gets
 /// from the driver: when to stop, and how to report back. See [`Server::serve_with`].
 pub struct ListenerContext<R> {
@@ -99,7 +88,7 @@ pub struct ListenerContext<R> {
     runtime: R,
     shared: Arc<Shared>,
     control: Arc<ServeControl>,
-    tx: mpsc::UnboundedSender<Msg>,
+    tx: mpsc::UnboundedSender<Input>,
 }
 
 impl<R> fmt::Debug for ListenerContext<R> {
@@ -131,24 +120,24 @@ impl<R: Runtime> ListenerContext<R> {
 
     /// Reports that the listener is bound and serving.
     pub fn report_serving(&self) {
-        let _ = self.tx.unbounded_send(Msg::ListenerServing(self.id));
+        let _ = self.tx.unbounded_send(Input::ListenerServing(self.id));
     }
 
     /// Reports that the listening socket is closed (new connections are refused).
     pub fn report_listener_stopped(&self) {
-        let _ = self.tx.unbounded_send(Msg::ListenerStopped(self.id));
+        let _ = self.tx.unbounded_send(Input::ListenerStopped(self.id));
     }
 
     /// Reports that every connection of this server has ended.
     pub fn report_server_stopped(&self) {
-        let _ = self.tx.unbounded_send(Msg::ServerStopped(self.id));
+        let _ = self.tx.unbounded_send(Input::ServerStopped(self.id));
     }
 
     /// Reports that the server (another HTTP server implementation, with timeouts of its
     /// own) ended connections on its own while lameduck still allowed them to run: the
     /// termination is not complete, and the exit code will be 1.
     pub fn report_connections_cut(&self) {
-        let _ = self.tx.unbounded_send(Msg::ConnectionsCut(self.id));
+        let _ = self.tx.unbounded_send(Input::ConnectionsCut(self.id));
     }
 
     /// Resolves when the lifecycle says to stop listening and shut connections down
@@ -314,8 +303,8 @@ pub struct Server<R: Runtime> {
     signals: Option<Result<InstalledSignals<R>, ServeError>>,
     serves: Vec<(ListenerId, String, ServeFn<R>)>,
     control: Arc<ServeControl>,
-    tx: mpsc::UnboundedSender<Msg>,
-    rx: mpsc::UnboundedReceiver<Msg>,
+    tx: mpsc::UnboundedSender<Input>,
+    rx: mpsc::UnboundedReceiver<Input>,
 }
 
 impl<R: Runtime> fmt::Debug for Server<R> {
@@ -330,7 +319,7 @@ impl<R: Runtime> fmt::Debug for Server<R> {
 #[derive(Clone)]
 pub struct Handle {
     shared: Arc<Shared>,
-    tx: mpsc::UnboundedSender<Msg>,
+    tx: mpsc::UnboundedSender<Input>,
 }
 
 impl fmt::Debug for Handle {
@@ -343,21 +332,23 @@ impl Handle {
     /// Starts a graceful termination from code. Returns `false` when the server is gone.
     /// Repeating it changes nothing (only a second OS signal forces exit).
     pub fn request_shutdown(&self) -> bool {
-        self.tx.unbounded_send(Msg::Stop(StopSource::Api)).is_ok()
+        self.tx
+            .unbounded_send(Input::StopRequested(StopSource::Api))
+            .is_ok()
     }
 
     /// Delivers an OS-signal-like stop (a second one forces exit 1), for embedders that own
     /// signal handling.
     pub fn deliver_signal(&self) -> bool {
         self.tx
-            .unbounded_send(Msg::Stop(StopSource::Signal))
+            .unbounded_send(Input::StopRequested(StopSource::Signal))
             .is_ok()
     }
 
     /// Reports that a readiness-of-routes signal registered with [`Builder::mux_signal`]
     /// fired (idempotent).
     pub fn mux_signal_fired(&self, id: MuxSignalId) -> bool {
-        self.tx.unbounded_send(Msg::MuxSignalFired(id)).is_ok()
+        self.tx.unbounded_send(Input::MuxSignalFired(id)).is_ok()
     }
 
     /// The lifecycle's shared state: signals, gate counts, health.
@@ -523,7 +514,7 @@ impl<R: Runtime> Server<R> {
                             "[graceful-termination] received signal"
                         );
                         if stop_tx
-                            .unbounded_send(Msg::Stop(StopSource::Signal))
+                            .unbounded_send(Input::StopRequested(StopSource::Signal))
                             .is_err()
                         {
                             break;
@@ -677,8 +668,8 @@ impl<R: Runtime> Server<R> {
                         return Poll::Ready(Wake::Ready);
                     }
                 }
-                if let Poll::Ready(msg) = rx.poll_next_unpin(cx) {
-                    return Poll::Ready(Wake::Msg(msg));
+                if let Poll::Ready(input) = rx.poll_next_unpin(cx) {
+                    return Poll::Ready(Wake::Input(input));
                 }
                 if let Some(l) = gate_listener.as_mut() {
                     if l.poll_unpin(cx).is_ready() {
@@ -695,9 +686,9 @@ impl<R: Runtime> Server<R> {
             .await;
             let t = now(&runtime);
             let result = match woke {
-                Wake::Msg(Some(msg)) => lc.handle_input(msg_input(msg), t),
+                Wake::Input(Some(input)) => lc.handle_input(input, t),
                 // Every sender lives in this function too; cannot happen while it runs.
-                Wake::Msg(None) => Ok(()),
+                Wake::Input(None) => Ok(()),
                 Wake::Gate => lc.handle_input(Input::DrainProgress, t),
                 Wake::Ready => {
                     log_signal(Signal::HasBeenReady);
@@ -716,22 +707,10 @@ impl<R: Runtime> Server<R> {
 }
 
 enum Wake {
-    Msg(Option<Msg>),
+    Input(Option<Input>),
     Gate,
     Ready,
     Timer,
-}
-
-fn msg_input(msg: Msg) -> Input {
-    match msg {
-        Msg::Stop(source) => Input::StopRequested(source),
-        Msg::HookFinished(hook, outcome) => Input::HookFinished { hook, outcome },
-        Msg::ListenerServing(id) => Input::ListenerServing(id),
-        Msg::ListenerStopped(id) => Input::ListenerStopped(id),
-        Msg::ServerStopped(id) => Input::ServerStopped(id),
-        Msg::ConnectionsCut(id) => Input::ConnectionsCut(id),
-        Msg::MuxSignalFired(id) => Input::MuxSignalFired(id),
-    }
 }
 
 fn log_signal(signal: Signal) {
@@ -761,7 +740,7 @@ fn spawn_hooks<R: Runtime>(
     lc: &Lifecycle<lameduck::Running>,
     kind: HookKind,
     hooks: &mut HashMap<HookId, HookFn>,
-    tx: &mpsc::UnboundedSender<Msg>,
+    tx: &mpsc::UnboundedSender<Input>,
 ) {
     let ids: Vec<(HookId, String)> = lc
         .machine()
@@ -785,7 +764,7 @@ fn spawn_hooks<R: Runtime>(
                     HookOutcome::Panicked
                 }
             };
-            let _ = tx.unbounded_send(Msg::HookFinished(id, outcome));
+            let _ = tx.unbounded_send(Input::HookFinished { hook: id, outcome });
         });
     }
 }
@@ -796,7 +775,7 @@ fn spawn_destroy_hooks<R: Runtime>(
     runtime: &R,
     lc: &Lifecycle<lameduck::Running>,
     hooks: &mut HashMap<HookId, HookFn>,
-    tx: &mpsc::UnboundedSender<Msg>,
+    tx: &mpsc::UnboundedSender<Input>,
 ) {
     let ordered: Vec<(HookId, String, HookFn)> = lc
         .machine()
@@ -820,7 +799,10 @@ fn spawn_destroy_hooks<R: Runtime>(
                     HookOutcome::Panicked
                 }
             };
-            if tx.unbounded_send(Msg::HookFinished(id, outcome)).is_err() {
+            if tx
+                .unbounded_send(Input::HookFinished { hook: id, outcome })
+                .is_err()
+            {
                 return;
             }
         }
