@@ -915,7 +915,6 @@ where
                     io,
                     peer,
                     service.clone(),
-                    Arc::clone(&ctx.shared),
                     Arc::clone(&ctx.control),
                 );
                 ctx.runtime.spawn(async move {
@@ -946,15 +945,15 @@ where
 }
 
 /// Serves one connection. Graceful shutdown (HTTP/1 `Connection: close` after the current
-/// response, idle connections closed; HTTP/2 GOAWAY) starts when the listener stops, in mode A
-/// already at `NotAcceptingNewRequest` (the same moment), and for an HTTP/2 connection also
-/// when one of its responses asks to close the connection (mode B's 429).
+/// response, idle connections closed; HTTP/2 GOAWAY) starts when the driver broadcasts
+/// `StopListening` (the machine decides when: in mode A at `NotAcceptingNewRequest`, in
+/// mode B after the drain), and for an HTTP/2 connection also when one of its responses asks
+/// to close the connection (mode B's 429).
 async fn serve_connection<R, I, S>(
     builder: Arc<auto::Builder<Exec<R>>>,
     io: I,
     peer: SocketAddr,
     service: S,
-    shared: Arc<Shared>,
     control: Arc<ServeControl>,
 ) where
     R: Runtime,
@@ -966,16 +965,8 @@ async fn serve_connection<R, I, S>(
     let mut conn = pin!(builder.serve_connection_with_upgrades(io, svc));
     let graceful = async {
         let stop = pin!(control.stop.wait());
-        let not_accepting = pin!(async {
-            if shared.config().mode() == lameduck::ShutdownMode::CloseListener {
-                shared.signal_fired(Signal::NotAcceptingNewRequest).await;
-            } else {
-                std::future::pending::<()>().await;
-            }
-        });
         let goaway = pin!(goaway.wait());
-        futures_util::future::select(stop, futures_util::future::select(not_accepting, goaway))
-            .await;
+        futures_util::future::select(stop, goaway).await;
     };
     let mut graceful = pin!(graceful);
     let mut shutting_down = false;
