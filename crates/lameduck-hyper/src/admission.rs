@@ -68,7 +68,9 @@ impl ShutdownSignal {
     }
 }
 
-/// The admission layer; see the [crate docs](crate).
+/// The admission layer: classifies each request, admits or rejects it through the gate,
+/// bounds it by the request timeout, answers the health endpoints, and keeps it counted until
+/// its response body ends. See [`decide`] for the decision it applies.
 #[derive(Clone)]
 pub struct AdmissionLayer<R: Runtime> {
     pub(crate) shared: Arc<Shared>,
@@ -426,56 +428,4 @@ where
 pub fn request_timeout(shared: &Shared) -> Option<Duration> {
     let t = shared.config().request_timeout();
     (!t.is_zero()).then_some(t)
-}
-
-/// A tower service answering the health endpoints from the lifecycle, for routers that mount
-/// health routes explicitly (use it with [`AdmissionLayer::serve_health`]`(false)`).
-/// Paths that are not health paths get 404.
-#[derive(Clone)]
-pub struct HealthService<R: Runtime> {
-    shared: Arc<Shared>,
-    runtime: R,
-    clock: StdClock,
-}
-
-impl<R: Runtime> fmt::Debug for HealthService<R> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("HealthService").finish_non_exhaustive()
-    }
-}
-
-impl<R: Runtime> HealthService<R> {
-    /// A health service for `shared`'s lifecycle.
-    #[must_use]
-    pub fn new(shared: Arc<Shared>, runtime: R, clock: StdClock) -> Self {
-        HealthService {
-            shared,
-            runtime,
-            clock,
-        }
-    }
-}
-
-impl<R: Runtime, B> Service<Request<B>> for HealthService<R> {
-    type Response = Response<http_body_util::Full<Bytes>>;
-    type Error = std::convert::Infallible;
-    type Future = std::future::Ready<Result<Self::Response, std::convert::Infallible>>;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), std::convert::Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: Request<B>) -> Self::Future {
-        let now = self.clock.instant(self.runtime.now());
-        let response = match self.shared.health(req.uri().path(), req.uri().query(), now) {
-            Some(health) => http_response(health),
-            None => {
-                let body = Bytes::from_static(b"404 page not found\n");
-                let mut res = Response::new(http_body_util::Full::new(body));
-                *res.status_mut() = StatusCode::NOT_FOUND;
-                res
-            }
-        };
-        std::future::ready(Ok(response))
-    }
 }

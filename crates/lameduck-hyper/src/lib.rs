@@ -12,35 +12,64 @@
 //!   logs every signal.
 //! * [`AdmissionLayer`]: the tower layer (so axum works) that classifies requests (normal,
 //!   long-running, exempt), rejects them with 503/429 once the gate closes, bounds normal
-//!   requests by the request timeout (504 before the head, the response aborted after it), serves the health endpoints, hands long-running handlers a
-//!   [`ShutdownSignal`], and keeps every request counted until its response body ends
-//!   (long-running ones until their paced slot).
+//!   requests by the request timeout (504 before the head, the response aborted after it),
+//!   serves the health endpoints, hands long-running handlers a [`ShutdownSignal`], and keeps
+//!   every request counted until its response body ends (long-running ones until their
+//!   paced slot).
 //!
 //! Adapters supply only their runtime's timer, spawner, signals and I/O types.
+//!
+//! # Modules
+//!
+//! The driver: [`Builder`] (`builder`) prepares a [`Server`] (`server`), whose
+//! [`Server::run`] hands everything to the run loop (`run`), which turns the core's events
+//! into effects: hooks (`hooks`), the process's signal handlers (`signals`), log lines
+//! (`logging`), the stop broadcast to the server tasks ([`ListenerContext`], `context`), each
+//! running an accept loop (`accept`) that serves connections (`connection`) and counts them
+//! ([`ConnectionTracker`], `tracker`). [`Handle`] (`handle`) controls a server from
+//! elsewhere.
+//!
+//! The requests: [`AdmissionLayer`] (`admission`) issues the gate's tickets
+//! ([`RequestTracker`], `ticket`), held by [`LameduckBody`] (`body`) until the response ends;
+//! the lifecycle's own responses are built by [`http_response`] (`response`).
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod accept;
 mod adapter;
 mod admission;
 mod body;
-mod conn;
+mod builder;
+mod connection;
+mod context;
 mod error;
 mod flag;
+mod handle;
+mod health;
+mod hooks;
+mod logging;
 mod response;
+mod run;
 mod runtime;
 mod server;
+mod signals;
 mod ticket;
+mod tracker;
 
 pub use admission::{
     decide, request_info, request_timeout, AdmissionFuture, AdmissionLayer, AdmissionService,
-    Classifier, Decision, HealthService, RequestExtensions, ShutdownSignal,
+    Classifier, Decision, RequestExtensions, ShutdownSignal,
 };
 pub use body::{BodyEnd, LameduckBody, ResponseTimedOut};
+pub use builder::{Builder, Hook};
+pub use connection::HttpService;
+pub use context::ListenerContext;
 pub use error::{BoxError, ServeError};
+pub use handle::Handle;
+pub use health::HealthService;
+pub use lameduck::machine::DESTROY_HOOKS_TIMEOUT;
 pub use response::{http_response, LifecycleResponse};
 pub use runtime::{BoxFuture, Exec, Listener, OsSignal, Runtime};
-pub use server::{
-    Builder, ConnectionGuard, ConnectionTracker, Handle, Hook, HttpService, ListenerContext,
-    Server, DESTROY_HOOKS_TIMEOUT,
-};
+pub use server::Server;
 pub use ticket::{take_upgrade_ticket, RequestTracker, UpgradeTicketSlot};
+pub use tracker::{ConnectionGuard, ConnectionTracker};
