@@ -36,7 +36,6 @@
 #![forbid(unsafe_code)]
 
 mod accept;
-mod adapter;
 mod admission;
 mod body;
 mod builder;
