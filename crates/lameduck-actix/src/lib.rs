@@ -58,11 +58,11 @@ use bytes::Bytes;
 use futures_util::future::{select, Either, LocalBoxFuture};
 use lameduck::responses::{CannedResponse, REQUEST_TIMEOUT, ROUTES_NOT_READY};
 use lameduck::{RequestInfo, Shared, Signal, StdClock};
-use lameduck_hyper::{decide, Classifier, Decision, LifecycleResponse, Runtime, ServeError};
+use lameduck_hyper::{decide, Classifier, Decision, LifecycleResponse, Runtime};
 use lameduck_tokio::TokioRuntime;
 
 pub use body::LameduckBody;
-pub use lameduck_hyper::{ConnectionTracker, Handle, ShutdownSignal};
+pub use lameduck_hyper::{ConnectionTracker, Handle, ServeError, ShutdownSignal};
 pub use lameduck_tokio::builder;
 
 /// A prepared lifecycle for actix-web (its driver runs on actix's tokio runtime).
