@@ -18,23 +18,18 @@
 //!   paced slot).
 //!
 //! Adapters supply only their runtime's timer, spawner, signals and I/O types.
-//!
-//! # Modules
-//!
-//! The driver: [`Builder`] (`builder`) prepares a [`Server`] (`server`), whose
-//! [`Server::run`] hands everything to the run loop (`run`), which turns the core's events
-//! into effects: hooks (`hooks`), the process's signal handlers (`signals`), log lines
-//! (`logging`), the stop broadcast to the server tasks ([`ListenerContext`], `context`), each
-//! running an accept loop (`accept`) that serves connections (`connection`) and counts them
-//! ([`ConnectionTracker`], `tracker`). [`Handle`] (`handle`) controls a server from
-//! elsewhere.
-//!
-//! The requests: [`AdmissionLayer`] (`admission`) issues the gate's tickets
-//! ([`RequestTracker`], `ticket`), held by [`LameduckBody`] (`body`) until the response ends;
-//! the lifecycle's own responses are built by [`http_response`] (`response`).
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+// The driver: `builder` prepares a `server`, whose `Server::run` hands everything to the run
+// loop (`run`), which turns the core's events into effects: `hooks`, the process's `signals`,
+// `logging`, and the stop broadcast to the server tasks (`context`), each an accept loop
+// (`accept`) that serves connections (`connection`) and counts them (`tracker`). A `handle`
+// controls a server from elsewhere.
+//
+// The requests: the `admission` layer issues the gate's tickets (`ticket`), which the response
+// `body` holds until the response ends; `response` builds the lifecycle's own responses and
+// `health` serves the health endpoints on their own. `runtime` is the seam to a runtime.
 mod accept;
 mod admission;
 mod body;
