@@ -59,11 +59,11 @@ use bytes::Bytes;
 use futures_util::future::{select, Either, LocalBoxFuture};
 use lameduck::responses::{CannedResponse, REQUEST_TIMEOUT, ROUTES_NOT_READY};
 use lameduck::{RequestInfo, Shared, Signal, StdClock};
-use lameduck_hyper::{decide, Classifier, Decision, Runtime, ServeError};
+use lameduck_hyper::{decide, Classifier, Decision, LifecycleResponse, Runtime};
 use lameduck_tokio::TokioRuntime;
 
 pub use body::LameduckBody;
-pub use lameduck_hyper::{ConnectionTracker, Handle, ShutdownSignal};
+pub use lameduck_hyper::{ConnectionTracker, Handle, ServeError, ShutdownSignal};
 pub use lameduck_tokio::builder;
 
 /// A prepared lifecycle for actix-web (its driver runs on actix's tokio runtime).
@@ -146,21 +146,32 @@ impl lameduck_hyper::RequestExtensions for ActixExtensions<'_> {
     }
 }
 
-/// One of the core's canned responses (429, 503, 504) for `req`.
-fn canned<B>(req: HttpRequest, c: &CannedResponse) -> ServiceResponse<LameduckBody<B>> {
-    let status = StatusCode::from_u16(c.status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
-    let body = LameduckBody::canned(Bytes::from_static(c.body.as_bytes()));
-    let mut res = HttpResponse::with_body(status, body);
-    for (name, value) in c.headers {
+/// The actix response for one of the lifecycle's own responses (a canned 429, 503 or 504, or
+/// a health answer): its status, headers and body, closing the connection after it when the
+/// response says so.
+fn actix_response(response: impl LifecycleResponse) -> HttpResponse<Bytes> {
+    let status =
+        StatusCode::from_u16(response.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let (headers, close) = (response.headers(), response.close_connection());
+    let mut res = HttpResponse::with_body(status, response.into_body());
+    for (name, value) in headers {
         if let Ok(name) = HeaderName::from_bytes(name.as_bytes()) {
             res.headers_mut()
                 .insert(name, HeaderValue::from_static(value));
         }
     }
-    if c.close_connection {
+    if close {
         res.head_mut().set_connection_type(ConnectionType::Close);
     }
-    ServiceResponse::new(req, res)
+    res
+}
+
+/// One of the core's canned responses (429, 503) for `req`, through the middleware's body.
+fn canned<B>(req: HttpRequest, c: &CannedResponse) -> ServiceResponse<LameduckBody<B>> {
+    ServiceResponse::new(
+        req,
+        actix_response(c).map_body(|_, body| LameduckBody::canned(body)),
+    )
 }
 
 /// Once new requests are no longer accepted, every response closes its keep-alive connection.
@@ -264,11 +275,7 @@ impl actix_web::ResponseError for RequestTimedOut {
     }
 
     fn error_response(&self) -> HttpResponse {
-        let mut res = HttpResponse::build(self.status_code());
-        for (name, value) in REQUEST_TIMEOUT.headers {
-            res.insert_header((*name, *value));
-        }
-        res.body(REQUEST_TIMEOUT.body)
+        actix_response(&REQUEST_TIMEOUT).map_into_boxed_body()
     }
 }
 
@@ -283,15 +290,7 @@ async fn health(req: HttpRequest, state: web::Data<HealthState>) -> HttpResponse
     let now = state.clock.instant(TokioRuntime.now());
     let query = Some(req.query_string()).filter(|q| !q.is_empty());
     match state.shared.health(req.path(), query, now) {
-        Some(h) => {
-            let mut res = HttpResponse::build(
-                StatusCode::from_u16(h.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-            );
-            for (name, value) in lameduck::health::HEADERS {
-                res.insert_header((name, value));
-            }
-            res.body(h.body)
-        }
+        Some(h) => actix_response(h).map_into_boxed_body(),
         None => HttpResponse::NotFound().body("404 page not found\n"),
     }
 }

@@ -4,22 +4,22 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{header, HeaderValue, Request, Response, StatusCode};
-use lameduck::gate::owned::OwnedLongRunningTicket;
-use lameduck::health::HealthResponse;
+use http::{header, Request, Response, StatusCode};
 use lameduck::responses::{CannedResponse, REQUEST_TIMEOUT, ROUTES_NOT_READY};
 use lameduck::{Admission, RequestInfo, Shared, Signal, SignalFired, StdClock};
 use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::body::{LameduckBody, TicketSlot, Tracker};
+use crate::body::LameduckBody;
+use crate::response::http_response;
 use crate::runtime::Runtime;
+use crate::ticket::{RequestTracker, TicketSlot, Tracker, UpgradeTicketSlot};
 
 /// Decides whether a request is long-running (watch, SSE, WebSocket).
 pub type Classifier = Arc<dyn Fn(&RequestInfo<'_>) -> bool + Send + Sync>;
@@ -68,65 +68,9 @@ impl ShutdownSignal {
     }
 }
 
-/// The long-running ticket of an upgrade request (WebSocket), as a request extension.
-///
-/// An upgraded connection outlives its `101` response, so the layer cannot see when it
-/// ends. Call [`take_upgrade_ticket`] in the handler and keep the ticket in the task that
-/// serves the upgraded connection: the drain waits for it until it is dropped.
-#[derive(Clone)]
-pub struct UpgradeTicketSlot(TicketSlot);
-
-impl fmt::Debug for UpgradeTicketSlot {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("UpgradeTicketSlot")
-    }
-}
-
-/// Takes the long-running ticket of an upgrade request, so the upgraded connection stays
-/// counted (and the drain waits for it) until the ticket is dropped. The one call a
-/// WebSocket handler makes. Returns `None` for requests that carry no ticket.
-pub fn take_upgrade_ticket<B>(req: &Request<B>) -> Option<OwnedLongRunningTicket> {
-    let slot = req.extensions().get::<UpgradeTicketSlot>()?;
-    slot.0.lock().unwrap_or_else(PoisonError::into_inner).take()
-}
-
-fn canned_bytes(canned: &CannedResponse) -> Response<Bytes> {
-    let mut res = Response::new(Bytes::from_static(canned.body.as_bytes()));
-    *res.status_mut() =
-        StatusCode::from_u16(canned.status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
-    let headers = res.headers_mut();
-    for (name, value) in canned.headers {
-        if let Ok(name) = header::HeaderName::from_bytes(name.as_bytes()) {
-            headers.insert(name, HeaderValue::from_static(value));
-        }
-    }
-    res
-}
-
-fn health_bytes(health: HealthResponse) -> Response<Bytes> {
-    let mut res = Response::new(Bytes::from(health.body));
-    *res.status_mut() =
-        StatusCode::from_u16(health.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let headers = res.headers_mut();
-    for (name, value) in lameduck::health::HEADERS {
-        if let Ok(name) = header::HeaderName::from_bytes(name.as_bytes()) {
-            headers.insert(name, HeaderValue::from_static(value));
-        }
-    }
-    res
-}
-
-/// A response from one of the core's canned responses (429, 503, 504).
-pub fn canned_response<B, R: Runtime>(canned: &CannedResponse) -> Response<LameduckBody<B, R>> {
-    canned_bytes(canned).map(LameduckBody::canned)
-}
-
-/// A response from a health answer, with kube-apiserver's headers.
-pub fn health_response<B, R: Runtime>(health: HealthResponse) -> Response<LameduckBody<B, R>> {
-    health_bytes(health).map(LameduckBody::canned)
-}
-
-/// The admission layer; see the [crate docs](crate).
+/// The admission layer: classifies each request, admits or rejects it through the gate,
+/// bounds it by the request timeout, answers the health endpoints, and keeps it counted until
+/// its response body ends. See [`decide`] for the decision it applies.
 #[derive(Clone)]
 pub struct AdmissionLayer<R: Runtime> {
     pub(crate) shared: Arc<Shared>,
@@ -291,24 +235,6 @@ pub fn decide(shared: &Arc<Shared>, info: &RequestInfo<'_>, classifier: &Classif
     }
 }
 
-/// Keeps one admitted request counted in the gate until dropped; hold it until the response
-/// body ends.
-#[derive(Debug)]
-pub struct RequestTracker(pub(crate) Tracker);
-
-impl RequestTracker {
-    /// Called when the response body has ended: the instant until which a long-running
-    /// body's end must be held (its paced slot in the drain), or `None` to end at once.
-    #[must_use]
-    pub fn hold_until(
-        &self,
-        clock: &StdClock,
-        now: std::time::Instant,
-    ) -> Option<std::time::Instant> {
-        self.0.hold_until(clock, now)
-    }
-}
-
 /// The parts of an HTTP request that classification looks at.
 #[must_use]
 pub fn request_info<B>(req: &Request<B>) -> RequestInfo<'_> {
@@ -351,11 +277,11 @@ where
                     }
                     _ => None,
                 };
-                return AdmissionFuture::ready(health_bytes(health), tracker);
+                return AdmissionFuture::ready(http_response(health), tracker);
             }
         }
         let (tracker, timeout) = match decide(shared, &info, &layer.classifier) {
-            Decision::Reject(canned) => return AdmissionFuture::ready(canned_bytes(canned), None),
+            Decision::Reject(canned) => return AdmissionFuture::ready(http_response(canned), None),
             Decision::Serve {
                 tracker,
                 timeout,
@@ -473,7 +399,7 @@ where
                     {
                         // An unknown path before every route is installed: 503, retry later.
                         *tracker = None;
-                        return Poll::Ready(Ok(canned_response(&ROUTES_NOT_READY)));
+                        return Poll::Ready(Ok(http_response(&ROUTES_NOT_READY)));
                     }
                     let (parts, body) = response.into_parts();
                     let body = LameduckBody::tracked(
@@ -489,7 +415,7 @@ where
                     ready!(sleep.poll(cx));
                     // The handler ran past `request_timeout`: answer 504 and release.
                     *tracker = None;
-                    return Poll::Ready(Ok(canned_response(&REQUEST_TIMEOUT)));
+                    return Poll::Ready(Ok(http_response(&REQUEST_TIMEOUT)));
                 }
                 Poll::Pending
             }
@@ -502,55 +428,4 @@ where
 pub fn request_timeout(shared: &Shared) -> Option<Duration> {
     let t = shared.config().request_timeout();
     (!t.is_zero()).then_some(t)
-}
-
-/// A tower service answering the health endpoints from the lifecycle, for routers that mount
-/// health routes explicitly (use it with [`AdmissionLayer::serve_health`]`(false)`).
-/// Paths that are not health paths get 404.
-#[derive(Clone)]
-pub struct HealthService<R: Runtime> {
-    shared: Arc<Shared>,
-    runtime: R,
-    clock: StdClock,
-}
-
-impl<R: Runtime> fmt::Debug for HealthService<R> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("HealthService").finish_non_exhaustive()
-    }
-}
-
-impl<R: Runtime> HealthService<R> {
-    /// A health service for `shared`'s lifecycle.
-    #[must_use]
-    pub fn new(shared: Arc<Shared>, runtime: R, clock: StdClock) -> Self {
-        HealthService {
-            shared,
-            runtime,
-            clock,
-        }
-    }
-}
-
-impl<R: Runtime, B> Service<Request<B>> for HealthService<R> {
-    type Response = Response<http_body_util::Full<Bytes>>;
-    type Error = std::convert::Infallible;
-    type Future = std::future::Ready<Result<Self::Response, std::convert::Infallible>>;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), std::convert::Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: Request<B>) -> Self::Future {
-        let now = self.clock.instant(self.runtime.now());
-        let response = match self.shared.health(req.uri().path(), req.uri().query(), now) {
-            Some(health) => health_bytes(health),
-            None => {
-                let mut res = Response::new(Bytes::from_static(b"404 page not found\n"));
-                *res.status_mut() = StatusCode::NOT_FOUND;
-                res
-            }
-        };
-        std::future::ready(Ok(response.map(http_body_util::Full::new)))
-    }
 }

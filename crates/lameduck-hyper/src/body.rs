@@ -6,18 +6,16 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{ready, Context, Poll};
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
-use lameduck::gate::owned::{OwnedLongRunningTicket, OwnedNormalTicket};
 use lameduck::StdClock;
 use pin_project_lite::pin_project;
 
-use crate::admission::RequestTracker;
+use crate::error::BoxError;
 use crate::runtime::Runtime;
-use crate::server::BoxError;
+use crate::ticket::RequestTracker;
 
 /// The error a normal response's body ends with when it has not ended by the request
 /// timeout: hyper then aborts the response (HTTP/1: the connection is closed without the
@@ -25,38 +23,6 @@ use crate::server::BoxError;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("the response did not complete within the request timeout")]
 pub struct ResponseTimedOut;
-
-/// A long-running ticket that an upgrade handler can take over; see
-/// [`crate::take_upgrade_ticket`].
-pub(crate) type TicketSlot = Arc<Mutex<Option<OwnedLongRunningTicket>>>;
-
-/// What keeps a request counted in the gate until its body ends.
-#[derive(Debug)]
-pub(crate) enum Tracker {
-    /// Held for its `Drop`, which releases the request.
-    Normal(#[allow(dead_code)] OwnedNormalTicket),
-    LongRunning(TicketSlot),
-}
-
-impl Tracker {
-    /// The instant until which the end of a long-running body is held, if any.
-    pub(crate) fn hold_until(
-        &self,
-        clock: &StdClock,
-        now: std::time::Instant,
-    ) -> Option<std::time::Instant> {
-        match self {
-            Tracker::Normal(_) => None,
-            Tracker::LongRunning(slot) => {
-                let guard = slot.lock().unwrap_or_else(PoisonError::into_inner);
-                let ticket = guard.as_ref()?;
-                ticket
-                    .reserve_release(clock.instant(now))
-                    .map(|at| clock.to_std(at))
-            }
-        }
-    }
-}
 
 pin_project! {
     /// The body of every response that passes through [`crate::AdmissionLayer`].
@@ -85,11 +51,14 @@ pin_project! {
     }
 }
 
-impl<B, R: Runtime> LameduckBody<B, R> {
-    pub(crate) fn canned(data: Bytes) -> Self {
+/// A body of the lifecycle's own (a canned or health response), untracked.
+impl<B, R: Runtime> From<Bytes> for LameduckBody<B, R> {
+    fn from(data: Bytes) -> Self {
         Self::canned_tracked(data, None)
     }
+}
 
+impl<B, R: Runtime> LameduckBody<B, R> {
     pub(crate) fn canned_tracked(data: Bytes, tracker: Option<RequestTracker>) -> Self {
         LameduckBody {
             state: BodyState::Canned {
@@ -271,7 +240,9 @@ impl<R: Runtime> BodyEnd<R> {
     /// Whether this is a long-running request's body (its end may be held).
     #[must_use]
     pub fn is_long_running(&self) -> bool {
-        matches!(self.tracker, Some(RequestTracker(Tracker::LongRunning(_))))
+        self.tracker
+            .as_ref()
+            .is_some_and(RequestTracker::is_long_running)
     }
 
     /// Whether the handler's body has ended and its end is being held.

@@ -12,30 +12,58 @@
 //!   logs every signal.
 //! * [`AdmissionLayer`]: the tower layer (so axum works) that classifies requests (normal,
 //!   long-running, exempt), rejects them with 503/429 once the gate closes, bounds normal
-//!   requests by the request timeout (504 before the head, the response aborted after it), serves the health endpoints, hands long-running handlers a
-//!   [`ShutdownSignal`], and keeps every request counted until its response body ends
-//!   (long-running ones until their paced slot).
+//!   requests by the request timeout (504 before the head, the response aborted after it),
+//!   serves the health endpoints, hands long-running handlers a [`ShutdownSignal`], and keeps
+//!   every request counted until its response body ends (long-running ones until their
+//!   paced slot).
 //!
 //! Adapters supply only their runtime's timer, spawner, signals and I/O types.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
-mod adapter;
+// The driver: `builder` prepares a `server`, whose `Server::run` hands everything to the run
+// loop (`run`), which turns the core's events into effects: `hooks`, the process's `signals`,
+// `logging`, and the stop broadcast to the server tasks (`context`), each an accept loop
+// (`accept`) that serves connections (`connection`) and counts them (`tracker`). A `handle`
+// controls a server from elsewhere.
+//
+// The requests: the `admission` layer issues the gate's tickets (`ticket`), which the response
+// `body` holds until the response ends; `response` builds the lifecycle's own responses and
+// `health` serves the health endpoints on their own. `runtime` is the seam to a runtime.
+mod accept;
 mod admission;
 mod body;
-mod conn;
+mod builder;
+mod connection;
+mod context;
+mod error;
 mod flag;
+mod handle;
+mod health;
+mod hooks;
+mod logging;
+mod response;
+mod run;
 mod runtime;
 mod server;
+mod signals;
+mod ticket;
+mod tracker;
 
 pub use admission::{
-    canned_response, decide, health_response, request_info, request_timeout, take_upgrade_ticket,
-    AdmissionFuture, AdmissionLayer, AdmissionService, Classifier, Decision, HealthService,
-    RequestExtensions, RequestTracker, ShutdownSignal, UpgradeTicketSlot,
+    decide, request_info, request_timeout, AdmissionFuture, AdmissionLayer, AdmissionService,
+    Classifier, Decision, RequestExtensions, ShutdownSignal,
 };
 pub use body::{BodyEnd, LameduckBody, ResponseTimedOut};
+pub use builder::{Builder, Hook};
+pub use connection::HttpService;
+pub use context::ListenerContext;
+pub use error::{BoxError, ServeError};
+pub use handle::Handle;
+pub use health::HealthService;
+pub use lameduck::machine::DESTROY_HOOKS_TIMEOUT;
+pub use response::{http_response, LifecycleResponse};
 pub use runtime::{BoxFuture, Exec, Listener, OsSignal, Runtime};
-pub use server::{
-    BoxError, Builder, ConnectionGuard, ConnectionTracker, Handle, Hook, HttpService,
-    ListenerContext, ServeError, Server, DESTROY_HOOKS_TIMEOUT,
-};
+pub use server::Server;
+pub use ticket::{take_upgrade_ticket, RequestTracker, UpgradeTicketSlot};
+pub use tracker::{ConnectionGuard, ConnectionTracker};

@@ -5,6 +5,8 @@
 //! global executor or your own multi-threaded [`async_executor::Executor`]), async-signal's
 //! SIGTERM/SIGINT, and async-net listeners. Everything else is [`lameduck_hyper`].
 //!
+//! [`async_executor::Executor`]: https://docs.rs/async-executor/1/async_executor/struct.Executor.html
+//!
 //! ```no_run
 //! use std::convert::Infallible;
 //! use lameduck::Config;
@@ -27,6 +29,7 @@
 
 use std::future::Future;
 use std::io;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -37,10 +40,55 @@ use async_io::Timer;
 use async_net::{TcpListener, TcpStream};
 use async_signal::{Signal, Signals};
 use futures_util::Stream;
-use lameduck_hyper::{OsSignal, Runtime};
+use lameduck::Config;
+use lameduck_hyper::{Listener, OsSignal, Runtime};
 use smol_hyper::rt::{FuturesIo, SmolTimer};
 
-pub use lameduck_hyper::{take_upgrade_ticket, AdmissionLayer, Handle, ServeError, ShutdownSignal};
+pub use lameduck_hyper::{
+    take_upgrade_ticket, AdmissionLayer, Builder, Handle, HealthService, Hook, HttpService,
+    ListenerContext, ServeError, ShutdownSignal,
+};
+
+/// A prepared server on smol: [`lameduck_hyper::Server`] on the [`SmolRuntime`], made by
+/// [`Builder::prepare`]. Wrap your service in [`Server::layer`], add listeners with
+/// [`Server::serve`], then [`Server::run`] it.
+pub type Server = lameduck_hyper::Server<SmolRuntime>;
+
+/// Starts configuring a server whose tasks run on smol's global executor.
+#[must_use]
+pub fn builder(config: Config) -> Builder<SmolRuntime> {
+    Builder::new(config, SmolRuntime::global())
+}
+
+/// Starts configuring a server whose tasks run on `executor`.
+#[must_use]
+pub fn builder_on(config: Config, executor: Arc<Executor<'static>>) -> Builder<SmolRuntime> {
+    Builder::new(config, SmolRuntime::with_executor(executor))
+}
+
+/// Binds a TCP listener on `addr`, for [`Server::serve`].
+pub async fn bind(addr: SocketAddr) -> io::Result<SmolListener> {
+    Ok(SmolListener(TcpListener::bind(addr).await?))
+}
+
+/// An async-net TCP listener for [`Server::serve`].
+#[derive(Debug)]
+pub struct SmolListener(pub TcpListener);
+
+impl Listener for SmolListener {
+    type Io = FuturesIo<TcpStream>;
+
+    async fn accept(&mut self) -> io::Result<(Self::Io, SocketAddr)> {
+        let (stream, peer) = self.0.accept().await?;
+        // Small responses go out at once; Nagle would hold them behind delayed ACKs.
+        let _ = stream.set_nodelay(true);
+        Ok((FuturesIo::new(stream), peer))
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.0.local_addr()
+    }
+}
 
 /// The smol runtime seam. Tasks go to smol's global executor, or to an executor of yours
 /// (run it on as many threads as you like).
@@ -136,19 +184,4 @@ impl Stream for SmolSignals {
             };
         }
     }
-}
-
-lameduck_hyper::adapter_items! {
-    runtime: SmolRuntime = SmolRuntime::global(),
-    listener: SmolListener(TcpListener),
-    io: FuturesIo<TcpStream> = FuturesIo::new,
-}
-
-/// Starts configuring a server whose tasks run on `executor`.
-#[must_use]
-pub fn builder_on(
-    config: lameduck::Config,
-    executor: Arc<Executor<'static>>,
-) -> lameduck_hyper::Builder<SmolRuntime> {
-    lameduck_hyper::Builder::new(config, SmolRuntime::with_executor(executor))
 }

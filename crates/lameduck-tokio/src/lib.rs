@@ -29,18 +29,58 @@
 
 use std::future::Future;
 use std::io;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
 use futures_util::Stream;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use lameduck_hyper::{OsSignal, Runtime};
+use lameduck::Config;
+use lameduck_hyper::{Listener, OsSignal, Runtime};
 use signal_hook::low_level::{pipe, unregister};
 use signal_hook::SigId;
 use tokio::net::{TcpListener, TcpStream, UnixStream};
 
-pub use lameduck_hyper::{take_upgrade_ticket, AdmissionLayer, Handle, ServeError, ShutdownSignal};
+pub use lameduck_hyper::{
+    take_upgrade_ticket, AdmissionLayer, Builder, Handle, HealthService, Hook, HttpService,
+    ListenerContext, ServeError, ShutdownSignal,
+};
+
+/// A prepared server on tokio: [`lameduck_hyper::Server`] on the [`TokioRuntime`], made by
+/// [`Builder::prepare`]. Wrap your service in [`Server::layer`], add listeners with
+/// [`Server::serve`], then [`Server::run`] it.
+pub type Server = lameduck_hyper::Server<TokioRuntime>;
+
+/// Starts configuring a server on tokio.
+#[must_use]
+pub fn builder(config: Config) -> Builder<TokioRuntime> {
+    Builder::new(config, TokioRuntime)
+}
+
+/// Binds a TCP listener on `addr`, for [`Server::serve`].
+pub async fn bind(addr: SocketAddr) -> io::Result<TokioListener> {
+    Ok(TokioListener(TcpListener::bind(addr).await?))
+}
+
+/// A tokio TCP listener for [`Server::serve`].
+#[derive(Debug)]
+pub struct TokioListener(pub TcpListener);
+
+impl Listener for TokioListener {
+    type Io = TokioIo<TcpStream>;
+
+    async fn accept(&mut self) -> io::Result<(Self::Io, SocketAddr)> {
+        let (stream, peer) = self.0.accept().await?;
+        // Small responses go out at once; Nagle would hold them behind delayed ACKs.
+        let _ = stream.set_nodelay(true);
+        Ok((TokioIo::new(stream), peer))
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.0.local_addr()
+    }
+}
 
 /// The tokio runtime seam: tokio's clock, `tokio::spawn`, tokio signals and hyper-util's
 /// `TokioTimer`.
@@ -159,10 +199,4 @@ impl Stream for TokioSignals {
             Poll::Ready(None)
         }
     }
-}
-
-lameduck_hyper::adapter_items! {
-    runtime: TokioRuntime = TokioRuntime,
-    listener: TokioListener(TcpListener),
-    io: TokioIo<TcpStream> = TokioIo::new,
 }

@@ -1,0 +1,155 @@
+//! Configuring a server: hooks, health checks, readiness-of-routes signals and signal
+//! handling, frozen by [`Builder::prepare`].
+
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+
+use lameduck::{Config, Configuring, EndpointSet, HookKind, Lifecycle, MuxSignalId, RegisterError};
+
+use crate::error::BoxError;
+use crate::hooks::{HookFn, Hooks};
+use crate::runtime::{BoxFuture, Runtime};
+use crate::server::Server;
+use crate::signals;
+
+/// A hook: an async function run once, returning `Ok` or an error. Implemented for every
+/// `FnOnce() -> impl Future<Output = Result<(), E>>` with `E: Into<BoxError>`.
+pub trait Hook: Send + 'static {
+    /// Boxes the hook.
+    fn into_boxed(self) -> Box<dyn FnOnce() -> BoxFuture<Result<(), BoxError>> + Send>;
+}
+
+impl<F, Fut, E> Hook for F
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: Future<Output = Result<(), E>> + Send + 'static,
+    E: Into<BoxError>,
+{
+    fn into_boxed(self) -> HookFn {
+        Box::new(move || Box::pin(async move { self().await.map_err(Into::into) }))
+    }
+}
+
+/// Configures hooks and checks before the server is prepared.
+pub struct Builder<R: Runtime> {
+    lifecycle: Lifecycle<Configuring>,
+    runtime: R,
+    hooks: Hooks,
+    handle_signals: bool,
+}
+
+impl<R: Runtime> fmt::Debug for Builder<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder").finish_non_exhaustive()
+    }
+}
+
+impl<R: Runtime> Builder<R> {
+    /// A builder for `config` on `runtime`.
+    pub fn new(config: Config, runtime: R) -> Self {
+        Builder {
+            lifecycle: Lifecycle::new(config),
+            runtime,
+            hooks: HashMap::new(),
+            handle_signals: true,
+        }
+    }
+
+    /// Adds a hook of `kind`; the methods below name each kind.
+    pub fn hook(
+        &mut self,
+        kind: HookKind,
+        name: &str,
+        f: impl Hook,
+    ) -> Result<&mut Self, RegisterError> {
+        let id = match kind {
+            HookKind::PreShutdown => self.lifecycle.add_pre_shutdown_hook(name)?,
+            HookKind::PostStart => self.lifecycle.add_post_start_hook(name)?,
+            HookKind::AfterDrain => self.lifecycle.add_after_drain_hook(name)?,
+            HookKind::Destroy => self.lifecycle.add_destroy_hook(name)?,
+        };
+        self.hooks.insert(id, f.into_boxed());
+        Ok(self)
+    }
+
+    /// Adds a pre-shutdown hook: runs from `ShutdownInitiated`, concurrently with the delay
+    /// and the other pre-shutdown hooks; `NotAcceptingNewRequest` waits for it. A failure
+    /// or panic is logged with the hook's name and makes the exit code 1, after the drain.
+    pub fn pre_shutdown_hook(
+        &mut self,
+        name: &str,
+        f: impl Hook,
+    ) -> Result<&mut Self, RegisterError> {
+        self.hook(HookKind::PreShutdown, name, f)
+    }
+
+    /// Adds a post-start hook: runs once every listener serves; the health check
+    /// `poststarthook/<name>` fails until it returns. A failure starts a graceful
+    /// termination that exits 1.
+    pub fn post_start_hook(
+        &mut self,
+        name: &str,
+        f: impl Hook,
+    ) -> Result<&mut Self, RegisterError> {
+        self.hook(HookKind::PostStart, name, f)
+    }
+
+    /// Adds an after-drain hook (flush logs, traces, exporters): runs after
+    /// `InFlightRequestsDrained`; the exit waits for it.
+    pub fn after_drain_hook(
+        &mut self,
+        name: &str,
+        f: impl Hook,
+    ) -> Result<&mut Self, RegisterError> {
+        self.hook(HookKind::AfterDrain, name, f)
+    }
+
+    /// Adds a destroy hook: runs once on every exit path but the second stop signal (which
+    /// exits at once), one after the other in registration order, for at most
+    /// [`DESTROY_HOOKS_TIMEOUT`](crate::DESTROY_HOOKS_TIMEOUT) in all.
+    pub fn destroy_hook(&mut self, name: &str, f: impl Hook) -> Result<&mut Self, RegisterError> {
+        self.hook(HookKind::Destroy, name, f)
+    }
+
+    /// Registers a readiness-of-routes signal: `MuxAndDiscoveryComplete` fires once every
+    /// registered one has been reported with [`Handle::mux_signal_fired`]; until then the
+    /// admission layer answers paths your service does not know (404) with 503
+    /// `Retry-After: 5`.
+    ///
+    /// [`Handle::mux_signal_fired`]: crate::Handle::mux_signal_fired
+    pub fn mux_signal(&mut self, name: &str) -> Result<MuxSignalId, RegisterError> {
+        self.lifecycle.add_mux_signal(name)
+    }
+
+    /// Adds a health check on `endpoints`.
+    pub fn health_check(
+        &mut self,
+        name: &str,
+        endpoints: EndpointSet,
+        check: impl Fn() -> Result<(), String> + Send + Sync + 'static,
+    ) -> Result<&mut Self, RegisterError> {
+        self.lifecycle
+            .add_health_check(name, endpoints, Box::new(check))?;
+        Ok(self)
+    }
+
+    /// Leaves SIGTERM/SIGINT alone, for embedders who own signals; terminate through
+    /// [`Handle::request_shutdown`].
+    ///
+    /// [`Handle::request_shutdown`]: crate::Handle::request_shutdown
+    pub fn without_signals(&mut self) -> &mut Self {
+        self.handle_signals = false;
+        self
+    }
+
+    /// Freezes hooks and checks, and (unless [`Builder::without_signals`]) installs the
+    /// SIGTERM/SIGINT handlers, so a signal is caught from here on even before
+    /// [`Server::run`] (print your "listening" line after this). Call it inside the runtime.
+    /// Listeners are added to the prepared server.
+    #[must_use]
+    pub fn prepare(self) -> Server<R> {
+        let signals = self.handle_signals.then(|| signals::install(&self.runtime));
+        Server::new(self.lifecycle.prepare(), self.runtime, self.hooks, signals)
+    }
+}

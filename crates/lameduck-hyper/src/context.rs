@@ -1,0 +1,126 @@
+//! What a server task (an accept loop, or another HTTP server such as actix-web's) shares
+//! with the run loop: the stop broadcast it reacts to, and the channel it reports on.
+
+use std::fmt;
+use std::sync::Arc;
+
+use futures_channel::mpsc;
+use lameduck::{Input, ListenerId, Shared};
+
+use crate::flag::Flag;
+use crate::runtime::{BoxFuture, Runtime};
+
+/// Broadcast from the run loop to every accept loop and connection. There is no "force
+/// close": when the HTTP shutdown timeout passes, the lifecycle stops waiting for the
+/// connections and closes none of them (each request is bounded by its own deadline).
+#[derive(Default)]
+pub(crate) struct ServeControl {
+    /// `StopListening`: close the listener, shut connections down gracefully.
+    pub(crate) stop: Flag,
+}
+
+/// A server task, registered with [`crate::Server::serve`] or [`crate::Server::serve_with`]
+/// and started when the lifecycle runs.
+pub(crate) struct ServeTask<R> {
+    pub(crate) id: ListenerId,
+    pub(crate) name: String,
+    pub(crate) serve: Box<dyn FnOnce(ListenerContext<R>) -> BoxFuture<()> + Send>,
+}
+
+/// What a server task (an accept loop, or another HTTP server such as actix-web's) gets
+/// from the driver: when to stop, and how to report back. See [`Server::serve_with`].
+///
+/// [`Server::serve_with`]: crate::Server::serve_with
+pub struct ListenerContext<R> {
+    id: ListenerId,
+    name: String,
+    runtime: R,
+    shared: Arc<Shared>,
+    control: Arc<ServeControl>,
+    tx: mpsc::UnboundedSender<Input>,
+}
+
+impl<R> fmt::Debug for ListenerContext<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ListenerContext")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<R: Runtime> ListenerContext<R> {
+    pub(crate) fn new(
+        id: ListenerId,
+        name: String,
+        runtime: R,
+        shared: Arc<Shared>,
+        control: Arc<ServeControl>,
+        tx: mpsc::UnboundedSender<Input>,
+    ) -> Self {
+        ListenerContext {
+            id,
+            name,
+            runtime,
+            shared,
+            control,
+            tx,
+        }
+    }
+
+    /// The listener's name.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The runtime.
+    #[must_use]
+    pub fn runtime(&self) -> &R {
+        &self.runtime
+    }
+
+    /// The lifecycle's shared state.
+    #[must_use]
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// The run loop's broadcast, for the connections of this server.
+    pub(crate) fn control(&self) -> &Arc<ServeControl> {
+        &self.control
+    }
+
+    /// Reports that the listener is bound and serving.
+    pub fn report_serving(&self) {
+        let _ = self.tx.unbounded_send(Input::ListenerServing(self.id));
+    }
+
+    /// Reports that the listening socket is closed (new connections are refused).
+    pub fn report_listener_stopped(&self) {
+        let _ = self.tx.unbounded_send(Input::ListenerStopped(self.id));
+    }
+
+    /// Reports that every connection of this server has ended.
+    pub fn report_server_stopped(&self) {
+        let _ = self.tx.unbounded_send(Input::ServerStopped(self.id));
+    }
+
+    /// Reports that the server (another HTTP server implementation, with timeouts of its
+    /// own) ended connections on its own while lameduck still allowed them to run: the
+    /// termination is not complete, and the exit code will be 1.
+    pub fn report_connections_cut(&self) {
+        let _ = self.tx.unbounded_send(Input::ConnectionsCut(self.id));
+    }
+
+    /// Resolves when the lifecycle says to stop listening and shut connections down
+    /// gracefully.
+    pub async fn stop_listening(&self) {
+        self.control.stop.wait().await;
+    }
+
+    /// Whether the lifecycle has said to stop listening.
+    #[must_use]
+    pub fn is_stopping(&self) -> bool {
+        self.control.stop.is_set()
+    }
+}

@@ -1,0 +1,24 @@
+//! The errors of the driver: what a hook may return, and what building or running a server
+//! can fail with.
+
+use std::error::Error as StdError;
+use std::io;
+
+use lameduck::RegisterError;
+
+/// Errors a hook may return.
+pub type BoxError = Box<dyn StdError + Send + Sync>;
+
+/// Errors from building or running a server.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// A hook, check or listener could not be registered.
+    #[error(transparent)]
+    Register(#[from] RegisterError),
+    /// Signal handling was already installed in this process.
+    #[error("the signal handler is already installed in this process")]
+    SignalsAlreadyInstalled,
+    /// Installing the signal handler failed.
+    #[error("cannot install the signal handler: {0}")]
+    Signals(#[source] io::Error),
+}

@@ -1,0 +1,73 @@
+//! The handle to a server: request its termination and observe it from elsewhere.
+
+use std::fmt;
+use std::sync::Arc;
+
+use futures_channel::mpsc;
+use lameduck::{Input, MuxSignalId, Phase, Shared, Signal, StopSource};
+
+/// Controls a server from elsewhere: request termination, read its state.
+#[derive(Clone)]
+pub struct Handle {
+    shared: Arc<Shared>,
+    tx: mpsc::UnboundedSender<Input>,
+}
+
+impl fmt::Debug for Handle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Handle").finish_non_exhaustive()
+    }
+}
+
+impl Handle {
+    pub(crate) fn new(shared: Arc<Shared>, tx: mpsc::UnboundedSender<Input>) -> Self {
+        Handle { shared, tx }
+    }
+
+    /// Starts a graceful termination from code. Returns `false` when the server is gone.
+    /// Repeating it changes nothing (only a second OS signal forces exit).
+    pub fn request_shutdown(&self) -> bool {
+        self.send(Input::StopRequested(StopSource::Api))
+    }
+
+    /// Delivers an OS-signal-like stop (a second one forces exit 1), for embedders that own
+    /// signal handling.
+    pub fn deliver_signal(&self) -> bool {
+        self.send(Input::StopRequested(StopSource::Signal))
+    }
+
+    /// Reports that a readiness-of-routes signal registered with
+    /// [`Builder::mux_signal`](crate::Builder::mux_signal) fired (idempotent).
+    pub fn mux_signal_fired(&self, id: MuxSignalId) -> bool {
+        self.send(Input::MuxSignalFired(id))
+    }
+
+    fn send(&self, input: Input) -> bool {
+        self.tx.unbounded_send(input).is_ok()
+    }
+
+    /// The lifecycle's shared state: signals, gate counts, health.
+    #[must_use]
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// Normal and long-running requests in flight.
+    #[must_use]
+    pub fn in_flight(&self) -> (usize, usize) {
+        let gate = self.shared.gate();
+        (gate.normal_in_flight(), gate.long_running_in_flight())
+    }
+
+    /// Resolves when `signal` fires.
+    pub fn signal_fired(&self, signal: Signal) -> lameduck::SignalFired {
+        self.shared.signal_fired(signal)
+    }
+
+    /// The lifecycle's phase: the core's one phase function ([`Shared::phase`]), the same
+    /// the driver's machine reports.
+    #[must_use]
+    pub fn phase(&self) -> Phase {
+        self.shared.phase()
+    }
+}

@@ -1,0 +1,210 @@
+//! Every line the driver logs, one function per event, in kube-apiserver's style: the
+//! lifecycle's lines carry `[graceful-termination]`, and each signal line names the signal
+//! exactly (`[graceful-termination] shutdown event name=NotAcceptingNewRequest`). Tests and
+//! the trace checker parse these texts: change none of them.
+
+use std::fmt::Display;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use lameduck::{DrainPlan, ExitReason, HookKind, HookOutcome, InputError, Signal};
+use tracing::{debug, error, info, warn};
+
+use crate::runtime::OsSignal;
+
+/// The target of every driver line: the module the driver was written in at first, kept so
+/// that log filters naming it (`RUST_LOG=lameduck_hyper::server=info`) keep working.
+const TARGET: &str = "lameduck_hyper::server";
+
+/// The driver is running and waits for a stop event.
+pub(crate) fn waiting_for_shutdown() {
+    info!(
+        target: TARGET,
+        "[graceful-termination] waiting for shutdown to be initiated"
+    );
+}
+
+/// An OS signal arrived (before the lifecycle takes it).
+pub(crate) fn received_signal(signal: OsSignal) {
+    info!(
+        target: TARGET,
+        signal = signal.name(),
+        "[graceful-termination] received signal"
+    );
+}
+
+/// A lifecycle signal fired.
+pub(crate) fn signal(signal: Signal) {
+    match signal {
+        Signal::PreShutdownHooksStopped => info!(
+            target: TARGET,
+            name = %signal,
+            "[graceful-termination] pre-shutdown hooks completed, shutdown event"
+        ),
+        Signal::HasBeenReady | Signal::MuxAndDiscoveryComplete => {
+            info!(target: TARGET, name = %signal, "[graceful-termination] lifecycle event");
+        }
+        _ => info!(target: TARGET, name = %signal, "[graceful-termination] shutdown event"),
+    }
+}
+
+/// The drain began (`NotAcceptingNewRequest`).
+pub(crate) fn drain_started(plan: &DrainPlan) {
+    info!(
+        target: TARGET,
+        normal = plan.normal_in_flight,
+        long_running = plan.long_running_in_flight,
+        pacing_interval = ?plan.pacing_interval,
+        "[graceful-termination] draining in-flight requests"
+    );
+}
+
+/// Requests still in flight, about once a second while draining.
+pub(crate) fn drain_progress(normal_in_flight: usize, long_running_in_flight: usize) {
+    info!(
+        target: TARGET,
+        normal = normal_in_flight,
+        long_running = long_running_in_flight,
+        "[graceful-termination] drain in progress"
+    );
+}
+
+/// The normal drain ended, at its deadline or not.
+pub(crate) fn normal_drain_finished(remaining: usize, timed_out: bool) {
+    if timed_out {
+        warn!(target: TARGET, remaining, "[graceful-termination] in-flight non long-running request(s) did not drain before the deadline");
+    } else {
+        info!(
+            target: TARGET,
+            "[graceful-termination] in-flight non long-running request(s) have drained"
+        );
+    }
+}
+
+/// The long-running drain ended, or was not waited for.
+pub(crate) fn long_running_drain_finished(
+    before: usize,
+    after: usize,
+    timed_out: bool,
+    skipped: bool,
+) {
+    if skipped {
+        info!(target: TARGET, active = before, "[graceful-termination] not going to wait for active watch request(s) to drain");
+    } else {
+        info!(
+            target: TARGET,
+            activeWatchesBefore = before,
+            activeWatchesAfter = after,
+            timed_out,
+            "[graceful-termination] active watch request(s) have drained"
+        );
+    }
+}
+
+/// The listeners are told to stop; `shutdown_timeout` is what is left of the HTTP shutdown
+/// timeout (`None`: unbounded).
+pub(crate) fn stopping_listeners(shutdown_timeout: Option<Duration>) {
+    info!(
+        target: TARGET,
+        shutdown_timeout = ?shutdown_timeout,
+        "[graceful-termination] stopping listeners"
+    );
+}
+
+/// The HTTP shutdown timeout passed before every server stopped.
+pub(crate) fn http_shutdown_timed_out() {
+    warn!(
+        target: TARGET,
+        "[graceful-termination] HTTP shutdown timeout passed: no longer waiting for open connections (none is closed; each request keeps its own deadline)"
+    );
+}
+
+/// A server ended connections of `listener` before the bounds allowed it.
+pub(crate) fn connections_cut(listener: &str) {
+    error!(
+        target: TARGET,
+        listener,
+        "[graceful-termination] the server ended connections before the termination bounds allowed it: the drain did not complete"
+    );
+}
+
+/// The machine reports a failed hook (the exit code will be 1).
+pub(crate) fn hook_failed(hook: &str, kind: &str, outcome: HookOutcome) {
+    error!(
+        target: TARGET,
+        hook,
+        kind,
+        ?outcome,
+        "[graceful-termination] hook failed"
+    );
+}
+
+/// A listener stopped before it was asked to.
+pub(crate) fn listener_failed(listener: &str) {
+    error!(
+        target: TARGET,
+        listener,
+        "[graceful-termination] listener stopped unexpectedly"
+    );
+}
+
+/// The destroy hooks start.
+pub(crate) fn running_destroy_hooks() {
+    info!(target: TARGET, "[graceful-termination] running destroy hooks");
+}
+
+/// The process exits with `code`.
+pub(crate) fn exiting(code: u8, reason: ExitReason) {
+    info!(target: TARGET, code, %reason, "[graceful-termination] server is exiting");
+}
+
+/// A hook (not a destroy hook) returned an error.
+pub(crate) fn hook_returned_error(hook: &str, kind: HookKind, error: &dyn Display) {
+    error!(target: TARGET, hook = %hook, kind = kind.name(), error = %error, "[graceful-termination] hook returned an error");
+}
+
+/// A hook (not a destroy hook) panicked.
+pub(crate) fn hook_panicked(hook: &str, kind: HookKind) {
+    error!(target: TARGET, hook = %hook, kind = kind.name(), "[graceful-termination] hook panicked");
+}
+
+/// A destroy hook returned an error.
+pub(crate) fn destroy_hook_failed(hook: &str, error: &dyn Display) {
+    error!(target: TARGET, hook = %hook, error = %error, "destroy hook failed");
+}
+
+/// A destroy hook panicked.
+pub(crate) fn destroy_hook_panicked(hook: &str) {
+    error!(target: TARGET, hook = %hook, "destroy hook panicked");
+}
+
+/// The lifecycle refused an input (a late or repeated report): harmless, logged for
+/// debugging.
+pub(crate) fn input_ignored(error: &InputError) {
+    debug!(target: TARGET, error = %error, "input ignored by the lifecycle");
+}
+
+/// systemd could not be notified.
+pub(crate) fn systemd_notify_failed(error: &dyn Display) {
+    warn!(target: TARGET, error = %error, "cannot notify systemd");
+}
+
+/// A listener serves on `addr`.
+pub(crate) fn serving_on(listener: &str, addr: SocketAddr) {
+    info!(target: TARGET, listener = %listener, %addr, "Serving on {addr}");
+}
+
+/// A listener closed its listening socket.
+pub(crate) fn stopped_listening(listener: &str, addr: Option<SocketAddr>) {
+    info!(target: TARGET, listener = %listener, addr = ?addr, "Stopped listening");
+}
+
+/// Accepting a connection failed (the accept loop backs off and retries).
+pub(crate) fn accept_failed(listener: &str, error: &dyn Display) {
+    warn!(target: TARGET, listener = %listener, error = %error, "accept failed");
+}
+
+/// A connection ended with an error.
+pub(crate) fn connection_error(peer: SocketAddr, error: &dyn Display) {
+    debug!(target: TARGET, %peer, error = %error, "connection error");
+}

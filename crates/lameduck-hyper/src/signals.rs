@@ -1,0 +1,61 @@
+//! The process-wide SIGTERM/SIGINT handling: installed once per process (a second server
+//! gets [`ServeError::SignalsAlreadyInstalled`]), at prepare time so that a signal is caught
+//! even before the server runs, and forwarded to the run loop as [`Input::StopRequested`].
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use futures_channel::mpsc;
+use futures_util::StreamExt;
+use lameduck::{Input, StopSource};
+
+use crate::error::ServeError;
+use crate::logging;
+use crate::runtime::Runtime;
+
+/// Whether a server of this process holds the signal handlers.
+static SIGNALS_INSTALLED: AtomicBool = AtomicBool::new(false);
+
+/// Clears [`SIGNALS_INSTALLED`] when the server that set it ends.
+pub(crate) struct SignalsInstalled;
+
+impl Drop for SignalsInstalled {
+    fn drop(&mut self) {
+        SIGNALS_INSTALLED.store(false, Ordering::Release);
+    }
+}
+
+/// The process's signal handlers, installed at prepare time.
+pub(crate) struct InstalledSignals<R: Runtime> {
+    guard: SignalsInstalled,
+    stream: R::Signals,
+}
+
+/// Installs the handlers, unless a server of this process already did.
+pub(crate) fn install<R: Runtime>(runtime: &R) -> Result<InstalledSignals<R>, ServeError> {
+    if SIGNALS_INSTALLED.swap(true, Ordering::AcqRel) {
+        return Err(ServeError::SignalsAlreadyInstalled);
+    }
+    let guard = SignalsInstalled;
+    let stream = runtime.signals().map_err(ServeError::Signals)?;
+    Ok(InstalledSignals { guard, stream })
+}
+
+impl<R: Runtime> InstalledSignals<R> {
+    /// Forwards every delivery to the run loop (a second one forces the exit: the machine
+    /// decides). Returns the guard to hold while the server runs.
+    pub(crate) fn forward(self, runtime: &R, tx: mpsc::UnboundedSender<Input>) -> SignalsInstalled {
+        let InstalledSignals { guard, mut stream } = self;
+        runtime.spawn(async move {
+            while let Some(signal) = stream.next().await {
+                logging::received_signal(signal);
+                if tx
+                    .unbounded_send(Input::StopRequested(StopSource::Signal))
+                    .is_err()
+                {
+                    break;
+                }
+            }
+        });
+        guard
+    }
+}

@@ -1,0 +1,72 @@
+//! What keeps an admitted request counted in the gate until its response body ends: a
+//! normal ticket, or a long-running one that an upgrade handler may take over. Shared by the
+//! admission decision, which issues them, and the response bodies, which hold them.
+
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use http::Request;
+use lameduck::gate::owned::{OwnedLongRunningTicket, OwnedNormalTicket};
+use lameduck::StdClock;
+
+/// A long-running ticket that an upgrade handler can take over; see [`take_upgrade_ticket`].
+pub(crate) type TicketSlot = Arc<Mutex<Option<OwnedLongRunningTicket>>>;
+
+/// What keeps a request counted in the gate until its body ends.
+#[derive(Debug)]
+pub(crate) enum Tracker {
+    /// Held for its `Drop`, which releases the request.
+    Normal(#[allow(dead_code)] OwnedNormalTicket),
+    LongRunning(TicketSlot),
+}
+
+/// Keeps one admitted request counted in the gate until dropped; hold it until the response
+/// body ends.
+#[derive(Debug)]
+pub struct RequestTracker(pub(crate) Tracker);
+
+impl RequestTracker {
+    /// Called when the response body has ended: the instant until which a long-running
+    /// body's end must be held (its paced slot in the drain), or `None` to end at once.
+    #[must_use]
+    pub fn hold_until(&self, clock: &StdClock, now: Instant) -> Option<Instant> {
+        match &self.0 {
+            Tracker::Normal(_) => None,
+            Tracker::LongRunning(slot) => {
+                let guard = slot.lock().unwrap_or_else(PoisonError::into_inner);
+                let ticket = guard.as_ref()?;
+                ticket
+                    .reserve_release(clock.instant(now))
+                    .map(|at| clock.to_std(at))
+            }
+        }
+    }
+
+    /// Whether this is a long-running request's tracker (its end may be held).
+    pub(crate) fn is_long_running(&self) -> bool {
+        matches!(self.0, Tracker::LongRunning(_))
+    }
+}
+
+/// The long-running ticket of an upgrade request (WebSocket), as a request extension.
+///
+/// An upgraded connection outlives its `101` response, so the layer cannot see when it
+/// ends. Call [`take_upgrade_ticket`] in the handler and keep the ticket in the task that
+/// serves the upgraded connection: the drain waits for it until it is dropped.
+#[derive(Clone)]
+pub struct UpgradeTicketSlot(pub(crate) TicketSlot);
+
+impl fmt::Debug for UpgradeTicketSlot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("UpgradeTicketSlot")
+    }
+}
+
+/// Takes the long-running ticket of an upgrade request, so the upgraded connection stays
+/// counted (and the drain waits for it) until the ticket is dropped. The one call a
+/// WebSocket handler makes. Returns `None` for requests that carry no ticket.
+pub fn take_upgrade_ticket<B>(req: &Request<B>) -> Option<OwnedLongRunningTicket> {
+    let slot = req.extensions().get::<UpgradeTicketSlot>()?;
+    slot.0.lock().unwrap_or_else(PoisonError::into_inner).take()
+}
