@@ -35,7 +35,7 @@ async fn watch(signal: Option<Extension<ShutdownSignal>>) -> Response {
 }
 
 /// The routes, the health routes and the admission layer.
-fn app(server: &lameduck_tokio::Server) -> Router {
+fn app(server: &lameduck_tokio::Server<lameduck_tokio::TokioRuntime>) -> Router {
     let health = server.health_service();
     let mut app = Router::new()
         .route("/", get(|| async { "ok" }))

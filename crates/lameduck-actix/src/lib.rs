@@ -60,14 +60,11 @@ use futures_util::future::{select, Either, LocalBoxFuture};
 use lameduck::responses::{CannedResponse, REQUEST_TIMEOUT, ROUTES_NOT_READY};
 use lameduck::{RequestInfo, Shared, Signal, StdClock};
 use lameduck_hyper::{decide, Classifier, Decision, LifecycleResponse, Runtime};
-use lameduck_tokio::TokioRuntime;
 
 pub use body::LameduckBody;
-pub use lameduck_hyper::{ConnectionTracker, Handle, ServeError, ShutdownSignal};
+pub use lameduck_hyper::{Builder, ConnectionTracker, Handle, ServeError, Server, ShutdownSignal};
 pub use lameduck_tokio::builder;
-
-/// A prepared lifecycle for actix-web (its driver runs on actix's tokio runtime).
-pub type Server = lameduck_tokio::Server;
+pub use lameduck_tokio::TokioRuntime;
 
 /// The admission middleware; see the [crate docs](crate). Cheap to clone: one per worker.
 #[derive(Clone)]
@@ -376,7 +373,8 @@ pub enum ActixServeError {
 ///   connection at once.
 ///
 /// ```no_run
-/// # async fn f(mut server: lameduck_actix::Server) -> Result<(), lameduck_actix::ActixServeError> {
+/// # use lameduck_actix::{Server, TokioRuntime};
+/// # async fn f(mut server: Server<TokioRuntime>) -> Result<(), lameduck_actix::ActixServeError> {
 /// let http = actix_web::HttpServer::new(|| actix_web::App::new());
 /// lameduck_actix::serve(&mut server, "api", http, |http| http.bind("127.0.0.1:8080"))?;
 /// # Ok(()) }
@@ -392,7 +390,7 @@ pub enum ActixServeError {
 /// [`ActixServeError`]: the name is taken or invalid, the server was bound already, or
 /// binding failed.
 pub fn serve<F, I, S, B>(
-    lifecycle: &mut Server,
+    lifecycle: &mut Server<TokioRuntime>,
     name: &str,
     http: actix_web::HttpServer<F, I, S, B>,
     bind: impl FnOnce(

@@ -46,13 +46,8 @@ use smol_hyper::rt::{FuturesIo, SmolTimer};
 
 pub use lameduck_hyper::{
     take_upgrade_ticket, AdmissionLayer, Builder, Handle, HealthService, Hook, HttpService,
-    ListenerContext, ServeError, ShutdownSignal,
+    ListenerContext, ServeError, Server, ShutdownSignal,
 };
-
-/// A prepared server on smol: [`lameduck_hyper::Server`] on the [`SmolRuntime`], made by
-/// [`Builder::prepare`]. Wrap your service in [`Server::layer`], add listeners with
-/// [`Server::serve`], then [`Server::run`] it.
-pub type Server = lameduck_hyper::Server<SmolRuntime>;
 
 /// Starts configuring a server whose tasks run on smol's global executor.
 #[must_use]

@@ -44,13 +44,8 @@ use tokio::net::{TcpListener, TcpStream, UnixStream};
 
 pub use lameduck_hyper::{
     take_upgrade_ticket, AdmissionLayer, Builder, Handle, HealthService, Hook, HttpService,
-    ListenerContext, ServeError, ShutdownSignal,
+    ListenerContext, ServeError, Server, ShutdownSignal,
 };
-
-/// A prepared server on tokio: [`lameduck_hyper::Server`] on the [`TokioRuntime`], made by
-/// [`Builder::prepare`]. Wrap your service in [`Server::layer`], add listeners with
-/// [`Server::serve`], then [`Server::run`] it.
-pub type Server = lameduck_hyper::Server<TokioRuntime>;
 
 /// Starts configuring a server on tokio.
 #[must_use]
