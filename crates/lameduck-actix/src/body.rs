@@ -8,7 +8,7 @@ use std::task::{ready, Context, Poll};
 use actix_web::body::{BodySize, MessageBody};
 use bytes::Bytes;
 use lameduck::StdClock;
-use lameduck_hyper::{BodyEnd, RequestTracker, ResponseTimedOut};
+use lameduck_hyper::{BodyEnd, Deadline, RequestTracker, ResponseTimedOut};
 use lameduck_tokio::TokioRuntime;
 use pin_project_lite::pin_project;
 
@@ -44,7 +44,7 @@ impl<B> LameduckBody<B> {
         inner: B,
         tracker: Option<RequestTracker>,
         clock: StdClock,
-        deadline: Option<std::time::Instant>,
+        deadline: Deadline<TokioRuntime>,
     ) -> Self {
         LameduckBody {
             state: State::Tracked {

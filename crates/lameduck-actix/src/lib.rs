@@ -44,10 +44,12 @@
 mod body;
 
 use std::any::Any;
+use std::future::{poll_fn, Future};
 use std::future::{ready, Ready};
 use std::pin::pin;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use actix_web::body::MessageBody;
@@ -59,7 +61,7 @@ use bytes::Bytes;
 use futures_util::future::{select, Either, LocalBoxFuture};
 use lameduck::responses::{CannedResponse, REQUEST_TIMEOUT, ROUTES_NOT_READY};
 use lameduck::{RequestInfo, Shared, Signal, StdClock};
-use lameduck_hyper::{decide, Classifier, Decision, LifecycleResponse, Runtime};
+use lameduck_hyper::{decide, Classifier, Deadline, Decision, LifecycleResponse, Runtime};
 
 pub use body::LameduckBody;
 pub use lameduck_hyper::{Builder, ConnectionTracker, Handle, ServeError, Server, ShutdownSignal};
@@ -224,24 +226,22 @@ where
         };
         let service = Rc::clone(&self.service);
         let (shared, clock) = (Arc::clone(shared), *clock);
-        let deadline = timeout.map(|t| TokioRuntime.now() + t);
+        // Armed only if the handler has to wait: no clock read, no timer otherwise.
+        let mut deadline = Deadline::after(timeout);
         Box::pin(async move {
             // The request is not cloned: actix's router needs sole ownership to route it.
-            let call = service.call(req);
-            let res = match deadline {
-                None => call.await?,
-                Some(deadline) => {
-                    let sleep = TokioRuntime.sleep_until(deadline);
-                    match select(pin!(call), pin!(sleep)).await {
-                        Either::Left((res, _)) => res?,
-                        Either::Right(_) => {
-                            // Past `request_timeout`: 504, and the request is released.
-                            drop(tracker);
-                            return Err(RequestTimedOut.into());
-                        }
-                    }
-                }
+            let mut call = pin!(service.call(req));
+            let answered = poll_fn(|cx| match call.as_mut().poll(cx) {
+                Poll::Ready(res) => Poll::Ready(Some(res)),
+                Poll::Pending => deadline.poll_expired(&TokioRuntime, cx).map(|()| None),
+            })
+            .await;
+            let Some(res) = answered else {
+                // Past `request_timeout`: 504, and the request is released.
+                drop(tracker);
+                return Err(RequestTimedOut.into());
             };
+            let res = res?;
             if res.status() == StatusCode::NOT_FOUND && !shared.routes_complete() {
                 // An unknown path before every route is installed: 503, retry later.
                 drop(tracker);

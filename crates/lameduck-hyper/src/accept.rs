@@ -28,7 +28,7 @@ where
 {
     let runtime = ctx.runtime().clone();
     let mut builder = auto::Builder::new(Exec(runtime.clone()));
-    builder.http1().timer(runtime.hyper_timer());
+    // HTTP/1 gets a header timer per connection (`serve_connection`).
     builder.http2().timer(runtime.hyper_timer());
     let builder = Arc::new(builder);
     let connections = ConnectionTracker::new();
@@ -51,6 +51,7 @@ where
                 let guard = connections.open();
                 let conn = serve_connection(
                     Arc::clone(&builder),
+                    runtime.clone(),
                     io,
                     peer,
                     service.clone(),

@@ -17,6 +17,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::body::LameduckBody;
+use crate::deadline::Deadline;
 use crate::response::http_response;
 use crate::runtime::Runtime;
 use crate::ticket::{RequestTracker, TicketSlot, Tracker, UpgradeTicketSlot};
@@ -267,7 +268,8 @@ where
         let layer = &self.layer;
         let shared = &layer.shared;
         let info = request_info(&req);
-        if layer.serve_health {
+        if layer.serve_health && lameduck::health::route(info.path).is_some() {
+            // The clock is read for health paths only.
             let now = layer.clock.instant(layer.runtime.now());
             if let Some(health) = shared.health(info.path, info.query, now) {
                 // Exempt: counted in the drain while the gate is open, like any request.
@@ -292,12 +294,10 @@ where
                 (tracker, timeout)
             }
         };
-        let deadline = timeout.map(|t| layer.runtime.now() + t);
         AdmissionFuture {
             state: FutureState::Call {
                 future: self.inner.call(req),
-                timeout: deadline.map(|d| layer.runtime.sleep_until(d)),
-                deadline,
+                deadline: Deadline::after(timeout),
                 tracker,
                 runtime: layer.runtime.clone(),
                 clock: layer.clock,
@@ -329,9 +329,7 @@ pin_project! {
         Call {
             #[pin]
             future: F,
-            #[pin]
-            timeout: Option<R::Sleep>,
-            deadline: Option<std::time::Instant>,
+            deadline: Deadline<R>,
             tracker: Option<RequestTracker>,
             runtime: R,
             clock: StdClock,
@@ -383,7 +381,6 @@ where
             },
             FutureProj::Call {
                 future,
-                timeout,
                 deadline,
                 tracker,
                 runtime,
@@ -402,22 +399,22 @@ where
                         return Poll::Ready(Ok(http_response(&ROUTES_NOT_READY)));
                     }
                     let (parts, body) = response.into_parts();
+                    // The deadline (armed or not) moves to the body: it bounds the whole
+                    // response.
+                    let deadline = std::mem::replace(deadline, Deadline::none());
                     let body = LameduckBody::tracked(
                         body,
                         tracker.take(),
                         runtime.clone(),
                         *clock,
-                        *deadline,
+                        deadline,
                     );
                     return Poll::Ready(Ok(Response::from_parts(parts, body)));
                 }
-                if let Some(sleep) = timeout.as_pin_mut() {
-                    ready!(sleep.poll(cx));
-                    // The handler ran past `request_timeout`: answer 504 and release.
-                    *tracker = None;
-                    return Poll::Ready(Ok(http_response(&REQUEST_TIMEOUT)));
-                }
-                Poll::Pending
+                ready!(deadline.poll_expired(runtime, cx));
+                // The handler ran past `request_timeout`: answer 504 and release.
+                *tracker = None;
+                Poll::Ready(Ok(http_response(&REQUEST_TIMEOUT)))
             }
         }
     }

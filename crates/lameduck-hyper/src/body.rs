@@ -13,6 +13,7 @@ use http_body::{Body, Frame, SizeHint};
 use lameduck::StdClock;
 use pin_project_lite::pin_project;
 
+use crate::deadline::Deadline;
 use crate::error::BoxError;
 use crate::runtime::Runtime;
 use crate::ticket::RequestTracker;
@@ -73,7 +74,7 @@ impl<B, R: Runtime> LameduckBody<B, R> {
         tracker: Option<RequestTracker>,
         runtime: R,
         clock: StdClock,
-        deadline: Option<std::time::Instant>,
+        deadline: Deadline<R>,
     ) -> Self {
         LameduckBody {
             state: BodyState::Tracked {
@@ -166,29 +167,30 @@ where
     }
 }
 
-pin_project! {
-    /// The end of a tracked response body, for adapters that wrap bodies of their own (the
-    /// actix adapter does): keeps the request counted until the handler's body has ended and,
-    /// for a long-running request during the drain, until its paced slot; and, for a normal
-    /// request, ends it at the request timeout ([`BodyEnd::poll_deadline`]).
-    pub struct BodyEnd<R: Runtime> {
-        tracker: Option<RequestTracker>,
-        runtime: R,
-        clock: StdClock,
-        ending: bool,
-        #[pin]
-        hold: Option<R::Sleep>,
-        deadline: Option<std::time::Instant>,
-        #[pin]
-        deadline_sleep: Option<R::Sleep>,
-    }
+/// The end of a tracked response body, for adapters that wrap bodies of their own (the
+/// actix adapter does): keeps the request counted until the handler's body has ended and,
+/// for a long-running request during the drain, until its paced slot; and, for a normal
+/// request, ends it at the request timeout ([`BodyEnd::poll_deadline`]).
+///
+/// Small and `Unpin`: its timers are boxed and created only when a body has to wait.
+pub struct BodyEnd<R: Runtime> {
+    tracker: Option<RequestTracker>,
+    runtime: R,
+    clock: StdClock,
+    ending: bool,
+    hold: Option<Pin<Box<R::Sleep>>>,
+    deadline: Deadline<R>,
 }
+
+// Nothing in a `BodyEnd` is ever pinned in place: its timers are boxed.
+impl<R: Runtime> Unpin for BodyEnd<R> {}
 
 impl<R: Runtime> fmt::Debug for BodyEnd<R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("BodyEnd")
             .field("tracked", &self.tracker.is_some())
             .field("ending", &self.ending)
+            .field("deadline", &self.deadline)
             .finish()
     }
 }
@@ -203,14 +205,14 @@ impl<R: Runtime> BodyEnd<R> {
             clock,
             ending: false,
             hold: None,
-            deadline: None,
-            deadline_sleep: None,
+            deadline: Deadline::none(),
         }
     }
 
-    /// Bounds the body by `deadline` (the request timeout from admission), if any.
+    /// Bounds the body by `deadline` (the request timeout, carried over from the response
+    /// future so that it bounds the whole response).
     #[must_use]
-    pub fn with_deadline(mut self, deadline: Option<std::time::Instant>) -> Self {
+    pub fn with_deadline(mut self, deadline: Deadline<R>) -> Self {
         self.deadline = deadline;
         self
     }
@@ -218,22 +220,11 @@ impl<R: Runtime> BodyEnd<R> {
     /// Call whenever the handler's body is pending: resolves once the deadline set with
     /// [`BodyEnd::with_deadline`] has passed, releasing the request; the adapter then aborts
     /// the response. Pending forever without a deadline. The timer is only armed the first
-    /// time the body waits, so bodies that never wait cost nothing.
+    /// time the request waits, so bodies that never wait cost nothing.
     pub fn poll_deadline(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let mut this = self.project();
-        let Some(deadline) = *this.deadline else {
-            return Poll::Pending;
-        };
-        if this.deadline_sleep.is_none() {
-            this.deadline_sleep
-                .set(Some(this.runtime.sleep_until(deadline)));
-        }
-        if let Some(sleep) = this.deadline_sleep.as_mut().as_pin_mut() {
-            ready!(sleep.poll(cx));
-        }
-        *this.deadline = None;
-        this.deadline_sleep.set(None);
-        *this.tracker = None;
+        let this = self.get_mut();
+        ready!(this.deadline.poll_expired(&this.runtime, cx));
+        this.tracker = None;
         Poll::Ready(())
     }
 
@@ -253,29 +244,32 @@ impl<R: Runtime> BodyEnd<R> {
 
     /// Releases the request at once (the body failed).
     pub fn release(self: Pin<&mut Self>) {
-        *self.project().tracker = None;
+        self.get_mut().tracker = None;
     }
 
     /// Call when the handler's body has ended, and again while it is pending: resolves
     /// (releasing the request) when the response body may end.
     pub fn poll_end(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let mut this = self.project();
-        if !*this.ending {
-            *this.ending = true;
-            let now = this.runtime.now();
-            if let Some(at) = this
-                .tracker
-                .as_ref()
-                .and_then(|t| t.hold_until(this.clock, now))
-            {
-                this.hold.set(Some(this.runtime.sleep_until(at)));
+        let this = self.get_mut();
+        if !this.ending {
+            this.ending = true;
+            // Only a long-running body can be held (its paced slot): read the clock for it.
+            if this.is_long_running() {
+                let now = this.runtime.now();
+                if let Some(at) = this
+                    .tracker
+                    .as_ref()
+                    .and_then(|t| t.hold_until(&this.clock, now))
+                {
+                    this.hold = Some(Box::pin(this.runtime.sleep_until(at)));
+                }
             }
         }
-        if let Some(sleep) = this.hold.as_mut().as_pin_mut() {
-            ready!(sleep.poll(cx));
-            this.hold.set(None);
+        if let Some(sleep) = this.hold.as_mut() {
+            ready!(sleep.as_mut().poll(cx));
+            this.hold = None;
         }
-        *this.tracker = None;
+        this.tracker = None;
         Poll::Ready(())
     }
 }

@@ -19,6 +19,7 @@ use tower_service::Service;
 use crate::context::ServeControl;
 use crate::error::BoxError;
 use crate::flag::Flag;
+use crate::header_timer::header_timer;
 use crate::logging;
 use crate::runtime::{Exec, Runtime};
 
@@ -58,6 +59,7 @@ where
 /// to close the connection (mode B's 429).
 pub(crate) async fn serve_connection<R, I, S>(
     builder: Arc<auto::Builder<Exec<R>>>,
+    runtime: R,
     io: I,
     peer: SocketAddr,
     service: S,
@@ -69,20 +71,45 @@ pub(crate) async fn serve_connection<R, I, S>(
 {
     let goaway = Arc::new(Flag::default());
     let svc = ConnService::new(service, Arc::clone(&goaway));
+    // HTTP/1's header-read timeout through this connection's own slot and watchdog: no timer
+    // operation per request (see `header_timer`).
+    let (header_timer, mut watchdog) = header_timer(&runtime);
+    let mut builder = (*builder).clone();
+    builder.http1().timer(header_timer);
     let mut conn = pin!(builder.serve_connection_with_upgrades(io, svc));
-    let graceful = async {
-        let stop = pin!(control.stop.wait());
-        let goaway = pin!(goaway.wait());
-        futures_util::future::select(stop, goaway).await;
-    };
-    let mut graceful = pin!(graceful);
+    // The stop broadcast wakes this task through one registration, made on the first poll;
+    // after that, every wake-up of the connection costs two atomic loads, not a re-poll of
+    // listener futures. (A task's waker stays the same for its life, so one registration
+    // is enough.) The GOAWAY flag is set by this connection's own responses, inside
+    // `conn.poll`, so it is checked after it.
+    let mut stop_registration = pin!(control.stop.wait());
+    let mut registered = false;
     let mut shutting_down = false;
-    let result = poll_fn(|cx| {
-        if !shutting_down && graceful.as_mut().poll(cx).is_ready() {
-            shutting_down = true;
-            conn.as_mut().graceful_shutdown();
+    let result = poll_fn(|cx| loop {
+        if !shutting_down {
+            let stop = if registered {
+                control.stop.is_set()
+            } else {
+                registered = true;
+                stop_registration.as_mut().poll(cx).is_ready()
+            };
+            if stop || goaway.is_set() {
+                shutting_down = true;
+                conn.as_mut().graceful_shutdown();
+            }
         }
-        conn.as_mut().poll(cx)
+        if let Poll::Ready(result) = conn.as_mut().poll(cx) {
+            return Poll::Ready(result);
+        }
+        if !shutting_down && goaway.is_set() {
+            // One of this connection's responses asked to close it (HTTP/2: GOAWAY).
+            continue;
+        }
+        if watchdog.after_pending(cx) {
+            // A request head is overdue: hyper's header sleep is ready now.
+            continue;
+        }
+        return Poll::Pending;
     })
     .await;
     if let Err(e) = result {

@@ -500,3 +500,71 @@ async fn a_signal_after_request_shutdown_exits_1() {
     handle.deliver_signal();
     assert_eq!(run.await.unwrap().unwrap(), 1);
 }
+
+/// A listener that hands out one in-memory connection, then waits forever.
+struct OneConnection(Option<DuplexStream>);
+
+impl Listener for OneConnection {
+    type Io = TokioIo<DuplexStream>;
+
+    async fn accept(&mut self) -> io::Result<(Self::Io, SocketAddr)> {
+        match self.0.take() {
+            Some(io) => Ok((TokioIo::new(io), ([127, 0, 0, 1], 2).into())),
+            None => std::future::pending().await,
+        }
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        Ok(([127, 0, 0, 1], 1).into())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_head_that_never_completes_is_closed_after_the_header_timeout() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (mut client, server_io) = tokio::io::duplex(4096);
+    let mut b = lameduck_tokio::builder(Config::default());
+    b.without_signals();
+    let mut server = b.prepare();
+    let service = server.layer().layer(ok_service());
+    server
+        .serve("api", OneConnection(Some(server_io)), service)
+        .unwrap();
+    let handle = server.handle();
+    let run = tokio::spawn(server.run());
+    // A keep-alive request is served; then the next head starts and never completes.
+    client
+        .write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = vec![0u8; 1024];
+    let n = client.read(&mut buf).await.unwrap();
+    assert!(buf[..n].starts_with(b"HTTP/1.1 200"), "{:?}", &buf[..n]);
+    // 20 s idle and a complete request: still served (the timeout is per head).
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    client
+        .write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let n = client.read(&mut buf).await.unwrap();
+    assert!(buf[..n].starts_with(b"HTTP/1.1 200"), "{:?}", &buf[..n]);
+    client.write_all(b"GET / HTTP/1.1\r\nHo").await.unwrap();
+    let started = tokio::time::Instant::now();
+    let closed = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            match client.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await;
+    assert!(closed.is_ok(), "the slow head was not cut");
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_secs(29) && waited <= Duration::from_secs(31),
+        "closed {waited:?} after the partial head"
+    );
+    handle.request_shutdown();
+    assert_eq!(run.await.unwrap().unwrap(), 0);
+}
