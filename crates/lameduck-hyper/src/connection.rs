@@ -166,6 +166,10 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
+        if this.goaway.is_none() {
+            // HTTP/1: nothing to look at; pass the response through without a move.
+            return this.inner.poll(cx);
+        }
         let mut response = std::task::ready!(this.inner.poll(cx))?;
         if let Some(goaway) = this.goaway.take() {
             let close = response
