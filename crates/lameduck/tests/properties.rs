@@ -3,7 +3,7 @@
 //! the machine produces passes `check_trace`, and mutated traces are rejected.
 
 use lameduck::sim::{Op, Setup};
-use lameduck::trace::{check_trace, TraceEvent, TracedEvent};
+use lameduck::trace::{check_trace, predecessors, Rule, TraceEvent, TracedEvent};
 use lameduck::Signal;
 use proptest::prelude::*;
 
@@ -94,6 +94,8 @@ proptest! {
         }
     }
 
+    /// Each mutation breaks one rule of the reference model, and `check_trace` must name
+    /// that rule at that event (not merely reject the trace for some other reason).
     #[test]
     fn mutated_traces_are_rejected(
         setup in setup(),
@@ -109,38 +111,80 @@ proptest! {
         let trace = sim.trace();
         let config = sim.machine.config().clone();
         prop_assert!(check_trace(&config, &trace).is_ok());
-        let signal_positions: Vec<usize> = trace
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| matches!(e.event, TraceEvent::Signal(_)))
-            .map(|(i, _)| i)
-            .collect();
+        let signal_at = |i: usize| match trace[i].event {
+            TraceEvent::Signal(s) => Some(s),
+            _ => None,
+        };
+        let signal_positions: Vec<usize> =
+            (0..trace.len()).filter(|i| signal_at(*i).is_some()).collect();
+        let position = |s: Signal| trace.iter().position(|e| e.event == TraceEvent::Signal(s));
         let mut bad = trace.clone();
-        match mutation {
-            // Repeat a signal.
-            0 if !signal_positions.is_empty() => {
-                let i = signal_positions[pick.index(signal_positions.len())];
-                let e = bad[i];
-                let at = bad.len() - 1; // before the exit
-                bad.insert(at, e);
-            }
-            // Something after the exit.
-            1 => bad.push(TracedEvent::untimed(TraceEvent::Signal(Signal::HasBeenReady))),
-            // A clean exit with nothing done.
-            2 => bad = vec![TracedEvent::untimed(TraceEvent::Exit(0))],
-            // Drop ShutdownInitiated when anything depends on it.
-            _ => {
-                let Some(i) = trace.iter().position(|e| e.event == TraceEvent::Signal(Signal::ShutdownInitiated)) else {
-                    return Ok(());
-                };
-                let has_successor = trace.iter().any(|e| matches!(e.event,
-                    TraceEvent::Signal(Signal::AfterShutdownDelayDuration | Signal::PreShutdownHooksStopped)));
-                if !has_successor {
+        let (index, rule) = match mutation {
+            // Repeat a signal right after itself (same time, so time stays monotone).
+            0 => {
+                if signal_positions.is_empty() {
                     return Ok(());
                 }
-                bad.remove(i);
+                let i = signal_positions[pick.index(signal_positions.len())];
+                bad.insert(i + 1, trace[i]);
+                (i + 1, Rule::SignalFiresOnce(signal_at(i).unwrap()))
             }
-        }
-        prop_assert!(check_trace(&config, &bad).is_err(), "accepted {:?}", bad);
+            // Move a signal before one of its DAG predecessors (untimed, so only the order
+            // is judged).
+            1 => {
+                let movable: Vec<(usize, usize)> = signal_positions
+                    .iter()
+                    .flat_map(|&i| {
+                        predecessors(signal_at(i).unwrap(), config.mode())
+                            .iter()
+                            .filter_map(|x| position(*x))
+                            .map(move |p| (i, p))
+                    })
+                    .collect();
+                if movable.is_empty() {
+                    return Ok(());
+                }
+                let (i, p) = movable[pick.index(movable.len())];
+                let s = signal_at(i).unwrap();
+                let e = bad.remove(i);
+                bad.insert(p, TracedEvent::untimed(e.event));
+                let seen: Vec<Signal> = (0..p).filter_map(signal_at).collect();
+                let needs = *predecessors(s, config.mode())
+                    .iter()
+                    .find(|x| !seen.contains(x))
+                    .unwrap();
+                (p, Rule::Predecessor { event: Some(s), needs })
+            }
+            // Exit 0 just before the drain (or the listeners) completed.
+            2 => {
+                let done = [Signal::InFlightRequestsDrained, Signal::HTTPServerStoppedListening];
+                let Some(cut) = done.into_iter().filter_map(position).min() else {
+                    return Ok(());
+                };
+                bad.truncate(cut);
+                bad.push(TracedEvent::untimed(TraceEvent::Exit(0)));
+                (cut, Rule::CleanExitBeforeDone)
+            }
+            // Drop ShutdownInitiated when anything depends on it.
+            _ => {
+                let Some(i) = position(Signal::ShutdownInitiated) else {
+                    return Ok(());
+                };
+                let Some(j) = (i..trace.len()).find(|j| matches!(signal_at(*j),
+                    Some(Signal::AfterShutdownDelayDuration | Signal::PreShutdownHooksStopped)))
+                else {
+                    return Ok(());
+                };
+                bad.remove(i);
+                (j - 1, Rule::Predecessor {
+                    event: signal_at(j),
+                    needs: Signal::ShutdownInitiated,
+                })
+            }
+        };
+        let err = check_trace(&config, &bad);
+        prop_assert!(err.is_err(), "accepted {:?}", bad);
+        let err = err.unwrap_err();
+        prop_assert_eq!((err.index, err.rule), (index, rule), "{:?}", bad);
     }
 }
