@@ -1,5 +1,6 @@
-//! The example server on axum (`docs/design.md#example-servers`): an axum `Router` with
-//! lameduck's admission layer and explicit health routes.
+//! The example server on axum (`docs/design.md#example-servers`): an axum `Router`, with
+//! the health routes mounted explicitly, served by lameduck's server (which admits every
+//! request).
 //!
 //! `cargo run --release --example axum_server -- --listen 127.0.0.1:8080 --shutdown-delay 5s`
 
@@ -34,8 +35,12 @@ async fn watch(signal: Option<Extension<ShutdownSignal>>) -> Response {
     routes::watch_response(TokioRuntime, signal.map(|Extension(s)| s)).map(axum::body::Body::new)
 }
 
-/// The routes, the health routes and the admission layer.
-fn app(server: &lameduck_tokio::Server<lameduck_tokio::TokioRuntime>) -> Router {
+/// The routes and the health routes; the server admits every request, classifying `/watch`
+/// as long-running, and leaves the health endpoints to the router.
+fn app(server: &mut lameduck_tokio::Server<lameduck_tokio::TokioRuntime>) -> Router {
+    server
+        .long_running(routes::is_long_running)
+        .serve_health(false);
     let health = server.health_service();
     let mut app = Router::new()
         .route("/", get(|| async { "ok" }))
@@ -63,10 +68,5 @@ fn app(server: &lameduck_tokio::Server<lameduck_tokio::TokioRuntime>) -> Router 
             .route_service(endpoint, health.clone())
             .route_service(&format!("{endpoint}/{{*check}}"), health.clone());
     }
-    app.layer(
-        server
-            .layer()
-            .long_running(routes::is_long_running)
-            .serve_health(false),
-    )
+    app
 }

@@ -14,7 +14,6 @@ use lameduck_suite::routes;
 use lameduck_tokio::TokioRuntime;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tower::ServiceBuilder;
 
 type Timeline = Arc<Mutex<Vec<(Duration, String)>>>;
 
@@ -61,10 +60,8 @@ async fn run(send_retry_after: bool) -> Result<bool, Box<dyn std::error::Error>>
     builder.without_signals();
     let mut server = builder.prepare();
     let listener = lameduck_tokio::bind(([127, 0, 0, 1], 0).into()).await?;
-    let service = ServiceBuilder::new()
-        .layer(server.layer().long_running(routes::is_long_running))
-        .service(routes::service(TokioRuntime));
-    let addr = server.serve("api", listener, service)?;
+    server.long_running(routes::is_long_running);
+    let addr = server.serve("api", listener, routes::service(TokioRuntime))?;
     let handle = server.handle();
     let t0 = std::time::Instant::now();
     let timeline: Timeline = Arc::default();

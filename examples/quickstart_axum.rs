@@ -19,8 +19,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut server = lameduck_tokio::builder(config).prepare();
     let app = Router::new()
         .route("/", get(|| async { "hello\n" }))
-        .route("/slow", get(slow))
-        .layer(server.layer()); // /readyz, /livez and /healthz included
+        .route("/slow", get(slow)); // /readyz, /livez and /healthz are the server's
     let listener = lameduck_tokio::bind(addr.parse()?).await?;
     let addr = server.serve("api", listener, app)?;
     tracing::info!("listening on http://{addr}");

@@ -4,7 +4,7 @@ use std::time::Duration;
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response};
-use tower::ServiceBuilder;
+use tower::service_fn;
 
 async fn hello(_req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
     Ok(Response::new(Full::new(Bytes::from_static(b"hello\n"))))
@@ -18,11 +18,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build()?;
     smol::block_on(async {
         let mut server = lameduck_smol::builder(config).prepare();
-        let service = ServiceBuilder::new()
-            .layer(server.layer())
-            .service_fn(hello);
         let listener = lameduck_smol::bind(addr.parse()?).await?;
-        let addr = server.serve("api", listener, service)?;
+        // Every request is admitted by the server: health endpoints, 503/429, request timeout.
+        let addr = server.serve("api", listener, service_fn(hello))?;
         tracing::info!("listening on http://{addr}");
         std::process::exit(server.run().await?.into()); // 0 after a graceful termination
     })

@@ -5,7 +5,6 @@
 
 use lameduck_smol::SmolRuntime;
 use lameduck_suite::{flags, logging, routes, server};
-use tower::ServiceBuilder;
 
 fn main() {
     let flags = flags::from_env_or_exit();
@@ -14,12 +13,8 @@ fn main() {
         let runtime = SmolRuntime::with_executor(executor);
         let listener = lameduck_smol::bind(flags.listen).await;
         server::run(&flags, runtime.clone(), listener, |server| {
-            ServiceBuilder::new()
-                .layer(server.layer().long_running(routes::is_long_running))
-                .service(routes::service_with_metrics(
-                    runtime,
-                    server.shared().clone(),
-                ))
+            server.long_running(routes::is_long_running);
+            routes::service_with_metrics(runtime, server.shared().clone())
         })
         .await
     })

@@ -4,7 +4,6 @@
 
 use lameduck_suite::{flags, logging, routes, server};
 use lameduck_tokio::TokioRuntime;
-use tower::ServiceBuilder;
 
 fn main() {
     let flags = flags::from_env_or_exit();
@@ -12,12 +11,8 @@ fn main() {
     server::exit_with_tokio(|| async move {
         let listener = lameduck_tokio::bind(flags.listen).await;
         server::run(&flags, TokioRuntime, listener, |server| {
-            ServiceBuilder::new()
-                .layer(server.layer().long_running(routes::is_long_running))
-                .service(routes::service_with_metrics(
-                    TokioRuntime,
-                    server.shared().clone(),
-                ))
+            server.long_running(routes::is_long_running);
+            routes::service_with_metrics(TokioRuntime, server.shared().clone())
         })
         .await
     })

@@ -57,7 +57,7 @@ pub async fn run<R: Runtime, L: Listener, S: HttpService>(
     flags: &Flags,
     runtime: R,
     listener: io::Result<L>,
-    service: impl FnOnce(&Server<R>) -> S,
+    service: impl FnOnce(&mut Server<R>) -> S,
 ) -> i32 {
     let mut server = match builder(flags, runtime) {
         Ok(b) => b.prepare(),
@@ -73,7 +73,7 @@ pub async fn run<R: Runtime, L: Listener, S: HttpService>(
             return 1;
         }
     };
-    let service = service(&server);
+    let service = service(&mut server);
     match server.serve("api", listener, service) {
         Ok(addr) => announce_and_run(server, addr).await,
         Err(e) => {

@@ -9,6 +9,7 @@ use std::time::Duration;
 use futures_util::future::{select, Either};
 use hyper_util::server::conn::auto;
 
+use crate::admission::AdmissionLayer;
 use crate::connection::{serve_connection, HttpService};
 use crate::context::ListenerContext;
 use crate::logging;
@@ -20,17 +21,21 @@ const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(50);
 
 /// Serves `service` on `listener` (HTTP/1.1 and HTTP/2 on one port) as the server task of
 /// `ctx`.
-pub(crate) async fn accept_loop<R, L, S>(ctx: ListenerContext<R>, mut listener: L, service: S)
-where
+pub(crate) async fn accept_loop<R, L, S>(
+    ctx: ListenerContext<R>,
+    mut listener: L,
+    service: S,
+    admission: Arc<AdmissionLayer<R>>,
+) where
     R: Runtime,
     L: Listener,
     S: HttpService,
 {
     let runtime = ctx.runtime().clone();
     let mut builder = auto::Builder::new(Exec(runtime.clone()));
-    // HTTP/1 gets a header timer per connection (`serve_connection`).
+    // For HTTP/2's keep-alive pings, if configured. HTTP/1 gets none: its header-read
+    // timeout is kept by `serve_connection`, at less cost.
     builder.http2().timer(runtime.hyper_timer());
-    let builder = Arc::new(builder);
     let connections = ConnectionTracker::new();
     if let Ok(addr) = listener.local_addr() {
         logging::serving_on(ctx.name(), addr);
@@ -48,19 +53,15 @@ where
         };
         match accepted {
             Ok((io, peer)) => {
-                let guard = connections.open();
-                let conn = serve_connection(
-                    Arc::clone(&builder),
-                    runtime.clone(),
+                runtime.spawn(serve_connection(
+                    &builder,
+                    Arc::clone(&admission),
                     io,
                     peer,
                     service.clone(),
                     Arc::clone(ctx.control()),
-                );
-                runtime.spawn(async move {
-                    conn.await;
-                    drop(guard);
-                });
+                    connections.open(),
+                ));
             }
             Err(e) => {
                 logging::accept_failed(ctx.name(), &e);

@@ -10,14 +10,17 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{header, Request, Response, StatusCode};
+use lameduck::gate::owned::OwnedLongRunningTicket;
 use lameduck::responses::{CannedResponse, REQUEST_TIMEOUT, ROUTES_NOT_READY};
 use lameduck::{Admission, RequestInfo, Shared, Signal, SignalFired, StdClock};
 use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
 
+use crate::body::BodyEnd;
 use crate::body::LameduckBody;
 use crate::deadline::Deadline;
+use crate::head_watch::InFlight;
 use crate::response::http_response;
 use crate::runtime::Runtime;
 use crate::ticket::{RequestTracker, TicketSlot, Tracker, UpgradeTicketSlot};
@@ -79,6 +82,8 @@ pub struct AdmissionLayer<R: Runtime> {
     pub(crate) clock: StdClock,
     pub(crate) classifier: Classifier,
     pub(crate) serve_health: bool,
+    /// The request timeout of normal requests (`None`: unbounded).
+    pub(crate) timeout: Option<Duration>,
 }
 
 impl<R: Runtime> fmt::Debug for AdmissionLayer<R> {
@@ -96,6 +101,7 @@ impl<R: Runtime> AdmissionLayer<R> {
     #[must_use]
     pub fn new(shared: Arc<Shared>, runtime: R, clock: StdClock) -> Self {
         AdmissionLayer {
+            timeout: request_timeout(&shared),
             shared,
             runtime,
             clock,
@@ -238,15 +244,139 @@ pub fn decide(shared: &Arc<Shared>, info: &RequestInfo<'_>, classifier: &Classif
 
 /// The parts of an HTTP request that classification looks at.
 #[must_use]
+#[inline]
 pub fn request_info<B>(req: &Request<B>) -> RequestInfo<'_> {
+    let headers = req.headers();
+    let (mut accept, mut upgrade) = (None, false);
+    // One pass over the (few) header names costs less than two hashed look-ups.
+    for name in headers.keys() {
+        if *name == header::ACCEPT {
+            accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+        } else if *name == header::UPGRADE {
+            upgrade = true;
+        }
+    }
     RequestInfo {
         path: req.uri().path(),
         query: req.uri().query(),
-        accept: req
-            .headers()
-            .get(header::ACCEPT)
-            .and_then(|v| v.to_str().ok()),
-        upgrade: req.headers().contains_key(header::UPGRADE),
+        accept,
+        upgrade,
+    }
+}
+
+/// What admission decided for a request head, before the handler is called.
+pub(crate) enum Admitted<R: Runtime> {
+    /// Serve it: the end of its response body, and whether routes are still being
+    /// installed (a 404 then becomes a 503).
+    Serve(BodyEnd<R>, Option<Arc<Shared>>),
+    /// Answer it with this response of the layer's own (tracked until its body ends).
+    Answer(Response<Bytes>, Option<RequestTracker>),
+}
+
+impl<R: Runtime> Admitted<R> {
+    /// The response future: `call` passes the request to the handler when it is served.
+    /// (Callers on the hot path build the future themselves, in one expression, so that the
+    /// request is not moved more than once.)
+    pub(crate) fn into_future<B, F>(
+        self,
+        req: Request<B>,
+        in_flight: Option<InFlight>,
+        call: impl FnOnce(Request<B>) -> F,
+    ) -> AdmissionFuture<F, R> {
+        match self {
+            Admitted::Serve(end, routes_pending) => {
+                AdmissionFuture::call(call(req), end, routes_pending, in_flight)
+            }
+            Admitted::Answer(response, tracker) => {
+                AdmissionFuture::ready(response, tracker, in_flight)
+            }
+        }
+    }
+}
+
+impl<R: Runtime> AdmissionLayer<R> {
+    /// Admits the request `req` (answering health requests and rejections itself). Long-running
+    /// requests get their [`ShutdownSignal`] (and upgrade slot) as request extensions.
+    ///
+    /// The path of a normal request is kept short: no allocation, no clock read, no timer,
+    /// one pass over the request's header names.
+    #[inline]
+    pub(crate) fn admit<B>(&self, req: &mut Request<B>) -> Admitted<R> {
+        let shared = &self.shared;
+        let info = request_info(req);
+        if self.serve_health && lameduck::health::route(info.path).is_some() {
+            if let Some((response, tracker)) = self.answer_health(&info) {
+                return Admitted::Answer(response, tracker);
+            }
+        }
+        let class = shared.classify(&info, |i| (self.classifier)(i));
+        let tracker = match shared.admit(class) {
+            Admission::Normal(ticket) => Some(RequestTracker(Tracker::Normal(ticket))),
+            Admission::Rejected(rejection) => {
+                return Admitted::Answer(http_response(rejection.response()), None)
+            }
+            // Health and metrics: tracked like a normal request while the gate is open (so
+            // the drain waits for a scrape in flight), untracked once it closed; never
+            // rejected, and bounded by the request timeout only while tracked.
+            Admission::Exempt(None) => None,
+            Admission::Exempt(Some(ticket)) => Some(RequestTracker(Tracker::Normal(ticket))),
+            Admission::LongRunning(ticket) => {
+                let upgrade = info.upgrade;
+                return self.serve_long_running(req, ticket, upgrade);
+            }
+        };
+        let timeout = if tracker.is_some() {
+            self.timeout
+        } else {
+            None
+        };
+        Admitted::Serve(
+            BodyEnd::new(tracker, self.runtime.clone(), self.clock)
+                .with_deadline(Deadline::after(timeout)),
+            // Only while the routes are still being installed (start-up): no cost after.
+            (!shared.routes_complete()).then(|| Arc::clone(shared)),
+        )
+    }
+
+    /// The answer to a health request (tracked while the gate is open), or `None` when the
+    /// core does not answer `info`.
+    #[cold]
+    fn answer_health(
+        &self,
+        info: &RequestInfo<'_>,
+    ) -> Option<(Response<Bytes>, Option<RequestTracker>)> {
+        let shared = &self.shared;
+        // The clock is read for health paths only.
+        let now = self.clock.instant(self.runtime.now());
+        let health = shared.health(info.path, info.query, now)?;
+        // Exempt: counted in the drain while the gate is open, like any request.
+        let tracker = match shared.admit(lameduck::RequestClass::Exempt) {
+            Admission::Exempt(ticket) => ticket.map(|t| RequestTracker(Tracker::Normal(t))),
+            _ => None,
+        };
+        Some((http_response(health), tracker))
+    }
+
+    /// Admits a long-running request: no request timeout; the handler gets the shutdown
+    /// signal (and, for an upgrade, the ticket slot) as request extensions.
+    #[cold]
+    fn serve_long_running<B>(
+        &self,
+        req: &mut Request<B>,
+        ticket: OwnedLongRunningTicket,
+        upgrade: bool,
+    ) -> Admitted<R> {
+        let slot: TicketSlot = Arc::new(Mutex::new(Some(ticket)));
+        Decision::hand_over(
+            Some(ShutdownSignal::new(Arc::clone(&self.shared))),
+            upgrade.then(|| UpgradeTicketSlot(Arc::clone(&slot))),
+            req.extensions_mut(),
+        );
+        let tracker = Some(RequestTracker(Tracker::LongRunning(slot)));
+        Admitted::Serve(
+            BodyEnd::new(tracker, self.runtime.clone(), self.clock),
+            (!self.shared.routes_complete()).then(|| Arc::clone(&self.shared)),
+        )
     }
 }
 
@@ -265,54 +395,21 @@ where
     }
 
     fn call(&mut self, mut req: Request<ReqBody>) -> Self::Future {
-        let layer = &self.layer;
-        let shared = &layer.shared;
-        let info = request_info(&req);
-        if layer.serve_health && lameduck::health::route(info.path).is_some() {
-            // The clock is read for health paths only.
-            let now = layer.clock.instant(layer.runtime.now());
-            if let Some(health) = shared.health(info.path, info.query, now) {
-                // Exempt: counted in the drain while the gate is open, like any request.
-                let tracker = match shared.admit(lameduck::RequestClass::Exempt) {
-                    lameduck::Admission::Exempt(ticket) => {
-                        ticket.map(|t| RequestTracker(Tracker::Normal(t)))
-                    }
-                    _ => None,
-                };
-                return AdmissionFuture::ready(http_response(health), tracker);
-            }
-        }
-        let (tracker, timeout) = match decide(shared, &info, &layer.classifier) {
-            Decision::Reject(canned) => return AdmissionFuture::ready(http_response(canned), None),
-            Decision::Serve {
-                tracker,
-                timeout,
-                signal,
-                upgrade,
-            } => {
-                Decision::hand_over(signal, upgrade, req.extensions_mut());
-                (tracker, timeout)
-            }
-        };
-        AdmissionFuture {
-            state: FutureState::Call {
-                future: self.inner.call(req),
-                deadline: Deadline::after(timeout),
-                tracker,
-                runtime: layer.runtime.clone(),
-                clock: layer.clock,
-                // Only while the routes are still being installed (start-up): no cost after.
-                routes_pending: (!shared.routes_complete()).then(|| Arc::clone(shared)),
-            },
-        }
+        let inner = &mut self.inner;
+        self.layer
+            .admit(&mut req)
+            .into_future(req, None, |req| inner.call(req))
     }
 }
 
 pin_project! {
-    /// The response future of [`AdmissionService`].
+    /// The response future of [`AdmissionService`] (and of the connections
+    /// [`Server::serve`](crate::Server::serve) serves).
     pub struct AdmissionFuture<F, R: Runtime> {
         #[pin]
         state: FutureState<F, R>,
+        // The connection is busy with this request until its response ends.
+        in_flight: Option<InFlight>,
     }
 }
 
@@ -329,19 +426,40 @@ pin_project! {
         Call {
             #[pin]
             future: F,
-            deadline: Deadline<R>,
-            tracker: Option<RequestTracker>,
-            runtime: R,
-            clock: StdClock,
+            // Moves to the response body (`None` once it has).
+            end: Option<BodyEnd<R>>,
             routes_pending: Option<Arc<Shared>>,
         },
     }
 }
 
 impl<F, R: Runtime> AdmissionFuture<F, R> {
-    fn ready(response: Response<Bytes>, tracker: Option<RequestTracker>) -> Self {
+    /// The handler's `future`, its response to be ended by `end`.
+    #[inline]
+    pub(crate) fn call(
+        future: F,
+        end: BodyEnd<R>,
+        routes_pending: Option<Arc<Shared>>,
+        in_flight: Option<InFlight>,
+    ) -> Self {
+        AdmissionFuture {
+            in_flight,
+            state: FutureState::Call {
+                future,
+                end: Some(end),
+                routes_pending,
+            },
+        }
+    }
+
+    pub(crate) fn ready(
+        response: Response<Bytes>,
+        tracker: Option<RequestTracker>,
+        in_flight: Option<InFlight>,
+    ) -> Self {
         let (parts, body) = response.into_parts();
         AdmissionFuture {
+            in_flight,
             state: FutureState::Ready {
                 response: Some(parts),
                 body: Some(body),
@@ -366,7 +484,8 @@ where
     type Output = Result<Response<LameduckBody<B, R>>, E>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.project().state.project() {
+        let this = self.project();
+        match this.state.project() {
             FutureProj::Ready {
                 response,
                 body,
@@ -374,17 +493,15 @@ where
             } => match response.take() {
                 Some(parts) => Poll::Ready(Ok(Response::from_parts(
                     parts,
-                    LameduckBody::canned_tracked(body.take().unwrap_or_default(), tracker.take()),
+                    LameduckBody::canned_tracked(body.take().unwrap_or_default(), tracker.take())
+                        .in_flight(this.in_flight.take()),
                 ))),
                 // Polled after completion: stay pending rather than panic.
                 None => Poll::Pending,
             },
             FutureProj::Call {
                 future,
-                deadline,
-                tracker,
-                runtime,
-                clock,
+                end,
                 routes_pending,
             } => {
                 if let Poll::Ready(result) = future.poll(cx) {
@@ -395,29 +512,37 @@ where
                             .is_some_and(|s| !s.routes_complete())
                     {
                         // An unknown path before every route is installed: 503, retry later.
-                        *tracker = None;
-                        return Poll::Ready(Ok(http_response(&ROUTES_NOT_READY)));
+                        *end = None;
+                        return Poll::Ready(Ok(canned(&ROUTES_NOT_READY, this.in_flight)));
                     }
-                    let (parts, body) = response.into_parts();
-                    // The deadline (armed or not) moves to the body: it bounds the whole
-                    // response.
-                    let deadline = std::mem::replace(deadline, Deadline::none());
-                    let body = LameduckBody::tracked(
-                        body,
-                        tracker.take(),
-                        runtime.clone(),
-                        *clock,
-                        deadline,
-                    );
-                    return Poll::Ready(Ok(Response::from_parts(parts, body)));
+                    let Some(end) = end.take() else {
+                        // Polled after completion: stay pending rather than panic.
+                        return Poll::Pending;
+                    };
+                    // The deadline (armed or not) moves to the body with the rest of the
+                    // end: it bounds the whole response.
+                    return Poll::Ready(Ok(response.map(|body| {
+                        LameduckBody::tracked_with(body, end).in_flight(this.in_flight.take())
+                    })));
                 }
-                ready!(deadline.poll_expired(runtime, cx));
+                let Some(body_end) = end.as_mut() else {
+                    return Poll::Pending;
+                };
+                ready!(Pin::new(body_end).poll_deadline(cx));
                 // The handler ran past `request_timeout`: answer 504 and release.
-                *tracker = None;
-                Poll::Ready(Ok(http_response(&REQUEST_TIMEOUT)))
+                *end = None;
+                Poll::Ready(Ok(canned(&REQUEST_TIMEOUT, this.in_flight)))
             }
         }
     }
+}
+
+/// A canned response of the layer's own, the connection busy until it is written.
+fn canned<B, R: Runtime>(
+    response: &'static CannedResponse,
+    in_flight: &mut Option<InFlight>,
+) -> Response<LameduckBody<B, R>> {
+    http_response::<LameduckBody<B, R>>(response).map(|body| body.in_flight(in_flight.take()))
 }
 
 /// The request timeout the layer applies to normal requests, if any.

@@ -15,6 +15,7 @@ use pin_project_lite::pin_project;
 
 use crate::deadline::Deadline;
 use crate::error::BoxError;
+use crate::head_watch::InFlight;
 use crate::runtime::Runtime;
 use crate::ticket::RequestTracker;
 
@@ -30,6 +31,8 @@ pin_project! {
     pub struct LameduckBody<B, R: Runtime> {
         #[pin]
         state: BodyState<B, R>,
+        // The connection is busy with this request until its response body is dropped.
+        in_flight: Option<InFlight>,
     }
 }
 
@@ -66,22 +69,22 @@ impl<B, R: Runtime> LameduckBody<B, R> {
                 data: Some(data),
                 tracker,
             },
+            in_flight: None,
         }
     }
 
-    pub(crate) fn tracked(
-        inner: B,
-        tracker: Option<RequestTracker>,
-        runtime: R,
-        clock: StdClock,
-        deadline: Deadline<R>,
-    ) -> Self {
+    /// The handler's `inner` body, ended by `end`.
+    pub(crate) fn tracked_with(inner: B, end: BodyEnd<R>) -> Self {
         LameduckBody {
-            state: BodyState::Tracked {
-                inner,
-                end: BodyEnd::new(tracker, runtime, clock).with_deadline(deadline),
-            },
+            state: BodyState::Tracked { inner, end },
+            in_flight: None,
         }
+    }
+
+    /// Holds `in_flight` until the body is dropped.
+    pub(crate) fn in_flight(mut self, in_flight: Option<InFlight>) -> Self {
+        self.in_flight = in_flight;
+        self
     }
 }
 

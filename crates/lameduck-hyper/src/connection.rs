@@ -2,13 +2,14 @@
 //! when the run loop says to stop listening, or (HTTP/2) when one of its own responses asks
 //! to close the connection.
 
-use std::future::{poll_fn, Future};
+use std::future::Future;
 use std::net::SocketAddr;
-use std::pin::{pin, Pin};
+use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
+use event_listener::EventListener;
 use http::{header, Request, Response, Version};
 use hyper::body::Incoming;
 use hyper_util::server::conn::auto;
@@ -16,12 +17,15 @@ use pin_project_lite::pin_project;
 use tower::util::Oneshot;
 use tower_service::Service;
 
+use crate::admission::{AdmissionFuture, AdmissionLayer, Admitted};
+use crate::body::LameduckBody;
 use crate::context::ServeControl;
 use crate::error::BoxError;
 use crate::flag::Flag;
-use crate::header_timer::header_timer;
+use crate::head_watch::{ConnActivity, HeadWatch, WatchedIo, HEADER_READ_TIMEOUT};
 use crate::logging;
 use crate::runtime::{Exec, Runtime};
+use crate::tracker::ConnectionGuard;
 
 /// A service [`Server::serve`] can serve: a cloneable tower service from hyper requests to
 /// responses with a `Bytes` body. Implemented for every such service.
@@ -52,117 +56,191 @@ where
     type Body = B;
 }
 
-/// Serves one connection. Graceful shutdown (HTTP/1 `Connection: close` after the current
-/// response, idle connections closed; HTTP/2 GOAWAY) starts when the run loop broadcasts
-/// `StopListening` (the machine decides when: in mode A at `NotAcceptingNewRequest`, in
-/// mode B after the drain), and for an HTTP/2 connection also when one of its responses asks
-/// to close the connection (mode B's 429).
-pub(crate) async fn serve_connection<R, I, S>(
-    builder: Arc<auto::Builder<Exec<R>>>,
-    runtime: R,
+/// Serves one connection: every request is admitted by `admission` (which hands it to
+/// `service` when it is to be served). Graceful shutdown (HTTP/1 `Connection: close` after
+/// the current response, idle connections closed; HTTP/2 GOAWAY) starts when the run loop
+/// broadcasts `StopListening` (the machine decides when: in mode A at
+/// `NotAcceptingNewRequest`, in mode B after the drain), and for an HTTP/2 connection also
+/// when one of its responses asks to close the connection (mode B's 429). An HTTP/1
+/// connection waiting longer than [`HEADER_READ_TIMEOUT`] for a request head is closed.
+/// `guard` is dropped when the connection ends.
+pub(crate) fn serve_connection<R, I, S>(
+    builder: &auto::Builder<Exec<R>>,
+    admission: Arc<AdmissionLayer<R>>,
     io: I,
     peer: SocketAddr,
     service: S,
     control: Arc<ServeControl>,
-) where
+    guard: ConnectionGuard,
+) -> ServeConnection<R, I, S>
+where
     R: Runtime,
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
     S: HttpService,
 {
     let goaway = Arc::new(Flag::default());
-    let svc = ConnService::new(service, Arc::clone(&goaway));
-    // HTTP/1's header-read timeout through this connection's own slot and watchdog: no timer
-    // operation per request (see `header_timer`).
-    let (header_timer, mut watchdog) = header_timer(&runtime);
-    let mut builder = (*builder).clone();
-    builder.http1().timer(header_timer);
-    let mut conn = pin!(builder.serve_connection_with_upgrades(io, svc));
-    // The stop broadcast wakes this task through one registration, made on the first poll;
-    // after that, every wake-up of the connection costs two atomic loads, not a re-poll of
-    // listener futures. (A task's waker stays the same for its life, so one registration
-    // is enough.) The GOAWAY flag is set by this connection's own responses, inside
-    // `conn.poll`, so it is checked after it.
-    let mut stop_registration = pin!(control.stop.wait());
-    let mut registered = false;
-    let mut shutting_down = false;
-    let result = poll_fn(|cx| loop {
-        if !shutting_down {
-            let stop = if registered {
-                control.stop.is_set()
-            } else {
-                registered = true;
-                stop_registration.as_mut().poll(cx).is_ready()
-            };
-            if stop || goaway.is_set() {
-                shutting_down = true;
-                conn.as_mut().graceful_shutdown();
-            }
-        }
-        if let Poll::Ready(result) = conn.as_mut().poll(cx) {
-            return Poll::Ready(result);
-        }
-        if !shutting_down && goaway.is_set() {
-            // One of this connection's responses asked to close it (HTTP/2: GOAWAY).
-            continue;
-        }
-        if watchdog.after_pending(cx) {
-            // A request head is overdue: hyper's header sleep is ready now.
-            continue;
-        }
-        return Poll::Pending;
-    })
-    .await;
-    if let Err(e) = result {
-        logging::connection_error(peer, &e);
+    let activity = Arc::new(ConnActivity::default());
+    let head_watch = HeadWatch::new(
+        Arc::clone(&activity),
+        admission.runtime.clone(),
+        HEADER_READ_TIMEOUT,
+    );
+    let io = WatchedIo::new(io, Arc::clone(&activity));
+    let svc = ConnService {
+        inner: service,
+        admission,
+        activity,
+        goaway: Arc::clone(&goaway),
+    };
+    ServeConnection {
+        conn: builder.serve_connection_with_upgrades(io, svc).into_owned(),
+        control,
+        stop_listener: None,
+        registered: false,
+        shutting_down: false,
+        goaway,
+        head_watch,
+        peer,
+        _guard: guard,
     }
 }
 
-/// The hyper service of one connection, over a cloneable tower service: turns a
+pin_project! {
+    /// The task serving one connection (see [`serve_connection`]): one future, polled
+    /// directly by the runtime, so a wake-up of the connection costs a few loads on top of
+    /// hyper's own work.
+    pub(crate) struct ServeConnection<R: Runtime, I, S: HttpService> {
+        #[pin]
+        conn: auto::UpgradeableConnection<'static, WatchedIo<I>, ConnService<S, R>, Exec<R>>,
+        control: Arc<ServeControl>,
+        // The stop broadcast wakes this task through one registration, made on the first
+        // poll; after that, every wake-up costs an atomic load. (A task's waker stays the
+        // same for its life, so one registration is enough.)
+        stop_listener: Option<EventListener>,
+        registered: bool,
+        shutting_down: bool,
+        // Set by this connection's own responses, inside `conn.poll`, so checked after it.
+        goaway: Arc<Flag>,
+        head_watch: HeadWatch<R>,
+        peer: SocketAddr,
+        _guard: ConnectionGuard,
+    }
+}
+
+impl<R, I, S> Future for ServeConnection<R, I, S>
+where
+    R: Runtime,
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    S: HttpService,
+{
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let mut this = self.project();
+        let result = loop {
+            if !*this.shutting_down {
+                let stop = if *this.registered {
+                    this.control.stop.is_set()
+                } else {
+                    *this.registered = true;
+                    this.control.stop.poll_register(this.stop_listener, cx)
+                };
+                if stop || this.goaway.is_set() {
+                    *this.shutting_down = true;
+                    *this.stop_listener = None;
+                    this.conn.as_mut().graceful_shutdown();
+                }
+            }
+            if let Poll::Ready(result) = this.conn.as_mut().poll(cx) {
+                break result;
+            }
+            if !*this.shutting_down && this.goaway.is_set() {
+                // One of this connection's responses asked to close it (HTTP/2: GOAWAY).
+                continue;
+            }
+            if this.head_watch.after_pending(cx) {
+                // No request head within the timeout: close the connection.
+                break Err(Box::new(HeadTimedOut) as BoxError);
+            }
+            return Poll::Pending;
+        };
+        if let Err(e) = result {
+            logging::connection_error(*this.peer, &e);
+        }
+        Poll::Ready(())
+    }
+}
+
+/// Why a connection was closed while it waited for a request head.
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+#[error("no complete request head within {HEADER_READ_TIMEOUT:?}")]
+struct HeadTimedOut;
+
+/// The hyper service of one connection: admits each request and passes the admitted ones to
+/// the user's tower service; counts heads and responses for the header-read timeout; turns a
 /// `Connection: close` response on HTTP/2 (which has no such header) into a GOAWAY for its
 /// connection, as Go's HTTP/2 server does for kube-apiserver's 429s.
-#[derive(Clone)]
-struct ConnService<S> {
+struct ConnService<S, R: Runtime> {
     inner: S,
+    admission: Arc<AdmissionLayer<R>>,
+    activity: Arc<ConnActivity>,
     goaway: Arc<Flag>,
 }
 
-impl<S> ConnService<S> {
-    fn new(inner: S, goaway: Arc<Flag>) -> Self {
-        ConnService { inner, goaway }
-    }
-}
-
-impl<S, ReqBody, ResBody> hyper::service::Service<Request<ReqBody>> for ConnService<S>
+impl<S, R, ResBody> hyper::service::Service<Request<Incoming>> for ConnService<S, R>
 where
-    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
+    S: Service<Request<Incoming>, Response = Response<ResBody>> + Clone,
+    R: Runtime,
+    ResBody: http_body::Body<Data = Bytes>,
 {
-    type Response = Response<ResBody>;
+    type Response = Response<LameduckBody<ResBody, R>>;
     type Error = S::Error;
-    type Future = ConnFuture<S, Request<ReqBody>>;
+    type Future = ConnFuture<S, R>;
 
-    fn call(&self, req: Request<ReqBody>) -> Self::Future {
+    fn call(&self, mut req: Request<Incoming>) -> Self::Future {
         let http2 = req.version() == Version::HTTP_2;
-        ConnFuture {
-            inner: Oneshot::new(self.inner.clone(), req),
-            goaway: http2.then(|| Arc::clone(&self.goaway)),
+        let in_flight = if http2 {
+            self.activity.set_http2();
+            None
+        } else {
+            Some(self.activity.head_received())
+        };
+        let goaway = http2.then(|| Arc::clone(&self.goaway));
+        // Built in one expression, so that the request moves once, into the `Oneshot`.
+        match self.admission.admit(&mut req) {
+            Admitted::Serve(end, routes_pending) => ConnFuture {
+                inner: AdmissionFuture::call(
+                    Oneshot::new(self.inner.clone(), req),
+                    end,
+                    routes_pending,
+                    in_flight,
+                ),
+                goaway,
+            },
+            Admitted::Answer(response, tracker) => ConnFuture {
+                inner: AdmissionFuture::ready(response, tracker, in_flight),
+                goaway,
+            },
         }
     }
 }
 
 pin_project! {
     /// The response future of [`ConnService`].
-    struct ConnFuture<S: Service<Req>, Req> {
+    struct ConnFuture<S: Service<Request<Incoming>>, R: Runtime> {
         #[pin]
-        inner: Oneshot<S, Req>,
+        inner: AdmissionFuture<Oneshot<S, Request<Incoming>>, R>,
         goaway: Option<Arc<Flag>>,
     }
 }
 
-impl<S, Req, ResBody> Future for ConnFuture<S, Req>
+impl<S, R, ResBody> Future for ConnFuture<S, R>
 where
-    S: Service<Req, Response = Response<ResBody>>,
+    S: Service<Request<Incoming>, Response = Response<ResBody>>,
+    R: Runtime,
+    ResBody: http_body::Body<Data = Bytes>,
 {
-    type Output = Result<Response<ResBody>, S::Error>;
+    type Output = Result<Response<LameduckBody<ResBody, R>>, S::Error>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();

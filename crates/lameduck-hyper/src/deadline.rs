@@ -7,7 +7,7 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::runtime::Runtime;
 
@@ -23,8 +23,8 @@ enum State<R: Runtime> {
     None,
     /// Not anchored yet: this long after the first wait.
     After(Duration),
-    /// Armed: the timer and the instant it fires at.
-    Armed(Pin<Box<R::Sleep>>, Instant),
+    /// Armed: the timer.
+    Armed(Pin<Box<R::Sleep>>),
     /// Passed.
     Expired,
 }
@@ -34,7 +34,7 @@ impl<R: Runtime> fmt::Debug for Deadline<R> {
         match &self.0 {
             State::None => f.write_str("Deadline::None"),
             State::After(d) => write!(f, "Deadline::After({d:?})"),
-            State::Armed(_, at) => write!(f, "Deadline::At({at:?})"),
+            State::Armed(_) => f.write_str("Deadline::Armed"),
             State::Expired => f.write_str("Deadline::Expired"),
         }
     }
@@ -58,13 +58,13 @@ impl<R: Runtime> Deadline<R> {
     pub fn poll_expired(&mut self, runtime: &R, cx: &mut Context<'_>) -> Poll<()> {
         if let State::After(timeout) = self.0 {
             let at = runtime.now() + timeout;
-            self.0 = State::Armed(Box::pin(runtime.sleep_until(at)), at);
+            self.0 = State::Armed(Box::pin(runtime.sleep_until(at)));
         }
         match &mut self.0 {
             State::None => Poll::Pending,
             State::Expired => Poll::Ready(()),
             State::After(_) => Poll::Pending, // armed above
-            State::Armed(sleep, _) => {
+            State::Armed(sleep) => {
                 std::task::ready!(sleep.as_mut().poll(cx));
                 self.0 = State::Expired;
                 Poll::Ready(())

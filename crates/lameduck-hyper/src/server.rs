@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use futures_channel::mpsc;
-use lameduck::{Input, Lifecycle, Prepared, RegisterError, Shared, StdClock};
+use lameduck::{Input, Lifecycle, Prepared, RegisterError, RequestInfo, Shared, StdClock};
 
 use crate::accept::accept_loop;
 use crate::admission::AdmissionLayer;
@@ -21,12 +21,18 @@ use crate::run::RunLoop;
 use crate::runtime::{Listener, Runtime};
 use crate::signals::InstalledSignals;
 
-/// A prepared server: hand [`Server::layer`] to your service, add listeners with
-/// [`Server::serve`], then [`Server::run`] it.
+/// A prepared server: add listeners with [`Server::serve`], then [`Server::run`] it.
+///
+/// Every request of a served listener is admitted by the server itself: classified (normal,
+/// long-running, exempt), rejected with 503/429 once the gate closes, bounded by the request
+/// timeout, counted until its response body ends; `/readyz`, `/livez` and `/healthz` are
+/// answered. Pass your service as it is (an axum `Router`, a `tower::service_fn`, ...).
 pub struct Server<R: Runtime> {
     lifecycle: Lifecycle<Prepared>,
     runtime: R,
     clock: StdClock,
+    /// How the listeners served from now on admit requests.
+    admission: AdmissionLayer<R>,
     hooks: Hooks,
     signals: Option<Result<InstalledSignals<R>, ServeError>>,
     serves: Vec<ServeTask<R>>,
@@ -52,10 +58,12 @@ impl<R: Runtime> Server<R> {
     ) -> Self {
         let (tx, rx) = mpsc::unbounded();
         let clock = StdClock::with_epoch(runtime.now());
+        let admission = AdmissionLayer::new(Arc::clone(lifecycle.shared()), runtime.clone(), clock);
         Server {
             lifecycle,
             runtime,
             clock,
+            admission,
             hooks,
             signals,
             serves: Vec::new(),
@@ -82,10 +90,31 @@ impl<R: Runtime> Server<R> {
         Handle::new(Arc::clone(self.shared()), self.tx.clone())
     }
 
-    /// The admission layer to wrap around your service (axum: `Router::layer`).
+    /// Uses `is_long_running` to pick the long-running requests (watch, SSE, WebSocket) of
+    /// the listeners served after this call; the default is
+    /// [`lameduck::default_is_long_running`].
+    pub fn long_running(
+        &mut self,
+        is_long_running: impl Fn(&RequestInfo<'_>) -> bool + Send + Sync + 'static,
+    ) -> &mut Self {
+        self.admission = self.admission.clone().long_running(is_long_running);
+        self
+    }
+
+    /// Whether the listeners served after this call answer `/readyz`, `/livez` and
+    /// `/healthz` themselves (default: yes). Turn it off to mount
+    /// [`Server::health_service`] in your own router.
+    pub fn serve_health(&mut self, serve: bool) -> &mut Self {
+        self.admission = self.admission.clone().serve_health(serve);
+        self
+    }
+
+    /// The admission the server applies, as a tower layer, for a server of your own added
+    /// with [`Server::serve_with`]. Do not wrap a service passed to [`Server::serve`] in it:
+    /// that one is admitted already, and would be counted twice.
     #[must_use]
-    pub fn layer(&self) -> AdmissionLayer<R> {
-        AdmissionLayer::new(Arc::clone(self.shared()), self.runtime.clone(), self.clock)
+    pub fn admission_layer(&self) -> AdmissionLayer<R> {
+        self.admission.clone()
     }
 
     /// A service answering the health endpoints, for routers that mount them explicitly.
@@ -121,7 +150,7 @@ impl<R: Runtime> Server<R> {
     }
 
     /// Serves `service` on `listener` (HTTP/1.1 and HTTP/2 with prior knowledge, upgrades
-    /// allowed) as part of this lifecycle. Wrap the service in [`Server::layer`] first.
+    /// allowed) as part of this lifecycle, admitting every request (see [`Server`]).
     pub fn serve<L, S>(
         &mut self,
         name: &str,
@@ -139,10 +168,11 @@ impl<R: Runtime> Server<R> {
             })
         })?;
         let id = self.lifecycle.add_listener(name)?;
+        let admission = Arc::new(self.admission.clone());
         self.serves.push(ServeTask {
             id,
             name: name.to_string(),
-            serve: Box::new(move |ctx| Box::pin(accept_loop(ctx, listener, service))),
+            serve: Box::new(move |ctx| Box::pin(accept_loop(ctx, listener, service, admission))),
         });
         Ok(addr)
     }
@@ -161,6 +191,7 @@ impl<R: Runtime> Server<R> {
             serves,
             tx,
             rx,
+            admission: _,
         } = self;
         // Held until the run ends: the next server of this process may install them again.
         let _installed = signals

@@ -10,15 +10,13 @@
 //! ```no_run
 //! use std::convert::Infallible;
 //! use lameduck::Config;
-//! use tower::ServiceBuilder;
+//! use tower::service_fn;
 //!
 //! smol::block_on(async {
 //!     let mut server = lameduck_smol::builder(Config::default()).prepare();
-//!     let service = ServiceBuilder::new()
-//!         .layer(server.layer())
-//!         .service_fn(|_req: http::Request<hyper::body::Incoming>| async {
-//!             Ok::<_, Infallible>(http::Response::new(http_body_util::Full::new(bytes::Bytes::from("ok"))))
-//!         });
+//!     let service = service_fn(|_req: http::Request<hyper::body::Incoming>| async {
+//!         Ok::<_, Infallible>(http::Response::new(http_body_util::Full::new(bytes::Bytes::from("ok"))))
+//!     });
 //!     let listener = lameduck_smol::bind("127.0.0.1:8080".parse().unwrap()).await.unwrap();
 //!     server.serve("api", listener, service).unwrap();
 //!     std::process::exit(server.run().await.unwrap().into());

@@ -4,17 +4,16 @@
 //! ```no_run
 //! use std::convert::Infallible;
 //! use lameduck::Config;
-//! use tower::ServiceBuilder;
+//! use tower::service_fn;
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! let mut builder = lameduck_tokio::builder(Config::default());
 //! builder.pre_shutdown_hook("deregister", || async { Ok::<_, Infallible>(()) })?;
 //! let mut server = builder.prepare();
-//! let service = ServiceBuilder::new()
-//!     .layer(server.layer())
-//!     .service_fn(|_req: http::Request<hyper::body::Incoming>| async {
-//!         Ok::<_, Infallible>(http::Response::new(http_body_util::Full::new(bytes::Bytes::from("ok"))))
-//!     });
+//! let service = service_fn(|_req: http::Request<hyper::body::Incoming>| async {
+//!     Ok::<_, Infallible>(http::Response::new(http_body_util::Full::new(bytes::Bytes::from("ok"))))
+//! });
+//! // The server admits every request: health endpoints, 503/429, the request timeout.
 //! let listener = lameduck_tokio::bind("127.0.0.1:8080".parse()?).await?;
 //! server.serve("api", listener, service)?;
 //! let code = server.run().await?;

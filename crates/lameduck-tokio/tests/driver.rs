@@ -146,7 +146,7 @@ async fn a_request_past_the_timeout_gets_504_and_is_released() {
     b.without_signals();
     let server = b.prepare();
     let svc = server
-        .layer()
+        .admission_layer()
         .layer(service_fn(|_req: Request<Empty<Bytes>>| async {
             tokio::time::sleep(Duration::from_secs(10)).await;
             Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"late"))))
@@ -168,7 +168,7 @@ async fn closed_gate_answers_503_in_mode_a_and_429_in_mode_b_but_serves_health()
         let mut b = lameduck_tokio::builder(config(|c| c.shutdown_send_retry_after(mode_b)));
         b.without_signals();
         let mut server = b.prepare();
-        let layer = server.layer();
+        let layer = server.admission_layer();
         server.serve("api", IdleListener, ok_service()).unwrap();
         let handle = server.handle();
         let run = tokio::spawn(server.run());
@@ -209,7 +209,7 @@ async fn long_running_bodies_end_at_the_paced_rate_and_hold_the_drain() {
     }));
     b.without_signals();
     let mut server = b.prepare();
-    let layer = server.layer();
+    let layer = server.admission_layer();
     server.serve("api", IdleListener, ok_service()).unwrap();
     let handle = server.handle();
     // A stream that ends as soon as the server says so.
@@ -259,7 +259,7 @@ async fn an_upgraded_connection_stays_counted_until_its_ticket_drops() {
     }));
     b.without_signals();
     let mut server = b.prepare();
-    let layer = server.layer();
+    let layer = server.admission_layer();
     server.serve("api", IdleListener, ok_service()).unwrap();
     let handle = server.handle();
     let (ticket_tx, ticket_rx) = tokio::sync::oneshot::channel();
@@ -312,7 +312,7 @@ async fn unknown_paths_get_503_until_every_route_signal_fired() {
     b.without_signals();
     let crds = b.mux_signal("crds").unwrap();
     let mut server = b.prepare();
-    let layer = server.layer();
+    let layer = server.admission_layer();
     server.serve("api", IdleListener, ok_service()).unwrap();
     let handle = server.handle();
     let run = tokio::spawn(server.run());
@@ -358,7 +358,7 @@ async fn a_streamed_response_is_aborted_at_the_request_timeout_and_released() {
     b.without_signals();
     let server = b.prepare();
     let svc = server
-        .layer()
+        .admission_layer()
         .layer(service_fn(|_req: Request<Empty<Bytes>>| async {
             tokio::time::sleep(Duration::from_millis(500)).await;
             Ok::<_, Infallible>(Response::new(endless_stream()))
@@ -396,7 +396,7 @@ async fn long_running_bodies_are_not_bounded_by_the_request_timeout() {
     b.without_signals();
     let server = b.prepare();
     let svc = server
-        .layer()
+        .admission_layer()
         .layer(service_fn(|_req: Request<Empty<Bytes>>| async {
             Ok::<_, Infallible>(Response::new(endless_stream()))
         }));
@@ -416,7 +416,7 @@ async fn an_exempt_request_in_flight_holds_the_drain() {
     let mut b = lameduck_tokio::builder(Config::default());
     b.without_signals();
     let mut server = b.prepare();
-    let layer = server.layer();
+    let layer = server.admission_layer();
     server.serve("api", IdleListener, ok_service()).unwrap();
     let handle = server.handle();
     let svc = layer.layer(service_fn(|_req: Request<Empty<Bytes>>| async {
@@ -526,7 +526,7 @@ async fn a_request_head_that_never_completes_is_closed_after_the_header_timeout(
     let mut b = lameduck_tokio::builder(Config::default());
     b.without_signals();
     let mut server = b.prepare();
-    let service = server.layer().layer(ok_service());
+    let service = ok_service();
     server
         .serve("api", OneConnection(Some(server_io)), service)
         .unwrap();
