@@ -254,8 +254,10 @@ def main():
         sys.stdout = Tee(sys.stdout, open(a.save, "w"))
 
     if not a.no_build:
-        for cmd in (["cargo", "build", "--release", "-p", "lameduck-bench", "--bins"],
-                    ["cargo", "build", "--release", "-p", "lameduck-suite", "--examples"]):
+        # One invocation, so both sides link the same build of hyper & co. (features unified
+        # once: separate builds may compile hyper with other features, and inline differently).
+        for cmd in (["cargo", "build", "--release", "-p", "lameduck-bench", "--bins",
+                     "-p", "lameduck-suite", "--examples"],):
             log("==>", " ".join(cmd))
             subprocess.run(cmd, cwd=ROOT, check=True)
 

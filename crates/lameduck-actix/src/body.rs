@@ -7,7 +7,6 @@ use std::task::{ready, Context, Poll};
 
 use actix_web::body::{BodySize, MessageBody};
 use bytes::Bytes;
-use lameduck::StdClock;
 use lameduck_hyper::{BodyEnd, Deadline, RequestTracker, ResponseTimedOut};
 use lameduck_tokio::TokioRuntime;
 use pin_project_lite::pin_project;
@@ -43,13 +42,12 @@ impl<B> LameduckBody<B> {
     pub(crate) fn tracked(
         inner: B,
         tracker: Option<RequestTracker>,
-        clock: StdClock,
         deadline: Deadline<TokioRuntime>,
     ) -> Self {
         LameduckBody {
             state: State::Tracked {
                 inner,
-                end: BodyEnd::new(tracker, TokioRuntime, clock).with_deadline(deadline),
+                end: BodyEnd::new(tracker, TokioRuntime).with_deadline(deadline),
             },
         }
     }

@@ -208,7 +208,7 @@ where
                 .and_then(|v| v.to_str().ok()),
             upgrade: req.headers().contains_key(header::UPGRADE),
         };
-        let decision = decide(shared, &info, classifier);
+        let decision = decide(shared, &info, classifier, *clock);
         let (tracker, timeout) = match decision {
             Decision::Reject(response) => {
                 let (req, _payload) = req.into_parts();
@@ -225,7 +225,7 @@ where
             }
         };
         let service = Rc::clone(&self.service);
-        let (shared, clock) = (Arc::clone(shared), *clock);
+        let shared = Arc::clone(shared);
         // Armed only if the handler has to wait: no clock read, no timer otherwise.
         let mut deadline = Deadline::after(timeout);
         Box::pin(async move {
@@ -248,8 +248,7 @@ where
                 let (req, _) = res.into_parts();
                 return Ok(canned(req, &ROUTES_NOT_READY));
             }
-            let mut res =
-                res.map_body(|_, body| LameduckBody::tracked(body, tracker, clock, deadline));
+            let mut res = res.map_body(|_, body| LameduckBody::tracked(body, tracker, deadline));
             close_if_draining(&shared, &mut res);
             Ok(res)
         })

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
@@ -19,11 +19,10 @@ use tower_service::Service;
 
 use crate::body::BodyEnd;
 use crate::body::LameduckBody;
-use crate::deadline::Deadline;
 use crate::head_watch::InFlight;
 use crate::response::http_response;
 use crate::runtime::Runtime;
-use crate::ticket::{RequestTracker, TicketSlot, Tracker, UpgradeTicketSlot};
+use crate::ticket::{LongRunningSlot, RequestTracker, Tracker, UpgradeTicketSlot};
 
 /// Decides whether a request is long-running (watch, SSE, WebSocket).
 pub type Classifier = Arc<dyn Fn(&RequestInfo<'_>) -> bool + Send + Sync>;
@@ -82,8 +81,49 @@ pub struct AdmissionLayer<R: Runtime> {
     pub(crate) clock: StdClock,
     pub(crate) classifier: Classifier,
     pub(crate) serve_health: bool,
-    /// The request timeout of normal requests (`None`: unbounded).
-    pub(crate) timeout: Option<Duration>,
+    /// Which paths may be exempt, to skip the prefix match for most paths.
+    exempt: ExemptFilter,
+}
+
+/// A quick test that rules most paths out of the exempt prefixes: a path can only start
+/// with one of them if it is at least as long as the shortest and its second byte (after
+/// the `/`) is one of theirs.
+#[derive(Clone, Copy, Debug)]
+struct ExemptFilter {
+    min_len: usize,
+    second_bytes: [u64; 4],
+}
+
+impl ExemptFilter {
+    fn new(prefixes: &[String]) -> Self {
+        let mut filter = ExemptFilter {
+            min_len: usize::MAX,
+            second_bytes: [0; 4],
+        };
+        for prefix in prefixes {
+            let bytes = prefix.as_bytes();
+            filter.min_len = filter.min_len.min(bytes.len());
+            match bytes.get(1) {
+                Some(&b) => filter.second_bytes[usize::from(b >> 6)] |= 1 << (b & 63),
+                // A prefix of one byte (or none) matches any second byte.
+                None => filter.second_bytes = [u64::MAX; 4],
+            }
+        }
+        filter
+    }
+
+    /// `false` when `path` starts with none of the prefixes; `true` when it may.
+    #[inline]
+    fn may_match(&self, path: &str) -> bool {
+        let bytes = path.as_bytes();
+        if bytes.len() < self.min_len {
+            return false;
+        }
+        match bytes.get(1) {
+            Some(&b) => self.second_bytes[usize::from(b >> 6)] & (1 << (b & 63)) != 0,
+            None => true,
+        }
+    }
 }
 
 impl<R: Runtime> fmt::Debug for AdmissionLayer<R> {
@@ -101,7 +141,7 @@ impl<R: Runtime> AdmissionLayer<R> {
     #[must_use]
     pub fn new(shared: Arc<Shared>, runtime: R, clock: StdClock) -> Self {
         AdmissionLayer {
-            timeout: request_timeout(&shared),
+            exempt: ExemptFilter::new(shared.config().exempt_path_prefixes()),
             shared,
             runtime,
             clock,
@@ -212,7 +252,12 @@ impl Decision {
 /// Classifies and admits one request: the admission decision every adapter applies (the
 /// tower layer here, actix-web's middleware elsewhere). Allocation-free for normal
 /// requests.
-pub fn decide(shared: &Arc<Shared>, info: &RequestInfo<'_>, classifier: &Classifier) -> Decision {
+pub fn decide(
+    shared: &Arc<Shared>,
+    info: &RequestInfo<'_>,
+    classifier: &Classifier,
+    clock: StdClock,
+) -> Decision {
     let class = shared.classify(info, |i| classifier(i));
     match shared.admit(class) {
         Admission::Rejected(rejection) => Decision::Reject(rejection.response()),
@@ -231,7 +276,7 @@ pub fn decide(shared: &Arc<Shared>, info: &RequestInfo<'_>, classifier: &Classif
             upgrade: None,
         },
         Admission::LongRunning(ticket) => {
-            let slot: TicketSlot = Arc::new(Mutex::new(Some(ticket)));
+            let slot = LongRunningSlot::new(ticket, clock);
             Decision::Serve {
                 upgrade: info.upgrade.then(|| UpgradeTicketSlot(Arc::clone(&slot))),
                 tracker: Some(RequestTracker(Tracker::LongRunning(slot))),
@@ -266,9 +311,8 @@ pub fn request_info<B>(req: &Request<B>) -> RequestInfo<'_> {
 
 /// What admission decided for a request head, before the handler is called.
 pub(crate) enum Admitted<R: Runtime> {
-    /// Serve it: the end of its response body, and whether routes are still being
-    /// installed (a 404 then becomes a 503).
-    Serve(BodyEnd<R>, Option<Arc<Shared>>),
+    /// Serve it; this ends its response body.
+    Serve(BodyEnd<R>),
     /// Answer it with this response of the layer's own (tracked until its body ends).
     Answer(Response<Bytes>, Option<RequestTracker>),
 }
@@ -284,9 +328,7 @@ impl<R: Runtime> Admitted<R> {
         call: impl FnOnce(Request<B>) -> F,
     ) -> AdmissionFuture<F, R> {
         match self {
-            Admitted::Serve(end, routes_pending) => {
-                AdmissionFuture::call(call(req), end, routes_pending, in_flight)
-            }
+            Admitted::Serve(end) => AdmissionFuture::call(call(req), end, in_flight),
             Admitted::Answer(response, tracker) => {
                 AdmissionFuture::ready(response, tracker, in_flight)
             }
@@ -309,7 +351,14 @@ impl<R: Runtime> AdmissionLayer<R> {
                 return Admitted::Answer(response, tracker);
             }
         }
-        let class = shared.classify(&info, |i| (self.classifier)(i));
+        let class = if self.exempt.may_match(info.path) {
+            shared.classify(&info, |i| (self.classifier)(i))
+        } else if (self.classifier)(&info) {
+            // Not exempt (the filter rules its path out): what `classify` would say.
+            lameduck::RequestClass::LongRunning
+        } else {
+            lameduck::RequestClass::Normal
+        };
         let tracker = match shared.admit(class) {
             Admission::Normal(ticket) => Some(RequestTracker(Tracker::Normal(ticket))),
             Admission::Rejected(rejection) => {
@@ -325,17 +374,9 @@ impl<R: Runtime> AdmissionLayer<R> {
                 return self.serve_long_running(req, ticket, upgrade);
             }
         };
-        let timeout = if tracker.is_some() {
-            self.timeout
-        } else {
-            None
-        };
-        Admitted::Serve(
-            BodyEnd::new(tracker, self.runtime.clone(), self.clock)
-                .with_deadline(Deadline::after(timeout)),
-            // Only while the routes are still being installed (start-up): no cost after.
-            (!shared.routes_complete()).then(|| Arc::clone(shared)),
-        )
+        // A normal (or tracked exempt) request is bounded by the request timeout, armed by
+        // its end the first time it waits.
+        Admitted::Serve(BodyEnd::new(tracker, self.runtime.clone()))
     }
 
     /// The answer to a health request (tracked while the gate is open), or `None` when the
@@ -366,17 +407,14 @@ impl<R: Runtime> AdmissionLayer<R> {
         ticket: OwnedLongRunningTicket,
         upgrade: bool,
     ) -> Admitted<R> {
-        let slot: TicketSlot = Arc::new(Mutex::new(Some(ticket)));
+        let slot = LongRunningSlot::new(ticket, self.clock);
         Decision::hand_over(
             Some(ShutdownSignal::new(Arc::clone(&self.shared))),
             upgrade.then(|| UpgradeTicketSlot(Arc::clone(&slot))),
             req.extensions_mut(),
         );
         let tracker = Some(RequestTracker(Tracker::LongRunning(slot)));
-        Admitted::Serve(
-            BodyEnd::new(tracker, self.runtime.clone(), self.clock),
-            (!self.shared.routes_complete()).then(|| Arc::clone(&self.shared)),
-        )
+        Admitted::Serve(BodyEnd::new(tracker, self.runtime.clone()))
     }
 }
 
@@ -404,7 +442,8 @@ where
 
 pin_project! {
     /// The response future of [`AdmissionService`] (and of the connections
-    /// [`Server::serve`](crate::Server::serve) serves).
+    /// [`Server::serve`](crate::Server::serve) serves). Adds three words to the handler's
+    /// future: large futures are moved by value, so every byte counts.
     pub struct AdmissionFuture<F, R: Runtime> {
         #[pin]
         state: FutureState<F, R>,
@@ -416,19 +455,17 @@ pin_project! {
 pin_project! {
     #[project = FutureProj]
     enum FutureState<F, R: Runtime> {
-        /// Answered by the layer itself (health answers stay tracked until their body ends).
+        /// Answered by the layer itself (health answers stay tracked until their body ends);
+        /// boxed, to keep the common case small.
         Ready {
-            response: Option<http::response::Parts>,
-            body: Option<Bytes>,
-            tracker: Option<RequestTracker>,
+            answer: Option<Box<(Response<Bytes>, Option<RequestTracker>)>>,
         },
         /// Passed to the handler.
         Call {
             #[pin]
             future: F,
-            // Moves to the response body (`None` once it has).
-            end: Option<BodyEnd<R>>,
-            routes_pending: Option<Arc<Shared>>,
+            // Moves to the response body.
+            end: BodyEnd<R>,
         },
     }
 }
@@ -436,19 +473,10 @@ pin_project! {
 impl<F, R: Runtime> AdmissionFuture<F, R> {
     /// The handler's `future`, its response to be ended by `end`.
     #[inline]
-    pub(crate) fn call(
-        future: F,
-        end: BodyEnd<R>,
-        routes_pending: Option<Arc<Shared>>,
-        in_flight: Option<InFlight>,
-    ) -> Self {
+    pub(crate) fn call(future: F, end: BodyEnd<R>, in_flight: Option<InFlight>) -> Self {
         AdmissionFuture {
             in_flight,
-            state: FutureState::Call {
-                future,
-                end: Some(end),
-                routes_pending,
-            },
+            state: FutureState::Call { future, end },
         }
     }
 
@@ -457,13 +485,10 @@ impl<F, R: Runtime> AdmissionFuture<F, R> {
         tracker: Option<RequestTracker>,
         in_flight: Option<InFlight>,
     ) -> Self {
-        let (parts, body) = response.into_parts();
         AdmissionFuture {
             in_flight,
             state: FutureState::Ready {
-                response: Some(parts),
-                body: Some(body),
-                tracker,
+                answer: Some(Box::new((response, tracker))),
             },
         }
     }
@@ -485,64 +510,62 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        match this.state.project() {
-            FutureProj::Ready {
-                response,
-                body,
-                tracker,
-            } => match response.take() {
-                Some(parts) => Poll::Ready(Ok(Response::from_parts(
-                    parts,
-                    LameduckBody::canned_tracked(body.take().unwrap_or_default(), tracker.take())
-                        .in_flight(this.in_flight.take()),
-                ))),
-                // Polled after completion: stay pending rather than panic.
-                None => Poll::Pending,
-            },
-            FutureProj::Call {
-                future,
-                end,
-                routes_pending,
-            } => {
-                if let Poll::Ready(result) = future.poll(cx) {
-                    let response = result?;
-                    if response.status() == StatusCode::NOT_FOUND
-                        && routes_pending
-                            .as_ref()
-                            .is_some_and(|s| !s.routes_complete())
-                    {
-                        // An unknown path before every route is installed: 503, retry later.
-                        *end = None;
-                        return Poll::Ready(Ok(canned(&ROUTES_NOT_READY, this.in_flight)));
-                    }
-                    let Some(end) = end.take() else {
-                        // Polled after completion: stay pending rather than panic.
-                        return Poll::Pending;
-                    };
-                    // The deadline (armed or not) moves to the body with the rest of the
-                    // end: it bounds the whole response.
-                    return Poll::Ready(Ok(response.map(|body| {
-                        LameduckBody::tracked_with(body, end).in_flight(this.in_flight.take())
-                    })));
+        let (mut head, body) = match this.state.project() {
+            FutureProj::Ready { answer } => match answer.take() {
+                Some(answer) => {
+                    let (response, tracker) = *answer;
+                    let (head, body) = response.into_parts();
+                    (head, LameduckBody::canned_tracked(body, tracker))
                 }
-                let Some(body_end) = end.as_mut() else {
-                    return Poll::Pending;
-                };
-                ready!(Pin::new(body_end).poll_deadline(cx));
-                // The handler ran past `request_timeout`: answer 504 and release.
-                *end = None;
-                Poll::Ready(Ok(canned(&REQUEST_TIMEOUT, this.in_flight)))
-            }
+                // Polled after completion: stay pending rather than panic.
+                None => return Poll::Pending,
+            },
+            FutureProj::Call { future, end } => match future.poll(cx) {
+                Poll::Ready(result) => {
+                    let (head, body) = result?.into_parts();
+                    if head.status == StatusCode::NOT_FOUND && routes_pending(end) {
+                        // An unknown path before every route is installed: 503, retry later.
+                        end.clear();
+                        http_response::<Bytes>(&ROUTES_NOT_READY)
+                            .into_parts()
+                            .canned()
+                    } else {
+                        // The timer (armed or not) moves to the body with the rest of the
+                        // end: it bounds the whole response.
+                        (head, LameduckBody::tracked_with(body, end.take()))
+                    }
+                }
+                Poll::Pending => {
+                    ready!(Pin::new(&mut *end).poll_deadline(cx));
+                    // The handler ran past `request_timeout`: answer 504 (released).
+                    http_response::<Bytes>(&REQUEST_TIMEOUT)
+                        .into_parts()
+                        .canned()
+                }
+            },
+        };
+        let in_flight = this.in_flight.take();
+        if let Some(in_flight) = &in_flight {
+            in_flight.before_response(&mut head);
         }
+        Poll::Ready(Ok(Response::from_parts(head, body.in_flight(in_flight))))
     }
 }
 
-/// A canned response of the layer's own, the connection busy until it is written.
-fn canned<B, R: Runtime>(
-    response: &'static CannedResponse,
-    in_flight: &mut Option<InFlight>,
-) -> Response<LameduckBody<B, R>> {
-    http_response::<LameduckBody<B, R>>(response).map(|body| body.in_flight(in_flight.take()))
+/// A response of the layer's own, as the head and body of an admitted response.
+trait Canned<B, R: Runtime> {
+    fn canned(self) -> (http::response::Parts, LameduckBody<B, R>);
+}
+
+impl<B, R: Runtime> Canned<B, R> for (http::response::Parts, Bytes) {
+    fn canned(self) -> (http::response::Parts, LameduckBody<B, R>) {
+        (self.0, LameduckBody::canned_tracked(self.1, None))
+    }
+}
+
+/// Whether routes are still being installed (start-up only), so that a 404 means "not yet".
+fn routes_pending<R: Runtime>(end: &BodyEnd<R>) -> bool {
+    end.shared().is_some_and(|shared| !shared.routes_complete())
 }
 
 /// The request timeout the layer applies to normal requests, if any.
@@ -550,4 +573,41 @@ fn canned<B, R: Runtime>(
 pub fn request_timeout(shared: &Shared) -> Option<Duration> {
     let t = shared.config().request_timeout();
     (!t.is_zero()).then_some(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ExemptFilter;
+
+    #[test]
+    fn the_exempt_filter_never_rules_out_a_matching_path() {
+        let prefixes: Vec<String> = ["/readyz", "/livez", "/healthz", "/metrics", "/x"]
+            .map(String::from)
+            .to_vec();
+        let filter = ExemptFilter::new(&prefixes);
+        for path in [
+            "/readyz",
+            "/readyz/etcd",
+            "/livez",
+            "/healthzx",
+            "/metrics",
+            "/x",
+            "/xyz",
+        ] {
+            assert!(filter.may_match(path), "{path}");
+        }
+        for path in ["/", "", "/api/v1/pods", "/sleep", "/watch", "/w"] {
+            assert!(!filter.may_match(path), "{path}");
+            assert!(
+                !prefixes.iter().any(|p| path.starts_with(p.as_str())),
+                "{path}"
+            );
+        }
+        // A one-byte prefix matches every path that starts with it.
+        let all = ExemptFilter::new(&["/".to_string()]);
+        assert!(all.may_match("/") && all.may_match("/api"));
+        // No prefixes: nothing is exempt.
+        let none = ExemptFilter::new(&[]);
+        assert!(!none.may_match("/readyz"));
+    }
 }

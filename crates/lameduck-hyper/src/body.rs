@@ -10,10 +10,9 @@ use std::task::{ready, Context, Poll};
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
-use lameduck::StdClock;
 use pin_project_lite::pin_project;
 
-use crate::deadline::Deadline;
+use crate::deadline::{Deadline, DeadlineState};
 use crate::error::BoxError;
 use crate::head_watch::InFlight;
 use crate::runtime::Runtime;
@@ -175,59 +174,93 @@ where
 /// for a long-running request during the drain, until its paced slot; and, for a normal
 /// request, ends it at the request timeout ([`BodyEnd::poll_deadline`]).
 ///
-/// Small and `Unpin`: its timers are boxed and created only when a body has to wait.
+/// Small (a ticket and one timer) and `Unpin`: its timer is boxed and created only when a
+/// body has to wait. A normal request's timer is its request timeout, armed the first time
+/// the request waits; a long-running request's timer holds its end until its paced slot.
 pub struct BodyEnd<R: Runtime> {
     tracker: Option<RequestTracker>,
+    timer: Option<Pin<Box<R::Sleep>>>,
     runtime: R,
-    clock: StdClock,
-    ending: bool,
-    hold: Option<Pin<Box<R::Sleep>>>,
-    deadline: Deadline<R>,
 }
 
-// Nothing in a `BodyEnd` is ever pinned in place: its timers are boxed.
+// Nothing in a `BodyEnd` is ever pinned in place: its timer is boxed.
 impl<R: Runtime> Unpin for BodyEnd<R> {}
 
 impl<R: Runtime> fmt::Debug for BodyEnd<R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("BodyEnd")
             .field("tracked", &self.tracker.is_some())
-            .field("ending", &self.ending)
-            .field("deadline", &self.deadline)
+            .field("long_running", &self.is_long_running())
+            .field("timer", &self.timer.is_some())
             .finish()
     }
 }
 
 impl<R: Runtime> BodyEnd<R> {
-    /// The end of a body admitted with `tracker`.
+    /// The end of a body admitted with `tracker`. A normal request is bounded by the
+    /// lifecycle's request timeout (if it is not zero), counted from its first wait.
     #[must_use]
-    pub fn new(tracker: Option<RequestTracker>, runtime: R, clock: StdClock) -> Self {
+    pub fn new(tracker: Option<RequestTracker>, runtime: R) -> Self {
         BodyEnd {
             tracker,
+            timer: None,
             runtime,
-            clock,
-            ending: false,
-            hold: None,
-            deadline: Deadline::none(),
         }
     }
 
-    /// Bounds the body by `deadline` (the request timeout, carried over from the response
-    /// future so that it bounds the whole response).
+    /// Carries over `deadline` (the request timeout of a response future that already had
+    /// to wait), so that it bounds the whole response.
     #[must_use]
     pub fn with_deadline(mut self, deadline: Deadline<R>) -> Self {
-        self.deadline = deadline;
+        match deadline.into_state() {
+            DeadlineState::Unarmed => {}
+            DeadlineState::Armed(timer) => self.timer = Some(timer),
+            DeadlineState::Expired => self.tracker = None,
+        }
         self
     }
 
-    /// Call whenever the handler's body is pending: resolves once the deadline set with
-    /// [`BodyEnd::with_deadline`] has passed, releasing the request; the adapter then aborts
-    /// the response. Pending forever without a deadline. The timer is only armed the first
-    /// time the request waits, so bodies that never wait cost nothing.
+    /// Moves the end out, leaving an untracked one.
+    pub(crate) fn take(&mut self) -> Self {
+        BodyEnd {
+            tracker: self.tracker.take(),
+            timer: self.timer.take(),
+            runtime: self.runtime.clone(),
+        }
+    }
+
+    /// Releases the request (and its timer) at once.
+    pub(crate) fn clear(&mut self) {
+        self.tracker = None;
+        self.timer = None;
+    }
+
+    /// The lifecycle's shared state, while the request is tracked.
+    pub(crate) fn shared(&self) -> Option<std::sync::Arc<lameduck::Shared>> {
+        self.tracker.as_ref().and_then(RequestTracker::shared)
+    }
+
+    /// Call whenever the handler or its body is pending: resolves once a normal request's
+    /// timeout has passed, releasing the request; the adapter then answers 504 or aborts the
+    /// response. Pending forever without a timeout. The timer is only armed the first time
+    /// the request waits, so requests that never wait cost nothing.
     pub fn poll_deadline(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
-        ready!(this.deadline.poll_expired(&this.runtime, cx));
-        this.tracker = None;
+        let Some(tracker) = &this.tracker else {
+            return Poll::Pending;
+        };
+        let timer = match &mut this.timer {
+            Some(timer) => timer,
+            None => {
+                let Some(timeout) = tracker.request_timeout() else {
+                    return Poll::Pending;
+                };
+                let at = this.runtime.now() + timeout;
+                this.timer.insert(Box::pin(this.runtime.sleep_until(at)))
+            }
+        };
+        ready!(timer.as_mut().poll(cx));
+        this.clear();
         Poll::Ready(())
     }
 
@@ -242,37 +275,35 @@ impl<R: Runtime> BodyEnd<R> {
     /// Whether the handler's body has ended and its end is being held.
     #[must_use]
     pub fn is_ending(&self) -> bool {
-        self.ending
+        self.timer.is_some() && self.is_long_running()
     }
 
     /// Releases the request at once (the body failed).
     pub fn release(self: Pin<&mut Self>) {
-        self.get_mut().tracker = None;
+        self.get_mut().clear();
     }
 
     /// Call when the handler's body has ended, and again while it is pending: resolves
     /// (releasing the request) when the response body may end.
     pub fn poll_end(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
-        if !this.ending {
-            this.ending = true;
-            // Only a long-running body can be held (its paced slot): read the clock for it.
-            if this.is_long_running() {
+        if this.is_long_running() {
+            if this.timer.is_none() {
+                // Only a long-running body can be held (its paced slot): read the clock for it.
                 let now = this.runtime.now();
-                if let Some(at) = this
-                    .tracker
-                    .as_ref()
-                    .and_then(|t| t.hold_until(&this.clock, now))
-                {
-                    this.hold = Some(Box::pin(this.runtime.sleep_until(at)));
+                match this.tracker.as_ref().and_then(|t| t.hold_until(now)) {
+                    Some(at) => this.timer = Some(Box::pin(this.runtime.sleep_until(at))),
+                    None => {
+                        this.clear();
+                        return Poll::Ready(());
+                    }
                 }
             }
+            if let Some(timer) = this.timer.as_mut() {
+                ready!(timer.as_mut().poll(cx));
+            }
         }
-        if let Some(sleep) = this.hold.as_mut() {
-            ready!(sleep.as_mut().poll(cx));
-            this.hold = None;
-        }
-        this.tracker = None;
+        this.clear();
         Poll::Ready(())
     }
 }

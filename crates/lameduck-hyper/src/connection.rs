@@ -10,7 +10,7 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use event_listener::EventListener;
-use http::{header, Request, Response, Version};
+use http::{Request, Response, Version};
 use hyper::body::Incoming;
 use hyper_util::server::conn::auto;
 use pin_project_lite::pin_project;
@@ -21,7 +21,6 @@ use crate::admission::{AdmissionFuture, AdmissionLayer, Admitted};
 use crate::body::LameduckBody;
 use crate::context::ServeControl;
 use crate::error::BoxError;
-use crate::flag::Flag;
 use crate::head_watch::{ConnActivity, HeadWatch, WatchedIo, HEADER_READ_TIMEOUT};
 use crate::logging;
 use crate::runtime::{Exec, Runtime};
@@ -78,7 +77,6 @@ where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
     S: HttpService,
 {
-    let goaway = Arc::new(Flag::default());
     let activity = Arc::new(ConnActivity::default());
     let head_watch = HeadWatch::new(
         Arc::clone(&activity),
@@ -89,8 +87,7 @@ where
     let svc = ConnService {
         inner: service,
         admission,
-        activity,
-        goaway: Arc::clone(&goaway),
+        activity: Arc::clone(&activity),
     };
     ServeConnection {
         conn: builder.serve_connection_with_upgrades(io, svc).into_owned(),
@@ -98,7 +95,7 @@ where
         stop_listener: None,
         registered: false,
         shutting_down: false,
-        goaway,
+        activity,
         head_watch,
         peer,
         _guard: guard,
@@ -119,8 +116,9 @@ pin_project! {
         stop_listener: Option<EventListener>,
         registered: bool,
         shutting_down: bool,
-        // Set by this connection's own responses, inside `conn.poll`, so checked after it.
-        goaway: Arc<Flag>,
+        // Its GOAWAY flag is set by this connection's own responses, inside `conn.poll`, so
+        // it is checked after it.
+        activity: Arc<ConnActivity>,
         head_watch: HeadWatch<R>,
         peer: SocketAddr,
         _guard: ConnectionGuard,
@@ -145,7 +143,7 @@ where
                     *this.registered = true;
                     this.control.stop.poll_register(this.stop_listener, cx)
                 };
-                if stop || this.goaway.is_set() {
+                if stop {
                     *this.shutting_down = true;
                     *this.stop_listener = None;
                     this.conn.as_mut().graceful_shutdown();
@@ -154,8 +152,11 @@ where
             if let Poll::Ready(result) = this.conn.as_mut().poll(cx) {
                 break result;
             }
-            if !*this.shutting_down && this.goaway.is_set() {
+            if !*this.shutting_down && this.activity.goaway.is_set() {
                 // One of this connection's responses asked to close it (HTTP/2: GOAWAY).
+                *this.shutting_down = true;
+                *this.stop_listener = None;
+                this.conn.as_mut().graceful_shutdown();
                 continue;
             }
             if this.head_watch.after_pending(cx) {
@@ -179,12 +180,12 @@ struct HeadTimedOut;
 /// The hyper service of one connection: admits each request and passes the admitted ones to
 /// the user's tower service; counts heads and responses for the header-read timeout; turns a
 /// `Connection: close` response on HTTP/2 (which has no such header) into a GOAWAY for its
-/// connection, as Go's HTTP/2 server does for kube-apiserver's 429s.
+/// connection, as Go's HTTP/2 server does for kube-apiserver's 429s (see
+/// [`InFlight::before_response`](crate::head_watch::InFlight::before_response)).
 struct ConnService<S, R: Runtime> {
     inner: S,
     admission: Arc<AdmissionLayer<R>>,
     activity: Arc<ConnActivity>,
-    goaway: Arc<Flag>,
 }
 
 impl<S, R, ResBody> hyper::service::Service<Request<Incoming>> for ConnService<S, R>
@@ -195,70 +196,21 @@ where
 {
     type Response = Response<LameduckBody<ResBody, R>>;
     type Error = S::Error;
-    type Future = ConnFuture<S, R>;
+    type Future = AdmissionFuture<Oneshot<S, Request<Incoming>>, R>;
 
     fn call(&self, mut req: Request<Incoming>) -> Self::Future {
-        let http2 = req.version() == Version::HTTP_2;
-        let in_flight = if http2 {
+        if req.version() == Version::HTTP_2 {
             self.activity.set_http2();
-            None
-        } else {
-            Some(self.activity.head_received())
-        };
-        let goaway = http2.then(|| Arc::clone(&self.goaway));
+        }
+        let in_flight = Some(self.activity.head_received());
         // Built in one expression, so that the request moves once, into the `Oneshot`.
         match self.admission.admit(&mut req) {
-            Admitted::Serve(end, routes_pending) => ConnFuture {
-                inner: AdmissionFuture::call(
-                    Oneshot::new(self.inner.clone(), req),
-                    end,
-                    routes_pending,
-                    in_flight,
-                ),
-                goaway,
-            },
-            Admitted::Answer(response, tracker) => ConnFuture {
-                inner: AdmissionFuture::ready(response, tracker, in_flight),
-                goaway,
-            },
-        }
-    }
-}
-
-pin_project! {
-    /// The response future of [`ConnService`].
-    struct ConnFuture<S: Service<Request<Incoming>>, R: Runtime> {
-        #[pin]
-        inner: AdmissionFuture<Oneshot<S, Request<Incoming>>, R>,
-        goaway: Option<Arc<Flag>>,
-    }
-}
-
-impl<S, R, ResBody> Future for ConnFuture<S, R>
-where
-    S: Service<Request<Incoming>, Response = Response<ResBody>>,
-    R: Runtime,
-    ResBody: http_body::Body<Data = Bytes>,
-{
-    type Output = Result<Response<LameduckBody<ResBody, R>>, S::Error>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        if this.goaway.is_none() {
-            // HTTP/1: nothing to look at; pass the response through without a move.
-            return this.inner.poll(cx);
-        }
-        let mut response = std::task::ready!(this.inner.poll(cx))?;
-        if let Some(goaway) = this.goaway.take() {
-            let close = response
-                .headers()
-                .get(header::CONNECTION)
-                .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"close"));
-            if close {
-                response.headers_mut().remove(header::CONNECTION);
-                goaway.set();
+            Admitted::Serve(end) => {
+                AdmissionFuture::call(Oneshot::new(self.inner.clone(), req), end, in_flight)
+            }
+            Admitted::Answer(response, tracker) => {
+                AdmissionFuture::ready(response, tracker, in_flight)
             }
         }
-        Poll::Ready(Ok(response))
     }
 }

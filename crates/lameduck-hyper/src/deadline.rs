@@ -40,7 +40,25 @@ impl<R: Runtime> fmt::Debug for Deadline<R> {
     }
 }
 
+/// What a [`Deadline`] hands over to a body's end.
+pub(crate) enum DeadlineState<R: Runtime> {
+    /// Not armed (or none): the body's end arms its own from the request's timeout.
+    Unarmed,
+    /// Armed: this timer.
+    Armed(Pin<Box<R::Sleep>>),
+    /// Passed.
+    Expired,
+}
+
 impl<R: Runtime> Deadline<R> {
+    pub(crate) fn into_state(self) -> DeadlineState<R> {
+        match self.0 {
+            State::None | State::After(_) => DeadlineState::Unarmed,
+            State::Armed(timer) => DeadlineState::Armed(timer),
+            State::Expired => DeadlineState::Expired,
+        }
+    }
+
     /// A deadline `timeout` after the request first waits; `None`: no deadline.
     #[must_use]
     pub fn after(timeout: Option<Duration>) -> Self {

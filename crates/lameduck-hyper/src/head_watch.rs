@@ -5,16 +5,16 @@
 //! the same time).
 //!
 //! Giving hyper a timer would do this too, but hyper then starts a timer for every request
-//! head and reads the socket once more after every response; here a request costs two atomic
-//! operations and one clock read. Three parts share one [`ConnActivity`]:
+//! head and reads the socket once more after every response; here a request costs a few
+//! atomic operations, and the clock is read once per second of activity ([`HeadWatch`]).
+//! Three parts share one [`ConnActivity`]:
 //!
 //! - the connection's service counts the heads it is called with and holds an [`InFlight`]
 //!   guard until the response body has ended;
 //! - the connection's I/O ([`WatchedIo`]) recognises the HTTP/2 preface, which turns the
 //!   watch off (hyper has no header-read timeout for HTTP/2 either);
 //! - the connection's task ([`HeadWatch`]) checks, each time the connection is pending,
-//!   whether it now waits for a head, keeps one timer at the earliest deadline (re-armed only
-//!   when it fires early), and says when the deadline has passed.
+//!   whether it now waits for a head, keeps one timer, and says when the deadline has passed.
 
 use std::future::Future;
 use std::io;
@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 use futures_util::task::AtomicWaker;
 use hyper::rt::{Read, ReadBuf, ReadBufCursor, Write};
 
+use crate::flag::Flag;
 use crate::runtime::Runtime;
 
 /// How long an HTTP/1 connection may wait for a complete request head (hyper's default).
@@ -44,6 +45,8 @@ pub(crate) struct ConnActivity {
     ended: AtomicUsize,
     /// The connection speaks HTTP/2: no header-read timeout.
     http2: AtomicBool,
+    /// Set by an HTTP/2 response that asks to close the connection: send GOAWAY.
+    pub(crate) goaway: Flag,
 }
 
 impl ConnActivity {
@@ -61,7 +64,26 @@ impl ConnActivity {
 
 /// Held from a request's head until its response body has ended: the connection is busy.
 #[derive(Debug)]
-pub struct InFlight(Arc<ConnActivity>);
+pub(crate) struct InFlight(Arc<ConnActivity>);
+
+impl InFlight {
+    /// Looks at the response about to be sent: on HTTP/2, which has no `Connection` header,
+    /// `Connection: close` (mode B's 429) becomes a GOAWAY for the connection.
+    #[inline]
+    pub(crate) fn before_response(&self, head: &mut http::response::Parts) {
+        if !self.0.http2.load(Ordering::Relaxed) {
+            return;
+        }
+        let close = head
+            .headers
+            .get(http::header::CONNECTION)
+            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"close"));
+        if close {
+            head.headers.remove(http::header::CONNECTION);
+            self.0.goaway.set();
+        }
+    }
+}
 
 impl Drop for InFlight {
     fn drop(&mut self) {
@@ -86,12 +108,30 @@ impl<I> WatchedIo<I> {
 }
 
 impl<I: Read + Unpin> Read for WatchedIo<I> {
+    #[inline]
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-        mut buf: ReadBufCursor<'_>,
+        buf: ReadBufCursor<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
+        if this.detecting.is_some() {
+            return this.poll_read_detecting(cx, buf);
+        }
+        Pin::new(&mut this.inner).poll_read(cx, buf)
+    }
+}
+
+impl<I: Read + Unpin> WatchedIo<I> {
+    /// A read of the connection's first bytes, compared with the HTTP/2 preface.
+    #[cold]
+    #[inline(never)]
+    fn poll_read_detecting(
+        &mut self,
+        cx: &mut Context<'_>,
+        mut buf: ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self;
         let Some((activity, matched)) = this.detecting.as_mut() else {
             return Pin::new(&mut this.inner).poll_read(cx, buf);
         };
@@ -167,14 +207,30 @@ impl Wake for TimerWake {
     }
 }
 
-/// The connection task's side: when the connection waits for a head, and one timer at the
-/// earliest deadline.
+/// How stale the watch's clock may be while the connection is active: a wait for a head is
+/// timed from a reading at most this old, so a connection is closed up to this much before
+/// its timeout (never after).
+const TICK: Duration = Duration::from_secs(1);
+
+/// The connection task's side: when the connection waits for a head, and one timer.
+///
+/// The clock is not read per request. While requests arrive, the timer *ticks* once per
+/// [`TICK`] and each tick reads the clock (the *epoch*); a wait that starts between ticks is
+/// dated at the last epoch. Once a tick finds no new request head since the previous one,
+/// the timer is set at the deadline of the current wait instead (or at nothing, while one
+/// long request is in flight), so an idle connection or a long stream costs no wake-ups.
 pub(crate) struct HeadWatch<R: Runtime> {
     activity: Arc<ConnActivity>,
     runtime: R,
     timeout: Duration,
+    /// The last clock reading; at most [`TICK`] old while `ticking`.
+    epoch: Instant,
+    /// The timer is a tick (armed at `epoch + TICK`).
+    ticking: bool,
     /// Heads counted when the current wait was last seen.
     seen_heads: usize,
+    /// Heads counted at the last tick.
+    tick_heads: usize,
     /// When the connection started waiting for the next head, while it does.
     waiting_since: Option<Instant>,
     /// The armed timer and the instant it fires at.
@@ -189,9 +245,12 @@ impl<R: Runtime> HeadWatch<R> {
         let wake = Arc::new(TimerWake::default());
         HeadWatch {
             activity,
+            epoch: runtime.now(),
             runtime,
             timeout,
-            seen_heads: usize::MAX,
+            ticking: false,
+            seen_heads: 0,
+            tick_heads: 0,
             waiting_since: None,
             armed: None,
             waker: Waker::from(Arc::clone(&wake)),
@@ -201,54 +260,84 @@ impl<R: Runtime> HeadWatch<R> {
 
     /// Call after the connection returned `Pending`. Returns `true` once the connection has
     /// waited for a request head for longer than the timeout: close it.
+    #[inline]
     pub(crate) fn after_pending(&mut self, cx: &mut Context<'_>) -> bool {
         if self.activity.http2.load(Ordering::Relaxed) {
             self.armed = None;
             return false;
         }
         let heads = self.activity.heads.load(Ordering::Relaxed);
-        if self.activity.ended.load(Ordering::Acquire) != heads {
-            // A request is in flight.
-            self.waiting_since = None;
+        let busy = self.activity.ended.load(Ordering::Acquire) != heads;
+        if self.ticking && !self.wake.fired.load(Ordering::Acquire) {
+            // The common case under load: the epoch is fresh, the tick will look again.
+            if busy {
+                self.waiting_since = None;
+            } else if self.waiting_since.is_none() || heads != self.seen_heads {
+                self.seen_heads = heads;
+                self.waiting_since = Some(self.epoch);
+            }
             return false;
         }
-        let since = match self.waiting_since {
-            Some(since) if heads == self.seen_heads => since,
-            // A new wait: the connection was busy, or served heads since it was last seen.
-            _ => {
-                self.seen_heads = heads;
-                let now = self.runtime.now();
-                self.waiting_since = Some(now);
-                now
-            }
-        };
-        let deadline = since + self.timeout;
-        match &self.armed {
-            // Armed at or before the deadline and not fired: it fires (early) and is looked
-            // at then. The common case: one atomic load.
-            Some((at, _)) if *at <= deadline && !self.wake.fired.load(Ordering::Acquire) => {
-                return false
-            }
-            _ => {}
+        if busy && !self.ticking && self.waiting_since.is_none() && heads == self.tick_heads {
+            // Still the one long request seen at the last look: nothing to time.
+            return false;
         }
+        self.look(cx, heads, busy)
+    }
+
+    /// The timer fired, or the connection was idle or busy with one request: read the clock
+    /// and decide what the timer is for next.
+    #[cold]
+    fn look(&mut self, cx: &mut Context<'_>, heads: usize, busy: bool) -> bool {
         self.wake.fired.store(false, Ordering::Release);
         let now = self.runtime.now();
-        if deadline <= now {
-            self.armed = None;
-            return true;
+        self.epoch = now;
+        if busy {
+            self.waiting_since = None;
+        } else if self.waiting_since.is_none() || heads != self.seen_heads {
+            self.seen_heads = heads;
+            self.waiting_since = Some(now);
         }
-        // (Re-)arm at the deadline, woken through `wake`.
-        let mut sleep = Box::pin(self.runtime.sleep_until(deadline));
+        if heads != self.tick_heads {
+            // Requests are arriving: tick.
+            self.tick_heads = heads;
+            self.ticking = true;
+            return self.arm(cx, now + TICK, now);
+        }
+        self.ticking = false;
+        match self.waiting_since {
+            // One request in flight, for longer than a tick: nothing to time until it ends.
+            None => {
+                self.armed = None;
+                false
+            }
+            Some(since) => self.arm(cx, since + self.timeout, now),
+        }
+    }
+
+    /// Arms the timer at `at` (unless it is armed there already); `true` when `at` has passed.
+    fn arm(&mut self, cx: &mut Context<'_>, at: Instant, now: Instant) -> bool {
+        if at <= now {
+            self.armed = None;
+            return !self.ticking;
+        }
+        if matches!(&self.armed, Some((armed_at, _)) if *armed_at == at) {
+            return false;
+        }
+        let mut sleep = Box::pin(self.runtime.sleep_until(at));
         self.wake.task.register(cx.waker());
         if sleep
             .as_mut()
             .poll(&mut Context::from_waker(&self.waker))
             .is_ready()
         {
+            // Already due on the runtime's clock: look again at once.
             self.armed = None;
-            return true;
+            cx.waker().wake_by_ref();
+            self.wake.fired.store(true, Ordering::Release);
+            return false;
         }
-        self.armed = Some((deadline, sleep));
+        self.armed = Some((at, sleep));
         false
     }
 }

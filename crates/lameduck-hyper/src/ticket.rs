@@ -8,10 +8,37 @@ use std::time::Instant;
 
 use http::Request;
 use lameduck::gate::owned::{OwnedLongRunningTicket, OwnedNormalTicket};
-use lameduck::StdClock;
+use lameduck::{Shared, StdClock};
 
-/// A long-running ticket that an upgrade handler can take over; see [`take_upgrade_ticket`].
-pub(crate) type TicketSlot = Arc<Mutex<Option<OwnedLongRunningTicket>>>;
+/// A long-running request's ticket, which an upgrade handler can take over (see
+/// [`take_upgrade_ticket`]), with the clock that dates the end of its body.
+pub(crate) struct LongRunningSlot {
+    pub(crate) ticket: Mutex<Option<OwnedLongRunningTicket>>,
+    pub(crate) clock: StdClock,
+}
+
+impl fmt::Debug for LongRunningSlot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("LongRunningSlot")
+    }
+}
+
+/// A shared [`LongRunningSlot`].
+pub(crate) type TicketSlot = Arc<LongRunningSlot>;
+
+impl LongRunningSlot {
+    /// A slot holding `ticket`, ended on `clock`.
+    pub(crate) fn new(ticket: OwnedLongRunningTicket, clock: StdClock) -> TicketSlot {
+        Arc::new(LongRunningSlot {
+            ticket: Mutex::new(Some(ticket)),
+            clock,
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<OwnedLongRunningTicket>> {
+        self.ticket.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
 
 /// What keeps a request counted in the gate until its body ends.
 #[derive(Debug)]
@@ -27,19 +54,39 @@ pub(crate) enum Tracker {
 pub struct RequestTracker(pub(crate) Tracker);
 
 impl RequestTracker {
-    /// Called when the response body has ended: the instant until which a long-running
-    /// body's end must be held (its paced slot in the drain), or `None` to end at once.
+    /// Called when the response body has ended at `now` (the runtime's clock): the instant
+    /// until which a long-running body's end must be held (its paced slot in the drain), or
+    /// `None` to end at once.
     #[must_use]
-    pub fn hold_until(&self, clock: &StdClock, now: Instant) -> Option<Instant> {
+    pub fn hold_until(&self, now: Instant) -> Option<Instant> {
         match &self.0 {
             Tracker::Normal(_) => None,
             Tracker::LongRunning(slot) => {
-                let guard = slot.lock().unwrap_or_else(PoisonError::into_inner);
+                let clock = slot.clock;
+                let guard = slot.lock();
                 let ticket = guard.as_ref()?;
                 ticket
                     .reserve_release(clock.instant(now))
                     .map(|at| clock.to_std(at))
             }
+        }
+    }
+
+    /// The lifecycle's shared state, through the ticket (`None` once an upgrade handler took
+    /// the long-running ticket).
+    pub(crate) fn shared(&self) -> Option<Arc<Shared>> {
+        match &self.0 {
+            Tracker::Normal(ticket) => Some(Arc::clone(ticket.holder())),
+            Tracker::LongRunning(slot) => slot.lock().as_ref().map(|t| Arc::clone(t.holder())),
+        }
+    }
+
+    /// The request timeout that bounds this request: a normal request's (`None` when the
+    /// configured timeout is zero), never a long-running one's.
+    pub(crate) fn request_timeout(&self) -> Option<std::time::Duration> {
+        match &self.0 {
+            Tracker::Normal(ticket) => crate::admission::request_timeout(ticket.holder()),
+            Tracker::LongRunning(_) => None,
         }
     }
 
@@ -68,5 +115,5 @@ impl fmt::Debug for UpgradeTicketSlot {
 /// WebSocket handler makes. Returns `None` for requests that carry no ticket.
 pub fn take_upgrade_ticket<B>(req: &Request<B>) -> Option<OwnedLongRunningTicket> {
     let slot = req.extensions().get::<UpgradeTicketSlot>()?;
-    slot.0.lock().unwrap_or_else(PoisonError::into_inner).take()
+    slot.0.lock().take()
 }

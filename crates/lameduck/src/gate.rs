@@ -381,8 +381,8 @@ impl<G: GateRef + Clone> NormalTicketOf<G> {
 }
 
 impl<G: GateRef> NormalTicketOf<G> {
-    /// What holds the gate.
-    pub(crate) fn holder(&self) -> &G {
+    /// What holds the gate (for an owned ticket, the lifecycle's shared state).
+    pub fn holder(&self) -> &G {
         &self.holder
     }
 }
@@ -440,7 +440,7 @@ impl<G: GateRef> LongRunningTicketOf<G> {
     }
 
     /// What holds the gate.
-    pub(crate) fn holder(&self) -> &G {
+    pub fn holder(&self) -> &G {
         &self.holder
     }
 }
