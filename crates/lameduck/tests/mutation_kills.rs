@@ -167,3 +167,169 @@ fn shared_holds_the_machines_configuration_and_debugs_its_state() {
          mode: SendRetryAfter }, checks: [\"ping\", \"db\", \"shutdown\"], .. }"
     );
 }
+
+#[test]
+fn mode_a_is_draining_until_both_the_drain_and_the_listeners_are_done() {
+    use lameduck::sim::Simulator;
+    use lameduck::{Phase, RequestClass, Signal};
+    let mut sim = Simulator::serving(Config::default(), |_| {}).unwrap();
+    assert!(sim.open_request(RequestClass::Normal));
+    sim.stop().unwrap();
+    sim.advance(std::time::Duration::ZERO);
+    // Mode A stops listening at NotAcceptingNewRequest; the request is still in flight.
+    assert!(sim.machine.has_fired(Signal::HTTPServerStoppedListening));
+    assert!(!sim.machine.has_fired(Signal::InFlightRequestsDrained));
+    assert_eq!(sim.machine.phase(), Phase::Draining);
+    sim.end_request(0);
+    assert!(sim.machine.has_fired(Signal::InFlightRequestsDrained));
+    assert_ne!(sim.machine.phase(), Phase::Draining);
+}
+
+#[test]
+fn routes_complete_once_every_mux_signal_fired() {
+    let (mut m, shared) = prepared(|m| {
+        m.add_listener("api").unwrap();
+        m.add_mux_signal("routes").unwrap();
+    });
+    let now = lameduck::Instant::ZERO;
+    m.handle_input(lameduck::Input::Start, now).unwrap();
+    assert!(!shared.routes_complete());
+    m.handle_input(
+        lameduck::Input::MuxSignalFired(lameduck::MuxSignalId::from_raw(0)),
+        now,
+    )
+    .unwrap();
+    assert!(shared.routes_complete());
+}
+
+#[test]
+fn check_names_are_those_of_the_endpoint() {
+    use lameduck::{Endpoint, EndpointSet};
+    let (_m, shared) = prepared(|m| {
+        m.add_health_check("db", EndpointSet::READYZ, Box::new(|| Ok(())))
+            .unwrap();
+        m.add_health_check("disk", EndpointSet::LIVEZ, Box::new(|| Ok(())))
+            .unwrap();
+    });
+    let names = |e| shared.check_names(e).collect::<Vec<_>>();
+    assert_eq!(names(Endpoint::Readyz), ["ping", "db", "shutdown"]);
+    assert_eq!(names(Endpoint::Livez), ["ping", "disk"]);
+}
+
+struct Noop;
+impl std::task::Wake for Noop {
+    fn wake(self: Arc<Self>) {}
+}
+
+#[test]
+fn signal_futures_wait_for_their_signal() {
+    use std::future::Future;
+    use std::task::{Context, Poll};
+    let (mut m, shared) = prepared(|m| {
+        m.add_listener("api").unwrap();
+    });
+    let mut fut = Box::pin(shared.signal_fired(lameduck::Signal::ShutdownInitiated));
+    assert_eq!(
+        format!("{fut:?}"),
+        "SignalFired { signal: ShutdownInitiated }"
+    );
+    let waker = std::task::Waker::from(Arc::new(Noop));
+    let mut cx = Context::from_waker(&waker);
+    assert_eq!(fut.as_mut().poll(&mut cx), Poll::Pending);
+    let now = lameduck::Instant::ZERO;
+    m.handle_input(lameduck::Input::Start, now).unwrap();
+    m.handle_input(
+        lameduck::Input::StopRequested(lameduck::StopSource::Api),
+        now,
+    )
+    .unwrap();
+    assert_eq!(fut.as_mut().poll(&mut cx), Poll::Ready(()));
+}
+
+#[test]
+fn trace_events_and_rules_display_exactly() {
+    use lameduck::trace::{check_trace, Rule, TraceEvent, TracedEvent};
+    use lameduck::{Event, Instant, Signal};
+    use std::time::Duration;
+    assert_eq!(
+        TraceEvent::Signal(Signal::HasBeenReady).to_string(),
+        "HasBeenReady"
+    );
+    assert_eq!(TraceEvent::StopListening.to_string(), "StopListening");
+    assert_eq!(TraceEvent::Exit(1).to_string(), "Exit(1)");
+    let rules: [(Rule, &str); 12] = [
+        (
+            Rule::NothingAfterExit,
+            "nothing may happen after the process exited",
+        ),
+        (
+            Rule::SignalFiresOnce(Signal::HasBeenReady),
+            "HasBeenReady fired more than once",
+        ),
+        (
+            Rule::Predecessor {
+                event: Some(Signal::NotAcceptingNewRequest),
+                needs: Signal::PreShutdownHooksStopped,
+            },
+            "NotAcceptingNewRequest fired before PreShutdownHooksStopped",
+        ),
+        (
+            Rule::Predecessor {
+                event: None,
+                needs: Signal::NotAcceptingNewRequest,
+            },
+            "listeners were stopped before NotAcceptingNewRequest",
+        ),
+        (Rule::StopListeningOnce, "listeners were stopped twice"),
+        (
+            Rule::StoppedListeningBeforeStop,
+            "HTTPServerStoppedListening fired before the listeners were stopped",
+        ),
+        (
+            Rule::MuxCompleteAfterShutdown,
+            "MuxAndDiscoveryComplete fired after ShutdownInitiated",
+        ),
+        (
+            Rule::ReadyAfterShutdown,
+            "HasBeenReady fired after ShutdownInitiated",
+        ),
+        (
+            Rule::CleanExitBeforeDone,
+            "exit 0 before both InFlightRequestsDrained and HTTPServerStoppedListening",
+        ),
+        (Rule::ExitCode, "exit code other than 0 or 1"),
+        (
+            Rule::TimeGoesBack,
+            "an event is timed before the one preceding it",
+        ),
+        (
+            Rule::DelayTooShort {
+                expected: Duration::from_secs(2),
+                observed: Duration::from_secs(1),
+            },
+            "AfterShutdownDelayDuration came 1s after ShutdownInitiated, sooner than the \
+             shutdown delay of 2s",
+        ),
+    ];
+    for (rule, text) in rules {
+        assert_eq!(rule.to_string(), text);
+    }
+    // The machine's StopListening is a trace event, timed when observed.
+    let at = Instant::from_secs(3);
+    assert_eq!(
+        TracedEvent::from_event(
+            &Event::StopListening {
+                shutdown_deadline: None
+            },
+            at
+        ),
+        Some(TracedEvent::at(TraceEvent::StopListening, at))
+    );
+    // A trace without an exit is not complete.
+    let running = [TracedEvent::untimed(TraceEvent::Signal(
+        Signal::ShutdownInitiated,
+    ))];
+    assert!(!check_trace(&Config::default(), &running)
+        .unwrap()
+        .complete());
+}
