@@ -333,3 +333,72 @@ fn trace_events_and_rules_display_exactly() {
         .unwrap()
         .complete());
 }
+
+#[test]
+fn ready_after_shutdown_is_rejected() {
+    use lameduck::trace::{check_trace, Rule, TraceEvent, TracedEvent};
+    use lameduck::Signal;
+    let t = |s| TracedEvent::untimed(TraceEvent::Signal(s));
+    let v = check_trace(
+        &Config::default(),
+        &[t(Signal::ShutdownInitiated), t(Signal::HasBeenReady)],
+    )
+    .unwrap_err();
+    assert_eq!((v.index, v.rule), (1, Rule::ReadyAfterShutdown));
+    // Before it, HasBeenReady is legal.
+    check_trace(
+        &Config::default(),
+        &[t(Signal::HasBeenReady), t(Signal::ShutdownInitiated)],
+    )
+    .unwrap();
+}
+
+#[test]
+fn stopped_listening_before_the_stop_and_exit_0_before_it_are_rejected() {
+    use lameduck::trace::{check_trace, Rule, TraceEvent, TracedEvent};
+    use lameduck::Signal::*;
+    let t = |s| TracedEvent::untimed(TraceEvent::Signal(s));
+    let head = [
+        t(ShutdownInitiated),
+        t(AfterShutdownDelayDuration),
+        t(PreShutdownHooksStopped),
+        t(NotAcceptingNewRequest),
+    ];
+    // The trace shows StopListening, but only after HTTPServerStoppedListening.
+    let mut early = head.to_vec();
+    early.push(t(HTTPServerStoppedListening));
+    early.push(TracedEvent::untimed(TraceEvent::StopListening));
+    let v = check_trace(&Config::default(), &early).unwrap_err();
+    assert_eq!((v.index, v.rule), (4, Rule::StoppedListeningBeforeStop));
+    // Drained but never stopped listening: no exit 0.
+    let mut unstopped = head.to_vec();
+    unstopped.push(t(InFlightRequestsDrained));
+    unstopped.push(TracedEvent::untimed(TraceEvent::Exit(0)));
+    let v = check_trace(&Config::default(), &unstopped).unwrap_err();
+    assert_eq!((v.index, v.rule), (5, Rule::CleanExitBeforeDone));
+}
+
+#[test]
+fn config_options_describe_themselves() {
+    use lameduck::ConfigOption;
+    let durations: Vec<_> = ConfigOption::ALL
+        .into_iter()
+        .filter(|o| o.is_duration())
+        .collect();
+    assert_eq!(
+        durations,
+        [
+            ConfigOption::ShutdownDelay,
+            ConfigOption::ShutdownWatchTerminationGracePeriod,
+            ConfigOption::RequestTimeout,
+            ConfigOption::LivezGracePeriod,
+        ]
+    );
+    assert_eq!(
+        ConfigOption::ShutdownDelay.help(),
+        "lame-duck window: /readyz fails but requests are served this long after the stop signal"
+    );
+    let helps: std::collections::HashSet<_> =
+        ConfigOption::ALL.into_iter().map(|o| o.help()).collect();
+    assert_eq!(helps.len(), ConfigOption::ALL.len());
+}
