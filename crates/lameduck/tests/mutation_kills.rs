@@ -402,3 +402,139 @@ fn config_options_describe_themselves() {
         ConfigOption::ALL.into_iter().map(|o| o.help()).collect();
     assert_eq!(helps.len(), ConfigOption::ALL.len());
 }
+
+#[test]
+fn names_of_hook_kinds_inputs_and_exit_reasons() {
+    use lameduck::{ExitReason, Input};
+    let kinds = [
+        HookKind::PreShutdown,
+        HookKind::PostStart,
+        HookKind::AfterDrain,
+        HookKind::Destroy,
+    ];
+    assert_eq!(
+        kinds.map(HookKind::name),
+        ["pre-shutdown", "post-start", "after-drain", "destroy"]
+    );
+    // An input refused in the wrong phase is named in the error.
+    let mut m = Machine::new(Config::default());
+    assert!(matches!(
+        m.handle_input(Input::DrainProgress, lameduck::Instant::ZERO),
+        Err(lameduck::InputError::WrongPhase {
+            input: "DrainProgress",
+            ..
+        })
+    ));
+    assert_eq!(
+        ExitReason::Graceful.to_string(),
+        "graceful termination completed"
+    );
+    assert_eq!(
+        ExitReason::Failure.to_string(),
+        "graceful termination completed after a failure"
+    );
+    assert_eq!(
+        ExitReason::SecondSignal.to_string(),
+        "second signal received, exiting at once"
+    );
+}
+
+#[test]
+fn post_start_hooks_register_their_checks() {
+    // A post-start hook's check name is taken by a health check already.
+    let mut m = Machine::new(Config::default());
+    m.add_health_check(
+        "poststarthook/warm",
+        lameduck::EndpointSet::ALL,
+        Box::new(|| Ok(())),
+    )
+    .unwrap();
+    assert!(matches!(
+        m.add_hook(HookKind::PostStart, "warm"),
+        Err(lameduck::RegisterError::Duplicate { .. })
+    ));
+    // Another kind's hook of that name does not register a check.
+    m.add_hook(HookKind::PreShutdown, "warm").unwrap();
+
+    // The hook's own check follows its outcome, whatever hooks of other kinds came before.
+    let (mut m, shared) = prepared(|m| {
+        m.add_listener("api").unwrap();
+        m.add_hook(HookKind::PreShutdown, "first").unwrap();
+        m.add_hook(HookKind::PostStart, "warm").unwrap();
+    });
+    let now = lameduck::Instant::ZERO;
+    let api = lameduck::ListenerId::from_raw(0);
+    m.handle_input(lameduck::Input::Start, now).unwrap();
+    m.handle_input(lameduck::Input::ListenerServing(api), now)
+        .unwrap();
+    let body = |shared: &Shared| {
+        let r = shared.health("/healthz", Some("verbose"), now).unwrap();
+        String::from_utf8_lossy(r.body.as_ref()).into_owned()
+    };
+    assert!(!body(&shared).contains("[+]poststarthook/warm ok"));
+    let warm = lameduck::HookId::from_raw(1);
+    m.handle_input(
+        lameduck::Input::HookFinished {
+            hook: warm,
+            outcome: lameduck::HookOutcome::Succeeded,
+        },
+        now,
+    )
+    .unwrap();
+    assert!(
+        body(&shared).contains("[+]poststarthook/warm ok"),
+        "{}",
+        body(&shared)
+    );
+}
+
+#[test]
+fn listeners_can_be_added_once_prepared() {
+    let (mut m, _) = prepared(|_| {});
+    m.add_listener("late").unwrap();
+    assert!(matches!(
+        m.add_listener("bad name"),
+        Err(lameduck::RegisterError::InvalidName { .. })
+    ));
+}
+
+/// A drain whose requests all ended before the machine looked, even if it looks after the
+/// deadline, did not time out.
+#[test]
+fn a_drain_that_emptied_by_its_deadline_did_not_time_out() {
+    use lameduck::{Admission, Event, Input, Instant, RequestClass, StopSource};
+    let config = Config::builder()
+        .shutdown_watch_termination_grace_period(std::time::Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let mut m = Machine::new(config);
+    let api = m.add_listener("api").unwrap();
+    let t0 = Instant::ZERO;
+    m.handle_input(Input::Prepare, t0).unwrap();
+    let shared = m.shared().unwrap().clone();
+    m.handle_input(Input::Start, t0).unwrap();
+    m.handle_input(Input::ListenerServing(api), t0).unwrap();
+    let normal = shared.admit(RequestClass::Normal);
+    let long = shared.admit(RequestClass::LongRunning);
+    assert!(matches!(normal, Admission::Normal(_)));
+    assert!(matches!(long, Admission::LongRunning(_)));
+    m.handle_input(Input::StopRequested(StopSource::Api), t0)
+        .unwrap();
+    m.handle_timeout(t0);
+    assert!(m.has_fired(lameduck::Signal::NotAcceptingNewRequest));
+    drop((normal, long));
+    // Both deadlines have passed when the machine next runs.
+    m.handle_timeout(Instant::from_secs(1000));
+    let mut seen = 0;
+    while let Some(e) = m.poll_event() {
+        match e {
+            Event::NormalDrainFinished { timed_out, .. }
+            | Event::LongRunningDrainFinished { timed_out, .. } => {
+                assert!(!timed_out, "{e:?}");
+                seen += 1;
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(seen, 2);
+}
