@@ -221,6 +221,62 @@ fn drain_waiter_is_woken_when_a_backout_races_the_last_release() {
     });
 }
 
+/// The same race while the *other* group still has a request in flight (held until the
+/// wait is over): the back-out must notify for its own group's drain alone, whatever the other
+/// group's count. `long_running` says which group races; the other one holds a ticket.
+fn backout_races_last_release_while_other_group_busy(long_running: bool) {
+    model_bounded(move || {
+        let gate = Arc::new(Gate::new(ShutdownMode::CloseListener));
+        let (ready_tx, ready_rx) = channel();
+        let (go_tx, go_rx) = channel::<()>();
+        let admit = move |g: &Gate| {
+            if long_running {
+                g.admit_long_running().map(drop)
+            } else {
+                g.admit_normal().map(drop)
+            }
+        };
+        // The other group's request, in flight until the end.
+        let other_normal = long_running.then(|| gate.admit_normal().unwrap());
+        let other_long = (!long_running).then(|| gate.admit_long_running().unwrap());
+        let g = Arc::clone(&gate);
+        let releaser = thread::spawn(move || {
+            let normal = (!long_running).then(|| g.admit_normal().unwrap());
+            let long = long_running.then(|| g.admit_long_running().unwrap());
+            ready_tx.send(()).unwrap();
+            go_rx.recv().unwrap();
+            drop((normal, long));
+        });
+        ready_rx.recv().unwrap();
+        assert_eq!(close(&gate), (1, 1));
+        let g = Arc::clone(&gate);
+        let late = thread::spawn(move || {
+            assert_eq!(admit(&g).unwrap_err(), Rejection::ShuttingDown);
+        });
+        go_tx.send(()).unwrap();
+        if long_running {
+            wait_until(&gate, Gate::long_running_drained);
+        } else {
+            wait_until(&gate, Gate::normal_drained);
+        }
+        releaser.join().unwrap();
+        late.join().unwrap();
+        drop((other_normal, other_long));
+    });
+}
+
+/// A normal back-out racing the last normal release, a long-running request in flight.
+#[test]
+fn drain_waiter_is_woken_when_a_normal_backout_races_while_long_running_busy() {
+    backout_races_last_release_while_other_group_busy(false);
+}
+
+/// A long-running back-out racing the last long-running release, a normal request in flight.
+#[test]
+fn drain_waiter_is_woken_when_a_long_running_backout_races_while_normal_busy() {
+    backout_races_last_release_while_other_group_busy(true);
+}
+
 /// A waiter on one thread, two concurrent releases after close on others: the waiter
 /// always wakes.
 #[test]

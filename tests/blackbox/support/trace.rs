@@ -1,6 +1,6 @@
-//! Conformance: the lifecycle events of a run, read back from the server's log, checked with
-//! the core's reference model ([`lameduck::check_trace`]) for the configuration the server was
-//! started with.
+//! Conformance: the lifecycle events of a run, read back from the server's log with the core's
+//! log reader ([`lameduck::trace::parse_log`]), checked with the core's reference model
+//! ([`lameduck::check_trace`]) for the configuration the server was started with.
 //!
 //! Every `[graceful-termination] ... name=<Signal>` line (the `shutdown event` lines and the
 //! `lifecycle event` lines of `HasBeenReady` / `MuxAndDiscoveryComplete`) becomes a
@@ -20,8 +20,6 @@ use lameduck::{check_trace, Config, Signal, TraceEvent, TraceSummary, TracedEven
 
 use super::process::ServerProcess;
 
-const MARKER: &str = "[graceful-termination]";
-
 /// The lifecycle configuration the example binary builds from `flags` (parsed by the
 /// examples' own flag parser, so it cannot drift from what the server runs with).
 pub fn config_for(flags: &[&str]) -> Config {
@@ -32,115 +30,11 @@ pub fn config_for(flags: &[&str]) -> Config {
     }
 }
 
-/// The trace of one run: its log (`stderr`) and, if it exited, its exit code.
+/// The trace of one run: its log (`stderr`) and, if it exited, its exit code. The core's log
+/// reader, [`lameduck::trace::parse_log`], does the work: this suite checks the servers' logs
+/// the way a user checks their own.
 pub fn parse_trace(stderr: &str, exit_code: Option<i32>) -> Result<Vec<TracedEvent>, String> {
-    let mut events = Vec::new();
-    let mut received_signal_at = None;
-    let mut exit_line_at = None;
-    for (n, line) in stderr.lines().enumerate() {
-        if !line.contains(MARKER) {
-            continue;
-        }
-        let at = line_time(line).map_err(|e| format!("log line {n}: {e}: {line:?}"))?;
-        if line.contains("received signal") {
-            received_signal_at.get_or_insert(at);
-            continue;
-        }
-        if line.contains("is exiting") {
-            let logged_code = line
-                .split_whitespace()
-                .find_map(|token| token.strip_prefix("code="))
-                .and_then(|c| c.parse::<i32>().ok());
-            exit_line_at = Some((at, logged_code));
-            continue;
-        }
-        let Some(name) = line
-            .split_whitespace()
-            .find_map(|token| token.strip_prefix("name="))
-        else {
-            continue;
-        };
-        let name = name.trim_matches('"');
-        let signal = Signal::from_name(name)
-            .ok_or_else(|| format!("log line {n}: unknown signal name {name:?}: {line:?}"))?;
-        let at = match signal {
-            // The `received signal` line comes from another task than the lifecycle's lines,
-            // so its timestamp may be older than a lifecycle line written before it: bound it
-            // below by the previous event (also written before ShutdownInitiated's instant).
-            Signal::ShutdownInitiated => {
-                let previous = events.last().and_then(|e: &TracedEvent| e.at);
-                received_signal_at.max(previous).unwrap_or(at).min(at)
-            }
-            _ => at,
-        };
-        events.push(TracedEvent::at(TraceEvent::Signal(signal), at));
-    }
-    if let Some(code) = exit_code {
-        if let Some((_, Some(logged))) = exit_line_at {
-            if logged != code {
-                return Err(format!(
-                    "the log says the process exits with {logged}, it exited with {code}"
-                ));
-            }
-        }
-        let code = u8::try_from(code).map_err(|_| format!("exit code {code} is not a u8"))?;
-        let exit = TraceEvent::Exit(code);
-        // The process exits after every line it logged, whichever thread wrote them.
-        let last = events.last().and_then(|e: &TracedEvent| e.at);
-        events.push(match exit_line_at.map(|(at, _)| at).max(last) {
-            Some(at) => TracedEvent::at(exit, at),
-            None => TracedEvent::untimed(exit),
-        });
-    }
-    Ok(events)
-}
-
-/// The time a tracing line was written: its leading RFC 3339 UTC timestamp
-/// (`2026-11-22T05:07:33.415257Z`), as nanoseconds since the Unix epoch.
-fn line_time(line: &str) -> Result<lameduck::Instant, String> {
-    let stamp = line.split_whitespace().next().unwrap_or_default();
-    let bad = || format!("no RFC 3339 UTC timestamp at the start ({stamp:?})");
-    let stamp = stamp.strip_suffix('Z').ok_or_else(bad)?;
-    let (date, time) = stamp.split_once('T').ok_or_else(bad)?;
-    let num = |s: &str| s.parse::<i64>().map_err(|_| bad());
-    let mut d = date.splitn(3, '-');
-    let (y, m, day) = (
-        num(d.next().unwrap_or_default())?,
-        num(d.next().unwrap_or_default())?,
-        num(d.next().unwrap_or_default())?,
-    );
-    let (hms, frac) = time.split_once('.').unwrap_or((time, ""));
-    let mut t = hms.splitn(3, ':');
-    let (hh, mm, ss) = (
-        num(t.next().unwrap_or_default())?,
-        num(t.next().unwrap_or_default())?,
-        num(t.next().unwrap_or_default())?,
-    );
-    if !(1..=12).contains(&m) || !(1..=31).contains(&day) || hh > 23 || mm > 59 || ss > 60 {
-        return Err(bad());
-    }
-    if frac.len() > 9 || !frac.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(bad());
-    }
-    let nanos_frac = if frac.is_empty() {
-        0
-    } else {
-        num(frac)? * 10i64.pow(9 - frac.len() as u32)
-    };
-    let secs = days_from_civil(y, m, day) * 86_400 + hh * 3600 + mm * 60 + ss;
-    let nanos = u64::try_from(secs * 1_000_000_000 + nanos_frac).map_err(|_| bad())?;
-    Ok(lameduck::Instant::from_nanos(nanos))
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = if y >= 0 { y } else { y - 399 } / 400;
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+    lameduck::trace::parse_log(stderr, exit_code).map_err(|e| e.to_string())
 }
 
 /// The reference model's verdict on a trace, with the trace in the message when it fails.
@@ -333,8 +227,9 @@ mod tests {
 
     #[test]
     fn timestamps_are_read_on_the_server_clock() {
+        let line_time = |s: &str| lameduck::trace::parse_log_timestamp(s);
         let t = |s: &str| line_time(s).unwrap().as_nanos();
-        assert_eq!(t("1970-01-01T00:00:00Z x"), 0);
+        assert_eq!(t("1970-01-01T00:00:00Z"), 0);
         assert_eq!(t("1970-01-02T00:00:01.5Z"), 86_401_500_000_000);
         assert_eq!(
             t("2026-11-22T05:07:33.916020Z") - t("2026-11-22T05:07:33.415298Z"),
@@ -366,7 +261,7 @@ mod tests {
         // ShutdownInitiated is timed by the `received signal` line before it.
         assert_eq!(
             events[2].at,
-            Some(line_time("2026-11-22T05:07:33.415257Z").unwrap())
+            Some(lameduck::trace::parse_log_timestamp("2026-11-22T05:07:33.415257Z").unwrap())
         );
         let config = config_for(&["--shutdown-delay", "500ms"]);
         let summary = check(&config, &events).unwrap();
