@@ -239,11 +239,20 @@ where
 /// The parts of `req` that classification looks at.
 fn request_info(req: &ServiceRequest) -> RequestInfo<'_> {
     let headers = req.headers();
+    let (mut accept, mut upgrade) = (None, false);
+    // One pass over the (few) header names costs less than two hashed look-ups.
+    for name in headers.keys() {
+        if *name == header::ACCEPT {
+            accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+        } else if *name == header::UPGRADE {
+            upgrade = true;
+        }
+    }
     RequestInfo {
         path: req.path(),
         query: Some(req.query_string()).filter(|q| !q.is_empty()),
-        accept: headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()),
-        upgrade: headers.contains_key(header::UPGRADE),
+        accept,
+        upgrade,
     }
 }
 
