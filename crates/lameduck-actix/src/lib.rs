@@ -306,7 +306,7 @@ where
                 deadline,
                 admission,
             } => {
-                let res = match call.poll(cx) {
+                let mut res = match call.poll(cx) {
                     Poll::Ready(Ok(res)) => res,
                     Poll::Ready(Err(e)) => {
                         drop(tracker.take());
@@ -326,12 +326,13 @@ where
                     let (req, _) = res.into_parts();
                     return Poll::Ready(Ok(canned(req, &ROUTES_NOT_READY)));
                 }
+                close_if_draining(shared, &mut res);
                 let deadline = std::mem::replace(deadline, Deadline::none());
                 let (tracker, clock) = (tracker.take(), admission.clock);
-                let mut res =
-                    res.map_body(|_, body| LameduckBody::tracked(body, tracker, clock, deadline));
-                close_if_draining(shared, &mut res);
-                Poll::Ready(Ok(res))
+                // One expression: the response is built in place, not moved once more.
+                Poll::Ready(Ok(res.map_body(|_, body| {
+                    LameduckBody::tracked(body, tracker, clock, deadline)
+                })))
             }
         }
     }
