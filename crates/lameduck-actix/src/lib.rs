@@ -200,7 +200,7 @@ where
             shared, classifier, ..
         } = &*self.admission;
         let decision = decide(shared, &request_info(&req), classifier);
-        let (tracker, timeout) = match decision {
+        let (tracker, timeout, long_running) = match decision {
             Decision::Reject(response) => {
                 let (req, _payload) = req.into_parts();
                 return AdmissionFuture {
@@ -216,11 +216,13 @@ where
                 signal,
                 upgrade,
             } => {
-                if signal.is_some() || upgrade.is_some() {
+                // Only long-running requests get a signal (and, for an upgrade, a slot).
+                let long_running = signal.is_some();
+                if long_running {
                     let mut extensions = ActixExtensions(req.extensions_mut());
                     Decision::hand_over(signal, upgrade, &mut extensions);
                 }
-                (tracker, timeout)
+                (tracker, timeout, long_running)
             }
         };
         AdmissionFuture {
@@ -228,6 +230,7 @@ where
                 // The request is not cloned: actix's router needs sole ownership to route it.
                 call: self.service.call(req),
                 tracker,
+                long_running,
                 // Armed only if the handler has to wait: no clock read, no timer otherwise.
                 deadline: Deadline::after(timeout),
                 admission: Rc::clone(&self.admission),
@@ -276,6 +279,7 @@ pin_project! {
             #[pin]
             call: F,
             tracker: Option<RequestTracker>,
+            long_running: bool,
             deadline: Deadline<TokioRuntime>,
             admission: Rc<Admission>,
         },
@@ -303,6 +307,7 @@ where
             FutureStateProj::Called {
                 call,
                 tracker,
+                long_running,
                 deadline,
                 admission,
             } => {
@@ -331,7 +336,7 @@ where
                 let (tracker, clock) = (tracker.take(), admission.clock);
                 // One expression: the response is built in place, not moved once more.
                 Poll::Ready(Ok(res.map_body(|_, body| {
-                    LameduckBody::tracked(body, tracker, clock, deadline)
+                    LameduckBody::tracked(body, tracker, *long_running, clock, deadline)
                 })))
             }
         }
