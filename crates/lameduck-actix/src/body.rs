@@ -33,7 +33,8 @@ pin_project! {
             // The request timeout, carried over from the response future (normal requests).
             deadline: Deadline<TokioRuntime>,
             // Long-running requests only: their end may be held until their paced slot.
-            hold: Option<Hold>,
+            // Boxed: normal bodies stay small (the response moves a few times).
+            hold: Option<Box<Hold>>,
         },
     }
 }
@@ -54,6 +55,7 @@ impl<B> LameduckBody<B> {
 
     /// The handler's body, counted by `tracker` until it ends (held until the paced slot if
     /// `long_running`), and aborted at `deadline`.
+    #[inline]
     pub(crate) fn tracked(
         inner: B,
         tracker: Option<RequestTracker>,
@@ -66,10 +68,12 @@ impl<B> LameduckBody<B> {
                 inner,
                 tracker,
                 deadline,
-                hold: long_running.then_some(Hold {
-                    clock,
-                    ending: false,
-                    sleep: None,
+                hold: long_running.then(|| {
+                    Box::new(Hold {
+                        clock,
+                        ending: false,
+                        sleep: None,
+                    })
                 }),
             },
         }
