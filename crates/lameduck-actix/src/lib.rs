@@ -240,6 +240,7 @@ where
 }
 
 /// The parts of `req` that classification looks at.
+#[inline]
 fn request_info(req: &ServiceRequest) -> RequestInfo<'_> {
     let headers = req.headers();
     let (mut accept, mut upgrade) = (None, false);
