@@ -2,12 +2,13 @@
 //! ends (a long-running one held until its paced slot), or a canned body of our own.
 
 use std::error::Error as StdError;
+use std::future::Future;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
 use actix_web::body::{BodySize, MessageBody};
 use bytes::Bytes;
-use lameduck_hyper::{BodyEnd, Deadline, RequestTracker, ResponseTimedOut};
+use lameduck_hyper::{Deadline, RequestTracker, ResponseTimedOut, Runtime};
 use lameduck_tokio::TokioRuntime;
 use pin_project_lite::pin_project;
 
@@ -26,10 +27,21 @@ pin_project! {
         Tracked {
             #[pin]
             inner: B,
-            #[pin]
-            end: BodyEnd<TokioRuntime>,
+            // Keeps the request counted; `None` once released.
+            tracker: Option<RequestTracker>,
+            // The request timeout, carried over from the response future (normal requests).
+            deadline: Deadline<TokioRuntime>,
+            // Long-running requests only: their end may be held until their paced slot.
+            // Boxed: normal bodies stay small (the response moves a few times).
+            hold: Option<Box<Hold>>,
         },
     }
+}
+
+/// The end of a long-running body, which may be held until its paced slot in the drain.
+struct Hold {
+    ending: bool,
+    sleep: Option<Pin<Box<<TokioRuntime as Runtime>::Sleep>>>,
 }
 
 impl<B> LameduckBody<B> {
@@ -39,17 +51,47 @@ impl<B> LameduckBody<B> {
         }
     }
 
+    /// The handler's body, counted by `tracker` until it ends (held until the paced slot if
+    /// `long_running`), and aborted at `deadline`.
+    #[inline]
     pub(crate) fn tracked(
         inner: B,
         tracker: Option<RequestTracker>,
+        long_running: bool,
         deadline: Deadline<TokioRuntime>,
     ) -> Self {
         LameduckBody {
             state: State::Tracked {
                 inner,
-                end: BodyEnd::new(tracker, TokioRuntime).with_deadline(deadline),
+                tracker,
+                deadline,
+                hold: long_running.then(|| {
+                    Box::new(Hold {
+                        ending: false,
+                        sleep: None,
+                    })
+                }),
             },
         }
+    }
+}
+
+impl Hold {
+    /// Called when the handler's body has ended, and again while pending: resolves when the
+    /// long-running request's body may end (its paced slot during the drain).
+    fn poll_end(&mut self, tracker: Option<&RequestTracker>, cx: &mut Context<'_>) -> Poll<()> {
+        if !self.ending {
+            self.ending = true;
+            let now = TokioRuntime.now();
+            if let Some(at) = tracker.and_then(|t| t.hold_until(now)) {
+                self.sleep = Some(Box::pin(TokioRuntime.sleep_until(at)));
+            }
+        }
+        if let Some(sleep) = self.sleep.as_mut() {
+            ready!(sleep.as_mut().poll(cx));
+            self.sleep = None;
+        }
+        Poll::Ready(())
     }
 }
 
@@ -63,7 +105,11 @@ where
         match &self.state {
             State::Canned { data } => BodySize::Sized(data.as_ref().map_or(0, |d| d.len() as u64)),
             // A held end must not be skipped: a long-running body never claims to be empty.
-            State::Tracked { inner, end } if end.is_long_running() => match inner.size() {
+            State::Tracked {
+                inner,
+                hold: Some(_),
+                ..
+            } => match inner.size() {
                 BodySize::None => BodySize::Stream,
                 size => size,
             },
@@ -77,24 +123,34 @@ where
     ) -> Poll<Option<Result<Bytes, Self::Error>>> {
         match self.project().state.project() {
             StateProj::Canned { data } => Poll::Ready(data.take().map(Ok)),
-            StateProj::Tracked { inner, mut end } => {
-                if !end.is_ending() {
+            StateProj::Tracked {
+                inner,
+                tracker,
+                deadline,
+                hold,
+            } => {
+                if !hold.as_ref().is_some_and(|h| h.ending) {
                     match inner.poll_next(cx) {
                         Poll::Ready(Some(Ok(chunk))) => return Poll::Ready(Some(Ok(chunk))),
                         Poll::Ready(Some(Err(e))) => {
-                            end.release();
+                            // The body failed: released at once.
+                            *tracker = None;
                             return Poll::Ready(Some(Err(e.into())));
                         }
                         Poll::Ready(None) => {}
                         Poll::Pending => {
-                            ready!(end.as_mut().poll_deadline(cx));
+                            ready!(deadline.poll_expired(&TokioRuntime, cx));
                             // Past the request timeout: released; the error makes actix
                             // abort the response (HTTP/1: connection closed mid-body).
+                            *tracker = None;
                             return Poll::Ready(Some(Err(Box::new(ResponseTimedOut))));
                         }
                     }
                 }
-                ready!(end.poll_end(cx));
+                if let Some(hold) = hold {
+                    ready!(hold.poll_end(tracker.as_ref(), cx));
+                }
+                *tracker = None;
                 Poll::Ready(None)
             }
         }

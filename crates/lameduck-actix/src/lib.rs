@@ -44,12 +44,11 @@
 mod body;
 
 use std::any::Any;
-use std::future::{poll_fn, Future};
-use std::future::{ready, Ready};
-use std::pin::pin;
+use std::future::{ready, Future, Ready};
+use std::pin::{pin, Pin};
 use std::rc::Rc;
 use std::sync::Arc;
-use std::task::Poll;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use actix_web::body::MessageBody;
@@ -58,10 +57,13 @@ use actix_web::http::header::{self, HeaderName, HeaderValue};
 use actix_web::http::{ConnectionType, StatusCode};
 use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
 use bytes::Bytes;
-use futures_util::future::{select, Either, LocalBoxFuture};
+use futures_util::future::{select, Either};
 use lameduck::responses::{CannedResponse, REQUEST_TIMEOUT, ROUTES_NOT_READY};
 use lameduck::{RequestInfo, Shared, Signal, StdClock};
-use lameduck_hyper::{decide, Classifier, Deadline, Decision, LifecycleResponse, Runtime};
+use lameduck_hyper::{
+    decide, Classifier, Deadline, Decision, LifecycleResponse, RequestTracker, Runtime,
+};
+use pin_project_lite::pin_project;
 
 pub use body::LameduckBody;
 pub use lameduck_hyper::{Builder, ConnectionTracker, Handle, ServeError, Server, ShutdownSignal};
@@ -117,16 +119,16 @@ where
 
     fn new_transform(&self, service: S) -> Self::Future {
         ready(Ok(AdmissionMiddleware {
-            service: Rc::new(service),
-            admission: self.clone(),
+            service,
+            admission: Rc::new(self.clone()),
         }))
     }
 }
 
 /// The service [`Admission`] wraps around the app.
 pub struct AdmissionMiddleware<S> {
-    service: Rc<S>,
-    admission: Admission,
+    service: S,
+    admission: Rc<Admission>,
 }
 
 impl<S> std::fmt::Debug for AdmissionMiddleware<S> {
@@ -189,30 +191,27 @@ where
 {
     type Response = ServiceResponse<LameduckBody<B>>;
     type Error = actix_web::Error;
-    type Future = LocalBoxFuture<'static, Result<Self::Response, actix_web::Error>>;
+    type Future = AdmissionFuture<S::Future>;
 
     actix_web::dev::forward_ready!(service);
 
     fn call(&self, req: ServiceRequest) -> Self::Future {
         let Admission {
             shared,
-            clock,
             classifier,
-        } = &self.admission;
-        let info = RequestInfo {
-            path: req.path(),
-            query: Some(req.query_string()).filter(|q| !q.is_empty()),
-            accept: req
-                .headers()
-                .get(header::ACCEPT)
-                .and_then(|v| v.to_str().ok()),
-            upgrade: req.headers().contains_key(header::UPGRADE),
-        };
-        let decision = decide(shared, &info, classifier, *clock);
-        let (tracker, timeout) = match decision {
+            clock,
+            ..
+        } = &*self.admission;
+        let decision = decide(shared, &request_info(&req), classifier, *clock);
+        let (tracker, timeout, long_running) = match decision {
             Decision::Reject(response) => {
                 let (req, _payload) = req.into_parts();
-                return Box::pin(ready(Ok(canned(req, response))));
+                return AdmissionFuture {
+                    state: FutureState::Rejected {
+                        req: Some(req),
+                        response,
+                    },
+                };
             }
             Decision::Serve {
                 tracker,
@@ -220,38 +219,131 @@ where
                 signal,
                 upgrade,
             } => {
-                Decision::hand_over(signal, upgrade, &mut ActixExtensions(req.extensions_mut()));
-                (tracker, timeout)
+                // Only long-running requests get a signal (and, for an upgrade, a slot).
+                let long_running = signal.is_some();
+                if long_running {
+                    let mut extensions = ActixExtensions(req.extensions_mut());
+                    Decision::hand_over(signal, upgrade, &mut extensions);
+                }
+                (tracker, timeout, long_running)
             }
         };
-        let service = Rc::clone(&self.service);
-        let shared = Arc::clone(shared);
-        // Armed only if the handler has to wait: no clock read, no timer otherwise.
-        let mut deadline = Deadline::after(timeout);
-        Box::pin(async move {
-            // The request is not cloned: actix's router needs sole ownership to route it.
-            let mut call = pin!(service.call(req));
-            let answered = poll_fn(|cx| match call.as_mut().poll(cx) {
-                Poll::Ready(res) => Poll::Ready(Some(res)),
-                Poll::Pending => deadline.poll_expired(&TokioRuntime, cx).map(|()| None),
-            })
-            .await;
-            let Some(res) = answered else {
-                // Past `request_timeout`: 504, and the request is released.
-                drop(tracker);
-                return Err(RequestTimedOut.into());
-            };
-            let res = res?;
-            if res.status() == StatusCode::NOT_FOUND && !shared.routes_complete() {
-                // An unknown path before every route is installed: 503, retry later.
-                drop(tracker);
-                let (req, _) = res.into_parts();
-                return Ok(canned(req, &ROUTES_NOT_READY));
+        AdmissionFuture {
+            state: FutureState::Called {
+                // The request is not cloned: actix's router needs sole ownership to route it.
+                call: self.service.call(req),
+                tracker,
+                long_running,
+                // Armed only if the handler has to wait: no clock read, no timer otherwise.
+                deadline: Deadline::after(timeout),
+                admission: Rc::clone(&self.admission),
+            },
+        }
+    }
+}
+
+/// The parts of `req` that classification looks at.
+#[inline]
+fn request_info(req: &ServiceRequest) -> RequestInfo<'_> {
+    let headers = req.headers();
+    let (mut accept, mut upgrade) = (None, false);
+    // One pass over the (few) header names costs less than two hashed look-ups.
+    for name in headers.keys() {
+        if *name == header::ACCEPT {
+            accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+        } else if *name == header::UPGRADE {
+            upgrade = true;
+        }
+    }
+    RequestInfo {
+        path: req.path(),
+        query: Some(req.query_string()).filter(|q| !q.is_empty()),
+        accept,
+        upgrade,
+    }
+}
+
+pin_project! {
+    /// The response future of [`AdmissionMiddleware`]: the app's response future, bounded by
+    /// the request timeout, or one of the canned rejections.
+    pub struct AdmissionFuture<F> {
+        #[pin]
+        state: FutureState<F>,
+    }
+}
+
+pin_project! {
+    #[project = FutureStateProj]
+    enum FutureState<F> {
+        Rejected {
+            req: Option<HttpRequest>,
+            response: &'static CannedResponse,
+        },
+        Called {
+            #[pin]
+            call: F,
+            tracker: Option<RequestTracker>,
+            long_running: bool,
+            deadline: Deadline<TokioRuntime>,
+            admission: Rc<Admission>,
+        },
+    }
+}
+
+impl<F> std::fmt::Debug for AdmissionFuture<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdmissionFuture").finish_non_exhaustive()
+    }
+}
+
+impl<F, B> Future for AdmissionFuture<F>
+where
+    F: Future<Output = Result<ServiceResponse<B>, actix_web::Error>>,
+{
+    type Output = Result<ServiceResponse<LameduckBody<B>>, actix_web::Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project().state.project() {
+            FutureStateProj::Rejected { req, response } => {
+                let req = req.take().expect("AdmissionFuture polled after completion");
+                Poll::Ready(Ok(canned(req, response)))
             }
-            let mut res = res.map_body(|_, body| LameduckBody::tracked(body, tracker, deadline));
-            close_if_draining(&shared, &mut res);
-            Ok(res)
-        })
+            FutureStateProj::Called {
+                call,
+                tracker,
+                long_running,
+                deadline,
+                admission,
+            } => {
+                let mut res = match call.poll(cx) {
+                    Poll::Ready(Ok(res)) => res,
+                    Poll::Ready(Err(e)) => {
+                        drop(tracker.take());
+                        return Poll::Ready(Err(e));
+                    }
+                    Poll::Pending => {
+                        std::task::ready!(deadline.poll_expired(&TokioRuntime, cx));
+                        // Past `request_timeout`: 504, and the request is released.
+                        drop(tracker.take());
+                        return Poll::Ready(Err(RequestTimedOut.into()));
+                    }
+                };
+                let shared = &admission.shared;
+                if res.status() == StatusCode::NOT_FOUND && !shared.routes_complete() {
+                    // An unknown path before every route is installed: 503, retry later.
+                    drop(tracker.take());
+                    let (req, _) = res.into_parts();
+                    return Poll::Ready(Ok(canned(req, &ROUTES_NOT_READY)));
+                }
+                close_if_draining(shared, &mut res);
+                let deadline = std::mem::replace(deadline, Deadline::none());
+                let tracker = tracker.take();
+                // One expression: the response is built in place, not moved once more.
+                Poll::Ready(Ok(res.map_body(|_, body| {
+                    LameduckBody::tracked(body, tracker, *long_running, deadline)
+                })))
+            }
+        }
     }
 }
 
