@@ -22,7 +22,7 @@ use crate::body::LameduckBody;
 use crate::head_watch::InFlight;
 use crate::response::http_response;
 use crate::runtime::Runtime;
-use crate::ticket::{LongRunningSlot, RequestTracker, Tracker, UpgradeTicketSlot};
+use crate::ticket::{request_timeout, LongRunningSlot, RequestTracker, Tracker, UpgradeTicketSlot};
 
 /// Decides whether a request is long-running (watch, SSE, WebSocket).
 pub type Classifier = Arc<dyn Fn(&RequestInfo<'_>) -> bool + Send + Sync>;
@@ -566,13 +566,6 @@ impl<B, R: Runtime> Canned<B, R> for (http::response::Parts, Bytes) {
 /// Whether routes are still being installed (start-up only), so that a 404 means "not yet".
 fn routes_pending<R: Runtime>(end: &BodyEnd<R>) -> bool {
     end.shared().is_some_and(|shared| !shared.routes_complete())
-}
-
-/// The request timeout the layer applies to normal requests, if any.
-#[must_use]
-pub fn request_timeout(shared: &Shared) -> Option<Duration> {
-    let t = shared.config().request_timeout();
-    (!t.is_zero()).then_some(t)
 }
 
 #[cfg(test)]

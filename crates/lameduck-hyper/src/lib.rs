@@ -53,8 +53,8 @@ mod ticket;
 mod tracker;
 
 pub use admission::{
-    decide, request_info, request_timeout, AdmissionFuture, AdmissionLayer, AdmissionService,
-    Classifier, Decision, RequestExtensions, ShutdownSignal,
+    decide, request_info, AdmissionFuture, AdmissionLayer, AdmissionService, Classifier, Decision,
+    RequestExtensions, ShutdownSignal,
 };
 pub use body::{BodyEnd, LameduckBody, ResponseTimedOut};
 pub use builder::{Builder, Hook};
@@ -69,5 +69,5 @@ pub use lameduck::machine::DESTROY_HOOKS_TIMEOUT;
 pub use response::{http_response, LifecycleResponse};
 pub use runtime::{BoxFuture, Exec, Listener, OsSignal, Runtime};
 pub use server::Server;
-pub use ticket::{take_upgrade_ticket, RequestTracker, UpgradeTicketSlot};
+pub use ticket::{request_timeout, take_upgrade_ticket, RequestTracker, UpgradeTicketSlot};
 pub use tracker::{ConnectionGuard, ConnectionTracker};

@@ -85,7 +85,7 @@ impl RequestTracker {
     /// configured timeout is zero), never a long-running one's.
     pub(crate) fn request_timeout(&self) -> Option<std::time::Duration> {
         match &self.0 {
-            Tracker::Normal(ticket) => crate::admission::request_timeout(ticket.holder()),
+            Tracker::Normal(ticket) => request_timeout(ticket.holder()),
             Tracker::LongRunning(_) => None,
         }
     }
@@ -116,4 +116,12 @@ impl fmt::Debug for UpgradeTicketSlot {
 pub fn take_upgrade_ticket<B>(req: &Request<B>) -> Option<OwnedLongRunningTicket> {
     let slot = req.extensions().get::<UpgradeTicketSlot>()?;
     slot.0.lock().take()
+}
+
+/// The request timeout the layer applies to normal requests, if any (`None` when the
+/// configured timeout is zero).
+#[must_use]
+pub fn request_timeout(shared: &Shared) -> Option<std::time::Duration> {
+    let t = shared.config().request_timeout();
+    (!t.is_zero()).then_some(t)
 }

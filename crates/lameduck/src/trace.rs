@@ -6,7 +6,7 @@
 //! for the given configuration, or names the [`Rule`] it breaks. A trace may stop early (a
 //! prefix of a legal run is legal); [`TraceSummary::complete`] says whether it reached an exit.
 //!
-//! To check a real server's log, [`parse_log`] (module [`log`]) reads the lifecycle's log
+//! To check a real server's log, [`log::parse_log`] reads the lifecycle's log
 //! lines into the events `check_trace` takes; its docs show the whole check in a test.
 
 use core::fmt;
@@ -18,11 +18,6 @@ use crate::signal::{Signal, SignalSet};
 use crate::time::Instant;
 
 pub mod log;
-
-pub use self::log::{
-    parse_log, parse_log_line, parse_log_timestamp, LineError, LogLine, LogParseError, LogRecord,
-    LogTrace, LOG_MARKER,
-};
 
 /// One observable event of a lifecycle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -4,9 +4,10 @@
 
 use std::time::Duration;
 
-use lameduck::trace::{
-    check_trace, parse_log, parse_log_line, parse_log_timestamp, LineError, LogLine, LogParseError,
-    LogRecord, LogTrace, LOG_MARKER,
+use lameduck::trace::check_trace;
+use lameduck::trace::log::{
+    parse_log, parse_log_line, parse_log_timestamp, LineError, LogLine, LogParseError, LogRecord,
+    LogTrace, LOG_MARKER,
 };
 use lameduck::{Config, Instant, Signal, TraceEvent, TracedEvent};
 

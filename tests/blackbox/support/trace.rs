@@ -1,5 +1,5 @@
 //! Conformance: the lifecycle events of a run, read back from the server's log with the core's
-//! log reader ([`lameduck::trace::parse_log`]), checked with the core's reference model
+//! log reader ([`lameduck::trace::log::parse_log`]), checked with the core's reference model
 //! ([`lameduck::check_trace`]) for the configuration the server was started with.
 //!
 //! Every `[graceful-termination] ... name=<Signal>` line (the `shutdown event` lines and the
@@ -31,10 +31,10 @@ pub fn config_for(flags: &[&str]) -> Config {
 }
 
 /// The trace of one run: its log (`stderr`) and, if it exited, its exit code. The core's log
-/// reader, [`lameduck::trace::parse_log`], does the work: this suite checks the servers' logs
+/// reader, [`lameduck::trace::log::parse_log`], does the work: this suite checks the servers' logs
 /// the way a user checks their own.
 pub fn parse_trace(stderr: &str, exit_code: Option<i32>) -> Result<Vec<TracedEvent>, String> {
-    lameduck::trace::parse_log(stderr, exit_code).map_err(|e| e.to_string())
+    lameduck::trace::log::parse_log(stderr, exit_code).map_err(|e| e.to_string())
 }
 
 /// The reference model's verdict on a trace, with the trace in the message when it fails.
@@ -227,7 +227,7 @@ mod tests {
 
     #[test]
     fn timestamps_are_read_on_the_server_clock() {
-        let line_time = |s: &str| lameduck::trace::parse_log_timestamp(s);
+        let line_time = |s: &str| lameduck::trace::log::parse_log_timestamp(s);
         let t = |s: &str| line_time(s).unwrap().as_nanos();
         assert_eq!(t("1970-01-01T00:00:00Z"), 0);
         assert_eq!(t("1970-01-02T00:00:01.5Z"), 86_401_500_000_000);
@@ -261,7 +261,7 @@ mod tests {
         // ShutdownInitiated is timed by the `received signal` line before it.
         assert_eq!(
             events[2].at,
-            Some(lameduck::trace::parse_log_timestamp("2026-11-22T05:07:33.415257Z").unwrap())
+            Some(lameduck::trace::log::parse_log_timestamp("2026-11-22T05:07:33.415257Z").unwrap())
         );
         let config = config_for(&["--shutdown-delay", "500ms"]);
         let summary = check(&config, &events).unwrap();

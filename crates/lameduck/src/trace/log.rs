@@ -38,7 +38,8 @@
 //!
 //! ```
 //! use core::time::Duration;
-//! use lameduck::trace::{check_trace, parse_log};
+//! use lameduck::trace::check_trace;
+//! use lameduck::trace::log::parse_log;
 //! use lameduck::Config;
 //!
 //! // What the test read from the child's stderr, and `status.code()`.
@@ -157,7 +158,7 @@ pub enum LogParseError {
 /// of the [`LogRecord`]s. See the [module docs](self) for the format.
 ///
 /// ```
-/// use lameduck::trace::{parse_log_line, LogRecord};
+/// use lameduck::trace::log::{parse_log_line, LogRecord};
 /// use lameduck::Signal;
 ///
 /// let line = "2026-11-22T05:07:33.916059Z  INFO lameduck_hyper::server: \
@@ -167,7 +168,7 @@ pub enum LogParseError {
 /// assert_eq!(parsed.at.unwrap().as_nanos() % 1_000_000_000, 916_059_000);
 /// assert_eq!(parse_log_line("Serving on 127.0.0.1:8080")?, None);
 /// assert!(parse_log_line("x [graceful-termination] shutdown event name=Bogus").is_err());
-/// # Ok::<(), lameduck::trace::LineError>(())
+/// # Ok::<(), lameduck::trace::log::LineError>(())
 /// ```
 pub fn parse_log_line(line: &str) -> Result<Option<LogLine>, LineError> {
     if !line.contains(LOG_MARKER) {
@@ -214,7 +215,7 @@ fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
 /// (`:60`) counts as the second after `:59`.
 ///
 /// ```
-/// use lameduck::trace::parse_log_timestamp;
+/// use lameduck::trace::log::parse_log_timestamp;
 ///
 /// assert_eq!(parse_log_timestamp("1970-01-02T00:00:01.5Z")?.as_nanos(), 86_401_500_000_000);
 /// assert_eq!(
@@ -222,7 +223,7 @@ fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
 ///     parse_log_timestamp("1970-01-01T00:00:00Z")?,
 /// );
 /// assert!(parse_log_timestamp("2026-13-01T00:00:00Z").is_err());
-/// # Ok::<(), lameduck::trace::LineError>(())
+/// # Ok::<(), lameduck::trace::log::LineError>(())
 /// ```
 pub fn parse_log_timestamp(stamp: &str) -> Result<Instant, LineError> {
     let bad = || LineError::BadTimestamp {
