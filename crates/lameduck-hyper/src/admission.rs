@@ -19,6 +19,7 @@ use tower_service::Service;
 
 use crate::body::BodyEnd;
 use crate::body::LameduckBody;
+use crate::exempt::ExemptFilter;
 use crate::head_watch::InFlight;
 use crate::response::http_response;
 use crate::runtime::Runtime;
@@ -83,47 +84,6 @@ pub struct AdmissionLayer<R: Runtime> {
     pub(crate) serve_health: bool,
     /// Which paths may be exempt, to skip the prefix match for most paths.
     exempt: ExemptFilter,
-}
-
-/// A quick test that rules most paths out of the exempt prefixes: a path can only start
-/// with one of them if it is at least as long as the shortest and its second byte (after
-/// the `/`) is one of theirs.
-#[derive(Clone, Copy, Debug)]
-struct ExemptFilter {
-    min_len: usize,
-    second_bytes: [u64; 4],
-}
-
-impl ExemptFilter {
-    fn new(prefixes: &[String]) -> Self {
-        let mut filter = ExemptFilter {
-            min_len: usize::MAX,
-            second_bytes: [0; 4],
-        };
-        for prefix in prefixes {
-            let bytes = prefix.as_bytes();
-            filter.min_len = filter.min_len.min(bytes.len());
-            match bytes.get(1) {
-                Some(&b) => filter.second_bytes[usize::from(b >> 6)] |= 1 << (b & 63),
-                // A prefix of one byte (or none) matches any second byte.
-                None => filter.second_bytes = [u64::MAX; 4],
-            }
-        }
-        filter
-    }
-
-    /// `false` when `path` starts with none of the prefixes; `true` when it may.
-    #[inline]
-    fn may_match(&self, path: &str) -> bool {
-        let bytes = path.as_bytes();
-        if bytes.len() < self.min_len {
-            return false;
-        }
-        match bytes.get(1) {
-            Some(&b) => self.second_bytes[usize::from(b >> 6)] & (1 << (b & 63)) != 0,
-            None => true,
-        }
-    }
 }
 
 impl<R: Runtime> fmt::Debug for AdmissionLayer<R> {
@@ -566,41 +526,4 @@ impl<B, R: Runtime> Canned<B, R> for (http::response::Parts, Bytes) {
 /// Whether routes are still being installed (start-up only), so that a 404 means "not yet".
 fn routes_pending<R: Runtime>(end: &BodyEnd<R>) -> bool {
     end.shared().is_some_and(|shared| !shared.routes_complete())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::ExemptFilter;
-
-    #[test]
-    fn the_exempt_filter_never_rules_out_a_matching_path() {
-        let prefixes: Vec<String> = ["/readyz", "/livez", "/healthz", "/metrics", "/x"]
-            .map(String::from)
-            .to_vec();
-        let filter = ExemptFilter::new(&prefixes);
-        for path in [
-            "/readyz",
-            "/readyz/etcd",
-            "/livez",
-            "/healthzx",
-            "/metrics",
-            "/x",
-            "/xyz",
-        ] {
-            assert!(filter.may_match(path), "{path}");
-        }
-        for path in ["/", "", "/api/v1/pods", "/sleep", "/watch", "/w"] {
-            assert!(!filter.may_match(path), "{path}");
-            assert!(
-                !prefixes.iter().any(|p| path.starts_with(p.as_str())),
-                "{path}"
-            );
-        }
-        // A one-byte prefix matches every path that starts with it.
-        let all = ExemptFilter::new(&["/".to_string()]);
-        assert!(all.may_match("/") && all.may_match("/api"));
-        // No prefixes: nothing is exempt.
-        let none = ExemptFilter::new(&[]);
-        assert!(!none.may_match("/readyz"));
-    }
 }
