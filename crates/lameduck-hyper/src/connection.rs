@@ -2,6 +2,7 @@
 //! when the run loop says to stop listening, or (HTTP/2) when one of its own responses asks
 //! to close the connection.
 
+use std::cell::RefCell;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -10,6 +11,7 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use event_listener::EventListener;
+use futures_util::future::Either;
 use http::{Request, Response, Version};
 use hyper::body::Incoming;
 use hyper_util::server::conn::auto;
@@ -85,7 +87,8 @@ where
     );
     let io = WatchedIo::new(io, Arc::clone(&activity));
     let svc = ConnService {
-        inner: service,
+        inner: RefCell::new(service.clone()),
+        spare: service,
         admission,
         activity: Arc::clone(&activity),
     };
@@ -177,13 +180,21 @@ where
 #[error("no complete request head within {HEADER_READ_TIMEOUT:?}")]
 struct HeadTimedOut;
 
+/// A handler's future: the service's own when it was ready at once, else a clone's once it
+/// is ready.
+type Handler<S> = Either<<S as Service<Request<Incoming>>>::Future, Oneshot<S, Request<Incoming>>>;
+
 /// The hyper service of one connection: admits each request and passes the admitted ones to
 /// the user's tower service; counts heads and responses for the header-read timeout; turns a
 /// `Connection: close` response on HTTP/2 (which has no such header) into a GOAWAY for its
 /// connection, as Go's HTTP/2 server does for kube-apiserver's 429s (see
 /// [`InFlight::before_response`](crate::head_watch::InFlight::before_response)).
-struct ConnService<S, R: Runtime> {
-    inner: S,
+struct ConnService<S: Service<Request<Incoming>>, R: Runtime> {
+    // Borrowed only inside `call` (hyper calls it from the connection's task, one call at a
+    // time), so the service is asked for readiness and called in place, without a clone.
+    inner: RefCell<S>,
+    // Cloned for requests that must wait for the service to be ready.
+    spare: S,
     admission: Arc<AdmissionLayer<R>>,
     activity: Arc<ConnActivity>,
 }
@@ -196,21 +207,39 @@ where
 {
     type Response = Response<LameduckBody<ResBody, R>>;
     type Error = S::Error;
-    type Future = AdmissionFuture<Oneshot<S, Request<Incoming>>, R>;
+    type Future = AdmissionFuture<Handler<S>, R>;
 
     fn call(&self, mut req: Request<Incoming>) -> Self::Future {
         if req.version() == Version::HTTP_2 {
             self.activity.set_http2();
         }
         let in_flight = Some(self.activity.head_received());
-        // Built in one expression, so that the request moves once, into the `Oneshot`.
         match self.admission.admit(&mut req) {
             Admitted::Serve(end) => {
-                AdmissionFuture::call(Oneshot::new(self.inner.clone(), req), end, in_flight)
+                // Ready at once (routers and plain functions always are): called here, with
+                // no clone. Not ready yet (or, impossibly, called from within the service): a
+                // clone waits for readiness in the response future, as `Oneshot` does.
+                let handler = match self.inner.try_borrow_mut() {
+                    Ok(mut inner) => match is_ready(&mut *inner) {
+                        true => Either::Left(inner.call(req)),
+                        false => Either::Right(Oneshot::new(self.spare.clone(), req)),
+                    },
+                    Err(_) => Either::Right(Oneshot::new(self.spare.clone(), req)),
+                };
+                AdmissionFuture::call(handler, end, in_flight)
             }
             Admitted::Answer(response, tracker) => {
                 AdmissionFuture::ready(response, tracker, in_flight)
             }
         }
     }
+}
+
+/// Whether `service` is ready now (polled once, with a waker that does nothing: a service
+/// that is not ready is then waited for by a clone, as `Oneshot` does).
+#[inline]
+fn is_ready<S: Service<Req>, Req>(service: &mut S) -> bool {
+    let mut cx = Context::from_waker(futures_util::task::noop_waker_ref());
+    // An error of readiness is the call's error: let the clone's `Oneshot` report it.
+    matches!(service.poll_ready(&mut cx), Poll::Ready(Ok(())))
 }

@@ -568,3 +568,67 @@ async fn a_request_head_that_never_completes_is_closed_after_the_header_timeout(
     handle.request_shutdown();
     assert_eq!(run.await.unwrap().unwrap(), 0);
 }
+
+/// A service that is not ready when first asked (it wakes its caller at once), and whose
+/// readiness each call uses up: every other request waits for readiness.
+#[derive(Clone, Default)]
+struct ReadyEveryOtherTime {
+    ready: bool,
+    not_ready_answers: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl tower::Service<Request<hyper::body::Incoming>> for ReadyEveryOtherTime {
+    type Response = Response<Full<Bytes>>;
+    type Error = Infallible;
+    type Future = std::future::Ready<Result<Self::Response, Infallible>>;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Infallible>> {
+        if self.ready {
+            return std::task::Poll::Ready(Ok(()));
+        }
+        self.ready = true;
+        self.not_ready_answers
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        cx.waker().wake_by_ref();
+        std::task::Poll::Pending
+    }
+
+    fn call(&mut self, _req: Request<hyper::body::Incoming>) -> Self::Future {
+        assert!(self.ready, "called without readiness");
+        self.ready = false;
+        std::future::ready(Ok(Response::new(Full::new(Bytes::from_static(b"ok")))))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_service_that_is_not_ready_yet_is_waited_for() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (mut client, server_io) = tokio::io::duplex(4096);
+    let mut b = lameduck_tokio::builder(Config::default());
+    b.without_signals();
+    let mut server = b.prepare();
+    let service = ReadyEveryOtherTime::default();
+    let not_ready = std::sync::Arc::clone(&service.not_ready_answers);
+    server
+        .serve("api", OneConnection(Some(server_io)), service)
+        .unwrap();
+    let shared = server.shared().clone();
+    let handle = server.handle();
+    let run = tokio::spawn(server.run());
+    let mut buf = vec![0u8; 1024];
+    for _ in 0..4 {
+        client
+            .write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let n = client.read(&mut buf).await.unwrap();
+        assert!(buf[..n].starts_with(b"HTTP/1.1 200"), "{:?}", &buf[..n]);
+    }
+    assert!(not_ready.load(std::sync::atomic::Ordering::Relaxed) >= 2);
+    assert_eq!(shared.gate().normal_in_flight(), 0);
+    handle.request_shutdown();
+    assert_eq!(run.await.unwrap().unwrap(), 0);
+}
