@@ -19,7 +19,6 @@ use tower_service::Service;
 
 use crate::body::BodyEnd;
 use crate::body::LameduckBody;
-use crate::exempt::ExemptFilter;
 use crate::head_watch::InFlight;
 use crate::response::http_response;
 use crate::runtime::Runtime;
@@ -82,8 +81,6 @@ pub struct AdmissionLayer<R: Runtime> {
     pub(crate) clock: StdClock,
     pub(crate) classifier: Classifier,
     pub(crate) serve_health: bool,
-    /// Which paths may be exempt, to skip the prefix match for most paths.
-    exempt: ExemptFilter,
 }
 
 impl<R: Runtime> fmt::Debug for AdmissionLayer<R> {
@@ -101,7 +98,6 @@ impl<R: Runtime> AdmissionLayer<R> {
     #[must_use]
     pub fn new(shared: Arc<Shared>, runtime: R, clock: StdClock) -> Self {
         AdmissionLayer {
-            exempt: ExemptFilter::new(shared.config().exempt_path_prefixes()),
             shared,
             runtime,
             clock,
@@ -311,14 +307,7 @@ impl<R: Runtime> AdmissionLayer<R> {
                 return Admitted::Answer(response, tracker);
             }
         }
-        let class = if self.exempt.may_match(info.path) {
-            shared.classify(&info, |i| (self.classifier)(i))
-        } else if (self.classifier)(&info) {
-            // Not exempt (the filter rules its path out): what `classify` would say.
-            lameduck::RequestClass::LongRunning
-        } else {
-            lameduck::RequestClass::Normal
-        };
+        let class = shared.classify(&info, |i| (self.classifier)(i));
         let tracker = match shared.admit(class) {
             Admission::Normal(ticket) => Some(RequestTracker(Tracker::Normal(ticket))),
             Admission::Rejected(rejection) => {

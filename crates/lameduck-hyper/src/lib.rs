@@ -38,7 +38,6 @@ mod connection;
 mod context;
 mod deadline;
 mod error;
-mod exempt;
 mod flag;
 mod handle;
 mod head_watch;

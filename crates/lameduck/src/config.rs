@@ -28,7 +28,10 @@ use core::time::Duration;
 
 use crate::duration::{parse_duration, MAX_DURATION};
 
+mod exempt;
 mod option;
+
+use exempt::ExemptFilter;
 
 pub use self::option::{ConfigError, ConfigOption};
 
@@ -75,21 +78,26 @@ pub struct Config {
     livez_grace_period: Duration,
     min_watch_drain_qps: u32,
     exempt_path_prefixes: Vec<String>,
+    /// Derived from `exempt_path_prefixes` (by `Default` and `ConfigBuilder::build`): rules
+    /// most paths out before the prefixes are compared.
+    exempt_filter: ExemptFilter,
 }
 
 impl Default for Config {
     fn default() -> Self {
+        let exempt_path_prefixes: Vec<String> = DEFAULT_EXEMPT_PATH_PREFIXES
+            .iter()
+            .map(|p| String::from(*p))
+            .collect();
         Config {
+            exempt_filter: ExemptFilter::new(&exempt_path_prefixes),
             shutdown_delay: Duration::ZERO,
             shutdown_send_retry_after: false,
             shutdown_watch_termination_grace_period: Duration::ZERO,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             livez_grace_period: Duration::ZERO,
             min_watch_drain_qps: DEFAULT_MIN_WATCH_DRAIN_QPS,
-            exempt_path_prefixes: DEFAULT_EXEMPT_PATH_PREFIXES
-                .iter()
-                .map(|p| String::from(*p))
-                .collect(),
+            exempt_path_prefixes,
         }
     }
 }
@@ -183,10 +191,13 @@ impl Config {
     /// This is a plain prefix match, as kube-apiserver does it, so with the defaults
     /// `/healthz/ping` and also `/healthzx` are exempt while `/api` is not.
     #[must_use]
+    #[inline]
     pub fn is_exempt_path(&self, path: &str) -> bool {
-        self.exempt_path_prefixes
-            .iter()
-            .any(|prefix| path.starts_with(prefix.as_str()))
+        self.exempt_filter.may_match(path)
+            && self
+                .exempt_path_prefixes
+                .iter()
+                .any(|prefix| path.starts_with(prefix.as_str()))
     }
 }
 
@@ -318,7 +329,7 @@ impl ConfigBuilder {
     ///
     /// The first invalid option, in [`ConfigOption::ALL`] order.
     pub fn build(self) -> Result<Config, ConfigError> {
-        let config = self.config;
+        let mut config = self.config;
         let durations = [
             (ConfigOption::ShutdownDelay, config.shutdown_delay),
             (
@@ -338,6 +349,7 @@ impl ConfigBuilder {
             }
         }
         check_prefixes(&config.exempt_path_prefixes)?;
+        config.exempt_filter = ExemptFilter::new(&config.exempt_path_prefixes);
         Ok(config)
     }
 }

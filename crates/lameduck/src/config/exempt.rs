@@ -1,9 +1,11 @@
 //! A byte filter over the exempt path prefixes, so that most paths skip the prefix match.
 
+use alloc::string::String;
+
 /// A quick test that rules most paths out of the exempt prefixes: a path can only start
 /// with one of them if it is at least as long as the shortest and its second byte (after
 /// the `/`) is one of theirs.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct ExemptFilter {
     min_len: usize,
     second_bytes: [u64; 4],
@@ -44,6 +46,8 @@ impl ExemptFilter {
 #[cfg(test)]
 mod tests {
     use super::ExemptFilter;
+    use alloc::string::{String, ToString};
+    use alloc::vec::Vec;
 
     #[test]
     fn the_exempt_filter_never_rules_out_a_matching_path() {
