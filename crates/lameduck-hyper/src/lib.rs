@@ -28,8 +28,9 @@
 // controls a server from elsewhere.
 //
 // The requests: the `admission` layer issues the gate's tickets (`ticket`), which the response
-// `body` holds until the response ends; `response` builds the lifecycle's own responses and
-// `health` serves the health endpoints on their own. `runtime` is the seam to a runtime.
+// `body` holds until the response ends; `response` builds the lifecycle's own responses (and
+// `grpc` their gRPC form) and `health` serves the health endpoints on their own. `runtime`
+// is the seam to a runtime.
 mod accept;
 mod admission;
 mod body;
@@ -40,6 +41,7 @@ mod deadline;
 mod error;
 mod exempt;
 mod flag;
+pub mod grpc;
 mod handle;
 mod head_watch;
 mod health;
