@@ -12,6 +12,9 @@ use std::time::{Duration, Instant};
 use lameduck_suite::grpc::{DemoClient, SleepRequest};
 use tonic::transport::Endpoint;
 
+/// Calls made, calls that ended OK, and the failures by status.
+type Counts = (u64, u64, BTreeMap<String, u64>);
+
 struct Args {
     target: String,
     connections: usize,
@@ -34,10 +37,14 @@ fn parse() -> Result<Args, String> {
         match flag.as_str() {
             "--target" => args.target = value()?,
             "--connections" => {
-                args.connections = value()?.parse().map_err(|e| format!("--connections: {e}"))?
+                args.connections = value()?
+                    .parse()
+                    .map_err(|e| format!("--connections: {e}"))?
             }
             "--concurrency" => {
-                args.concurrency = value()?.parse().map_err(|e| format!("--concurrency: {e}"))?
+                args.concurrency = value()?
+                    .parse()
+                    .map_err(|e| format!("--concurrency: {e}"))?
             }
             "--duration" => {
                 args.duration =
@@ -66,7 +73,7 @@ async fn main() {
             std::process::exit(2);
         }
     };
-    let counts: Arc<Mutex<(u64, u64, BTreeMap<String, u64>)>> = Arc::default();
+    let counts: Arc<Mutex<Counts>> = Arc::default();
     let end = Instant::now() + args.duration;
     let mut tasks = Vec::new();
     for _ in 0..args.connections.max(1) {

@@ -2,7 +2,6 @@
 //! server's `/readyz` would answer 200 and `NOT_SERVING` from `ShutdownInitiated` on, for
 //! the empty service name (the whole server) and for every service named.
 
-use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,7 +16,9 @@ use tonic_health::ServingStatus;
 /// check changing). `ShutdownInitiated` is not polled for: it is reported at once.
 pub const READINESS_INTERVAL: Duration = Duration::from_millis(250);
 
-/// Drives a [`HealthReporter`] from the lifecycle (see the [module](self) docs). Made by
+/// Drives a [`HealthReporter`] from the lifecycle: `SERVING` while the server's `/readyz`
+/// would answer 200, `NOT_SERVING` from `ShutdownInitiated` on, for the empty service name
+/// and every service named. Made by
 /// [`Grpc::health`](crate::Grpc::health); [`HealthDriver::run`] is the task.
 #[derive(Clone, Debug)]
 pub struct HealthDriver {
@@ -76,27 +77,25 @@ impl HealthDriver {
 
     /// The task: re-evaluates readiness every [`READINESS_INTERVAL`] and sets `NOT_SERVING`
     /// as soon as `ShutdownInitiated` fires; returns then.
-    pub fn run(self) -> impl Future<Output = ()> + Send + 'static {
-        async move {
-            let mut shutdown = pin!(self.shared.signal_fired(Signal::ShutdownInitiated));
-            let mut last = None;
-            loop {
-                let status = self.status_now();
-                if last != Some(status) {
-                    self.set_all(status).await;
-                    last = Some(status);
-                }
-                let tick = pin!(tokio::time::sleep(READINESS_INTERVAL));
-                if let Either::Left(_) = select(shutdown.as_mut(), tick).await {
-                    break;
-                }
+    pub async fn run(self) {
+        let mut shutdown = pin!(self.shared.signal_fired(Signal::ShutdownInitiated));
+        let mut last = None;
+        loop {
+            let status = self.status_now();
+            if last != Some(status) {
+                self.set_all(status).await;
+                last = Some(status);
             }
-            self.set_all(ServingStatus::NotServing).await;
-            tracing::info!(
-                "grpc.health.v1: NOT_SERVING for {} service name(s) from ShutdownInitiated",
-                self.services.len()
-            );
+            let tick = pin!(tokio::time::sleep(READINESS_INTERVAL));
+            if let Either::Left(_) = select(shutdown.as_mut(), tick).await {
+                break;
+            }
         }
+        self.set_all(ServingStatus::NotServing).await;
+        tracing::info!(
+            "grpc.health.v1: NOT_SERVING for {} service name(s) from ShutdownInitiated",
+            self.services.len()
+        );
     }
 
     /// Runs [`HealthDriver::run`] on the current tokio runtime.

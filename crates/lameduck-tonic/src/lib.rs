@@ -69,7 +69,7 @@ pub fn shutdown_signal<T>(request: &tonic::Request<T>) -> Option<ShutdownSignal>
 type Fallback = Arc<dyn Fn(&RequestInfo<'_>) -> bool + Send + Sync>;
 
 /// Serves a tonic service through a lameduck server: which calls are long-running, which
-/// health reporter to drive. See the [crate](crate) docs.
+/// health reporter to drive; the crate docs show it in use.
 #[derive(Clone)]
 pub struct Grpc {
     streaming: Vec<String>,
@@ -139,7 +139,6 @@ impl Grpc {
     }
 
     /// The classifier: a call of a streaming method, or what the fallback says.
-    #[must_use]
     pub fn classifier(&self) -> impl Fn(&RequestInfo<'_>) -> bool + Send + Sync + 'static {
         let streaming: Arc<[String]> = self.streaming.clone().into();
         let fallback = Arc::clone(&self.fallback);
