@@ -8,6 +8,7 @@
 
 pub mod actix_routes;
 pub mod flags;
+pub mod grpc;
 pub mod logging;
 pub mod routes;
 pub mod server;

@@ -62,7 +62,38 @@ suite! {
         exempt_request_in_flight_at_drain_completes,
         exempt_request_in_flight_at_drain_completes_mode_b,
     ],
-    servers: [tokio_server, axum_server, smol_server, actix_server],
+    servers: [tokio_server, axum_server, smol_server, actix_server, grpc_server],
+}
+
+/// The gRPC cases (`docs/design.md#grpc`), for the gRPC example server only (it also passes
+/// every case above: its HTTP routes are the other examples').
+mod grpc {
+    const BIN: &str = "grpc_server";
+
+    #[test]
+    fn health_not_serving_while_calls_served() {
+        crate::cases::grpc_health_not_serving_while_calls_served(BIN);
+    }
+
+    #[test]
+    fn streams_end_ok_paced() {
+        crate::cases::grpc_streams_end_ok_paced(BIN);
+    }
+
+    #[test]
+    fn mode_b_unavailable_with_pushback() {
+        crate::cases::grpc_mode_b_unavailable_with_pushback(BIN);
+    }
+
+    #[test]
+    fn deadline_exceeded() {
+        crate::cases::grpc_deadline_exceeded(BIN);
+    }
+
+    #[test]
+    fn goaway_at_not_accepting() {
+        crate::cases::grpc_goaway_at_not_accepting(BIN);
+    }
 }
 
 #[test]

@@ -311,7 +311,9 @@ impl<R: Runtime> AdmissionLayer<R> {
         let tracker = match shared.admit(class) {
             Admission::Normal(ticket) => Some(RequestTracker(Tracker::Normal(ticket))),
             Admission::Rejected(rejection) => {
-                return Admitted::Answer(http_response(rejection.response()), None)
+                // A gRPC call gets the gRPC form (read from the content-type, here only).
+                let response = crate::grpc::rejection_for(req.headers(), rejection.response());
+                return Admitted::Answer(response, None);
             }
             // Health and metrics: tracked like a normal request while the gate is open (so
             // the drain waits for a scrape in flight), untracked once it closed; never

@@ -121,8 +121,9 @@ where
             }
             BodyProj::Tracked { inner, mut end } => {
                 if end.is_ending() {
-                    ready!(end.poll_end(cx));
-                    return Poll::Ready(None);
+                    // The end is held; with the trailers, if they were its last frame.
+                    let trailers = ready!(end.poll_end_trailers(cx));
+                    return Poll::Ready(trailers.map(|t| Ok(Frame::trailers(t))));
                 }
                 match inner.poll_frame(cx) {
                     Poll::Ready(None) => {
@@ -133,7 +134,18 @@ where
                         end.release();
                         Poll::Ready(Some(Err(e.into())))
                     }
-                    Poll::Ready(Some(Ok(frame))) => Poll::Ready(Some(Ok(frame))),
+                    Poll::Ready(Some(Ok(frame))) => {
+                        if frame.is_trailers() && end.is_long_running() {
+                            // Trailers end the stream (a gRPC status): they wait for the
+                            // paced slot, as the end of the body would.
+                            if let Ok(trailers) = frame.into_trailers() {
+                                let trailers = ready!(end.hold_trailers(trailers, cx));
+                                return Poll::Ready(trailers.map(|t| Ok(Frame::trailers(t))));
+                            }
+                            return Poll::Ready(None);
+                        }
+                        Poll::Ready(Some(Ok(frame)))
+                    }
                     Poll::Pending => {
                         ready!(end.as_mut().poll_deadline(cx));
                         // Past the request timeout: released; the error aborts the response.
@@ -146,7 +158,8 @@ where
 
     fn is_end_stream(&self) -> bool {
         match &self.state {
-            BodyState::Canned { data, .. } => data.is_none(),
+            // An empty canned body (a gRPC trailers-only answer) ends with its head.
+            BodyState::Canned { data, .. } => data.as_ref().map_or(true, Bytes::is_empty),
             // A long-running body may still have to wait for its paced slot.
             BodyState::Tracked { end, .. } if end.is_long_running() => false,
             BodyState::Tracked { inner, .. } => inner.is_end_stream(),
@@ -262,6 +275,50 @@ impl<R: Runtime> BodyEnd<R> {
         ready!(timer.as_mut().poll(cx));
         this.clear();
         Poll::Ready(())
+    }
+
+    /// A long-running body's last frame was `trailers`: holds them until the paced slot
+    /// (as [`BodyEnd::poll_end`] holds the end), then resolves with them.
+    pub(crate) fn hold_trailers(
+        self: Pin<&mut Self>,
+        trailers: http::HeaderMap,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<http::HeaderMap>> {
+        let this = self.get_mut();
+        let given_back = match &this.tracker {
+            Some(tracker) => tracker.hold_trailers(trailers),
+            None => Some(trailers),
+        };
+        if given_back.is_some() {
+            ready!(Pin::new(&mut *this).poll_end(cx));
+            return Poll::Ready(given_back);
+        }
+        Pin::new(this).poll_end_trailers(cx)
+    }
+
+    /// [`BodyEnd::poll_end`], then the trailers held by [`BodyEnd::hold_trailers`], if any.
+    pub(crate) fn poll_end_trailers(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<http::HeaderMap>> {
+        let this = self.get_mut();
+        if this.is_long_running() {
+            if this.timer.is_none() {
+                let now = this.runtime.now();
+                if let Some(at) = this.tracker.as_ref().and_then(|t| t.hold_until(now)) {
+                    this.timer = Some(Box::pin(this.runtime.sleep_until(at)));
+                }
+            }
+            if let Some(timer) = this.timer.as_mut() {
+                ready!(timer.as_mut().poll(cx));
+            }
+        }
+        let trailers = this
+            .tracker
+            .as_ref()
+            .and_then(RequestTracker::take_trailers);
+        this.clear();
+        Poll::Ready(trailers)
     }
 
     /// Whether this is a long-running request's body (its end may be held).

@@ -15,7 +15,9 @@
 //!   requests by the request timeout (504 before the head, the response aborted after it),
 //!   serves the health endpoints, hands long-running handlers a [`ShutdownSignal`], and keeps
 //!   every request counted until its response body ends (long-running ones until their
-//!   paced slot).
+//!   paced slot). A gRPC call (content-type `application/grpc*`) is rejected in gRPC form
+//!   ([`grpc`]: `UNAVAILABLE`, trailers-only, with `grpc-retry-pushback-ms`), and a
+//!   long-running body's trailers (a gRPC stream's status) wait for its paced slot.
 //!
 //! Adapters supply only their runtime's timer, spawner, signals and I/O types.
 #![deny(missing_docs)]
@@ -28,8 +30,9 @@
 // controls a server from elsewhere.
 //
 // The requests: the `admission` layer issues the gate's tickets (`ticket`), which the response
-// `body` holds until the response ends; `response` builds the lifecycle's own responses and
-// `health` serves the health endpoints on their own. `runtime` is the seam to a runtime.
+// `body` holds until the response ends; `response` builds the lifecycle's own responses (and
+// `grpc` their gRPC form) and `health` serves the health endpoints on their own. `runtime`
+// is the seam to a runtime.
 mod accept;
 mod admission;
 mod body;
@@ -39,6 +42,7 @@ mod context;
 mod deadline;
 mod error;
 mod flag;
+pub mod grpc;
 mod handle;
 mod head_watch;
 mod health;

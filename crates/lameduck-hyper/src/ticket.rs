@@ -15,6 +15,8 @@ use lameduck::{Shared, StdClock};
 pub(crate) struct LongRunningSlot {
     pub(crate) ticket: Mutex<Option<OwnedLongRunningTicket>>,
     pub(crate) clock: StdClock,
+    /// The trailers that end the body (a gRPC stream's status), held until its paced slot.
+    pub(crate) trailers: Mutex<Option<http::HeaderMap>>,
 }
 
 impl fmt::Debug for LongRunningSlot {
@@ -32,6 +34,7 @@ impl LongRunningSlot {
         Arc::new(LongRunningSlot {
             ticket: Mutex::new(Some(ticket)),
             clock,
+            trailers: Mutex::new(None),
         })
     }
 
@@ -87,6 +90,30 @@ impl RequestTracker {
         match &self.0 {
             Tracker::Normal(ticket) => request_timeout(ticket.holder()),
             Tracker::LongRunning(_) => None,
+        }
+    }
+
+    /// Keeps `trailers` (a long-running body's last frame) until [`Self::take_trailers`];
+    /// gives them back for a normal request's tracker.
+    pub(crate) fn hold_trailers(&self, trailers: http::HeaderMap) -> Option<http::HeaderMap> {
+        match &self.0 {
+            Tracker::Normal(_) => Some(trailers),
+            Tracker::LongRunning(slot) => {
+                *slot.trailers.lock().unwrap_or_else(PoisonError::into_inner) = Some(trailers);
+                None
+            }
+        }
+    }
+
+    /// The trailers [`Self::hold_trailers`] kept, if any.
+    pub(crate) fn take_trailers(&self) -> Option<http::HeaderMap> {
+        match &self.0 {
+            Tracker::Normal(_) => None,
+            Tracker::LongRunning(slot) => slot
+                .trailers
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take(),
         }
     }
 

@@ -3,6 +3,7 @@
 
 mod bounds;
 mod conformance;
+mod grpc;
 mod health;
 mod hooks;
 mod http2;
@@ -16,6 +17,7 @@ mod watch_drain;
 
 pub use bounds::*;
 pub use conformance::*;
+pub use grpc::*;
 pub use health::*;
 pub use hooks::*;
 pub use http2::*;

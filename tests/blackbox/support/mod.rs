@@ -3,6 +3,7 @@
 //! several cases share.
 
 pub mod build;
+pub mod grpc;
 pub mod h2;
 pub mod h2tap;
 pub mod http1;

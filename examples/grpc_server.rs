@@ -1,0 +1,55 @@
+//! The gRPC example server: tonic over lameduck-tokio (`docs/design.md#grpc`), with the
+//! flags, stdout line, logs and exit codes of every example server
+//! (`docs/design.md#example-servers`).
+//!
+//! `cargo run --release --example grpc_server -- --listen 127.0.0.1:50051 --shutdown-delay 5s`
+//!
+//! gRPC calls (content-type `application/grpc*`) go to `grpc.health.v1.Health` and
+//! `lameduck.example.Demo`; other requests to the HTTP routes of the other examples, so
+//! `/readyz` and friends answer as everywhere.
+
+use lameduck_suite::grpc::{Demo, SERVICE, TICKS};
+use lameduck_suite::{flags, logging, routes, server};
+use lameduck_tokio::TokioRuntime;
+
+fn main() {
+    let flags = flags::from_env_or_exit();
+    logging::init();
+    server::exit_with_tokio(|| async move {
+        let listener = lameduck_tokio::bind(flags.listen).await;
+        let mut server = match server::builder(&flags, TokioRuntime) {
+            Ok(b) => b.prepare(),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return 1;
+            }
+        };
+        let listener = match listener {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("error: failed to listen on {}: {e}", flags.listen);
+                return 1;
+            }
+        };
+        let (reporter, health) = tonic_health::server::health_reporter();
+        let grpc = tonic::service::Routes::new(health).add_service(Demo);
+        let http = routes::service_with_metrics(TokioRuntime, server.shared().clone());
+        let served = lameduck_tonic::Grpc::new()
+            .streaming(TICKS)
+            .long_running(routes::is_long_running)
+            .health(reporter, [SERVICE])
+            .serve(
+                &mut server,
+                "api",
+                listener,
+                lameduck_suite::grpc::with_http(grpc, http),
+            );
+        match served {
+            Ok(addr) => server::announce_and_run(server, addr).await,
+            Err(e) => {
+                eprintln!("error: {e}");
+                1
+            }
+        }
+    })
+}
