@@ -324,13 +324,16 @@ where
                     Poll::Pending => {
                         std::task::ready!(deadline.poll_expired(&TokioRuntime, cx));
                         // Past `request_timeout`: 504, and the request is released.
-                        drop(tracker.take());
+                        if let Some(tracker) = tracker.take() {
+                            tracker.count_timeout();
+                        }
                         return Poll::Ready(Err(RequestTimedOut.into()));
                     }
                 };
                 let shared = &admission.shared;
                 if res.status() == StatusCode::NOT_FOUND && !shared.routes_complete() {
                     // An unknown path before every route is installed: 503, retry later.
+                    shared.count_rejection(lameduck::RejectionReason::RoutesNotReady);
                     drop(tracker.take());
                     let (req, _) = res.into_parts();
                     return Poll::Ready(Ok(canned(req, &ROUTES_NOT_READY)));

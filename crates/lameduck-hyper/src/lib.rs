@@ -45,6 +45,7 @@ mod head_watch;
 mod health;
 mod hooks;
 mod logging;
+mod report;
 mod response;
 mod run;
 mod runtime;
