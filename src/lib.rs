@@ -9,5 +9,6 @@
 pub mod actix_routes;
 pub mod flags;
 pub mod logging;
+pub mod metrics;
 pub mod routes;
 pub mod server;
