@@ -72,6 +72,17 @@ pub fn metrics_delay(query: Option<&str>) -> Result<Option<Duration>, String> {
         .transpose()
 }
 
+/// The optional `after` query parameter of `/metrics`: a signal's exact name, to answer only
+/// once it has fired (a testing aid, like `delay`). `Ok(None)` when absent.
+pub fn metrics_after(query: Option<&str>) -> Result<Option<lameduck::Signal>, String> {
+    query_param(query, "after")
+        .map(|raw| {
+            lameduck::Signal::from_name(raw)
+                .ok_or_else(|| format!("invalid after parameter: unknown signal {raw:?}"))
+        })
+        .transpose()
+}
+
 /// `now + d`, or a deadline decades away when that would overflow (`/sleep?duration=2562047h`
 /// must not panic the server).
 #[must_use]
@@ -267,20 +278,24 @@ pub fn metrics_response(shared: &Shared) -> Response<RouteBody> {
     res
 }
 
-/// `GET /metrics[?delay=D]`: waits `D` (a simulated slow scrape; the metrics are sampled after
-/// the wait), then [`metrics_response`]; 400 with the parse error when `delay` is invalid.
+/// `GET /metrics[?delay=D][&after=SIGNAL]`: waits `D` (a simulated slow scrape), then until
+/// the signal named `SIGNAL` has fired, and only then samples the metrics and answers with
+/// [`metrics_response`]; 400 with the parse error when `delay` or `after` is invalid.
 /// `/metrics` is exempt from admission by the core's default exempt path prefixes.
 pub fn metrics_route<R: Runtime>(
     runtime: R,
     shared: Arc<Shared>,
     query: Option<&str>,
 ) -> impl Future<Output = Response<RouteBody>> + Send + 'static {
-    let delay = metrics_delay(query);
+    let wait = metrics_delay(query).and_then(|d| Ok((d, metrics_after(query)?)));
     async move {
-        match delay {
-            Ok(delay) => {
+        match wait {
+            Ok((delay, after)) => {
                 if let Some(d) = delay {
                     runtime.sleep_until(deadline_after(runtime.now(), d)).await;
+                }
+                if let Some(signal) = after {
+                    shared.signal_fired(signal).await;
                 }
                 metrics_response(&shared)
             }
@@ -365,6 +380,18 @@ mod tests {
         let shared_config = lameduck::Config::default();
         assert!(shared_config.is_exempt_path("/metrics"));
         assert!(!shared_config.is_exempt_path("/stream"));
+    }
+
+    #[test]
+    fn metrics_after_names_a_signal() {
+        assert_eq!(metrics_after(None), Ok(None));
+        assert_eq!(
+            metrics_after(Some("delay=1s&after=InFlightRequestsDrained")),
+            Ok(Some(lameduck::Signal::InFlightRequestsDrained))
+        );
+        assert!(metrics_after(Some("after=Bogus"))
+            .unwrap_err()
+            .contains("Bogus"));
     }
 
     #[test]

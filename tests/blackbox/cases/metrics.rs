@@ -4,7 +4,8 @@
 //! Mode B, so that the server still answers (429s, and exempt scrapes) between
 //! `NotAcceptingNewRequest` and the end of the drain: three `/sleep` requests and two `/watch`
 //! streams are in flight at the signal, four requests are rejected with 429 during the drain,
-//! and a scrape sent during the drain with `delay=` is sampled after it.
+//! and a scrape sent during the drain with `after=HTTPServerStoppedListening` is sampled after
+//! it.
 //!
 //! A scrape admitted while the gate is open is itself a tracked normal request, so it counts
 //! itself (`normal` is what the test sent, plus one); once the gate is closed it is served
@@ -38,6 +39,20 @@ fn sample(body: &str, series: &str) -> Option<f64> {
             .parse()
             .ok()
     })
+}
+
+/// The first scrape that shows phase `serving` (the listener reports serving to the lifecycle
+/// just after the `listening on` line), within 5 s.
+fn scrape_serving(addr: std::net::SocketAddr) -> String {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let body = scrape(addr, "GET /metrics while serving");
+        if sample(&body, "lameduck_phase{phase=\"serving\"}") == Some(1.0) {
+            return body;
+        }
+        assert!(Instant::now() < deadline, "phase never serving\n{body}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 /// A scrape of `/metrics` on a new connection: its body, after asserting 200.
@@ -81,8 +96,7 @@ pub fn metrics_follow_the_drain_and_the_summary_counts_it(bin: &'static str) {
     let addr = server.addr;
 
     // Before: serving, nothing in flight but the scrape itself, nothing rejected.
-    let before = scrape(addr, "GET /metrics while serving");
-    assert_phase(&before, "serving", "before the signal");
+    let before = scrape_serving(addr);
     assert_sample(
         &before,
         "lameduck_in_flight_requests{class=\"normal\"}",
@@ -106,7 +120,7 @@ pub fn metrics_follow_the_drain_and_the_summary_counts_it(bin: &'static str) {
     );
 
     // Three normal requests and two streams in flight.
-    let started = Instant::now();
+
     let mut sleeps: Vec<Conn> = (0..SLEEPS)
         .map(|_| {
             let mut c = Conn::connect(addr).expect("connect");
@@ -207,15 +221,11 @@ pub fn metrics_follow_the_drain_and_the_summary_counts_it(bin: &'static str) {
         server.describe()
     );
 
-    // After the drain: a scrape sent now and sampled once the sleeps are over.
-    let after_drain =
-        (started + SLEEP + Duration::from_millis(800)).saturating_duration_since(Instant::now());
+    // After the drain: a scrape sent now and sampled once the listener has stopped (in this
+    // mode, right after the drain).
     let mut late = Conn::connect(addr).expect("connect during the drain");
-    late.send_get(
-        &format!("/metrics?delay={}ms", after_drain.as_millis()),
-        &[],
-    )
-    .expect("send /metrics?delay");
+    late.send_get("/metrics?after=HTTPServerStoppedListening", &[])
+        .expect("send /metrics?after");
     for (i, conn) in sleeps.iter_mut().enumerate() {
         let resp = conn.read_response().expect("in-flight /sleep");
         assert_reply(&resp, 200, SLEEP_BODY, &format!("in-flight /sleep {i}"));
@@ -297,8 +307,7 @@ pub fn metrics_and_summary_in_mode_a(bin: &'static str) {
     let flags = &["--shutdown-delay", "500ms"];
     let mut server = ServerProcess::start(bin, flags);
     let addr = server.addr;
-    let before = scrape(addr, "GET /metrics while serving");
-    assert_phase(&before, "serving", "before");
+    let before = scrape_serving(addr);
     let mut sleep = Conn::connect(addr).expect("connect");
     sleep
         .send_get("/sleep?duration=2s", &[])
