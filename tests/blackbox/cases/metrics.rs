@@ -298,13 +298,12 @@ pub fn metrics_follow_the_drain_and_the_summary_counts_it(bin: &'static str) {
 }
 
 /// Mode A: `/metrics` cannot be reached once the listener closes, so this reads it before
-/// and during the lame-duck window, and a scrape in flight across the close, sampled after
-/// the drain; the summary counts the request that drained.
+/// and during the lame-duck window; the summary counts the request that drained.
 pub fn metrics_and_summary_in_mode_a(bin: &'static str) {
     let flags = &["--shutdown-delay", "500ms"];
     let mut server = ServerProcess::start(bin, flags);
     let addr = server.addr;
-    let before = scrape_serving(addr);
+    scrape_serving(addr);
     let mut sleep = Conn::connect(addr).expect("connect");
     sleep
         .send_get("/sleep?duration=2s", &[])
