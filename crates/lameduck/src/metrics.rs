@@ -1,4 +1,5 @@
-//! The lifecycle's metrics, through the [`metrics`](::metrics) facade (feature `metrics`).
+//! The lifecycle's metrics, through the [`metrics`](https://docs.rs/metrics) facade (feature
+//! `metrics`).
 //!
 //! The application picks the exporter (`metrics-exporter-prometheus`, say) and installs it as
 //! the global recorder; lameduck only records. Nothing here runs per request: the driver
