@@ -158,7 +158,10 @@ pub fn metrics_follow_the_drain_and_the_summary_counts_it(bin: &'static str) {
     let deadline = Instant::now() + Duration::from_secs(2);
     let lame = loop {
         let body = scrape(addr, "GET /metrics in the lame-duck window");
-        if sample(&body, "lameduck_phase{phase=\"lame_duck\"}") == Some(1.0) {
+        if sample(&body, "lameduck_phase{phase=\"lame_duck\"}") == Some(1.0)
+            // The driver records the signal's time just after the phase changes.
+            && sample(&body, "lameduck_signal_timestamp_seconds{signal=\"ShutdownInitiated\"}").is_some()
+        {
             break body;
         }
         assert!(Instant::now() < deadline, "phase never lame_duck\n{body}");
