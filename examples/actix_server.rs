@@ -4,7 +4,7 @@
 
 use actix_web::{web, App, HttpServer};
 use lameduck_actix::Admission;
-use lameduck_suite::{actix_routes, flags, logging, routes, server};
+use lameduck_suite::{actix_routes, flags, logging, metrics, routes, server};
 use lameduck_tokio::TokioRuntime;
 
 async fn run(flags: flags::Flags) -> i32 {
@@ -52,6 +52,7 @@ async fn run(flags: flags::Flags) -> i32 {
 fn main() {
     let flags = flags::from_env_or_exit();
     logging::init();
+    metrics::install(); // the Prometheus recorder, before the lifecycle records anything
     actix_web::rt::System::new().block_on(async move {
         let code = run(flags).await;
         // Exit from inside the runtime: dropping actix's system first would join its worker

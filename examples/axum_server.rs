@@ -9,12 +9,13 @@ use axum::http::{StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use lameduck_suite::{flags, logging, routes, server};
+use lameduck_suite::{flags, logging, metrics, routes, server};
 use lameduck_tokio::{ShutdownSignal, TokioRuntime};
 
 fn main() {
     let flags = flags::from_env_or_exit();
     logging::init();
+    metrics::install(); // the Prometheus recorder, before the lifecycle records anything
     server::exit_with_tokio(|| async move {
         let listener = lameduck_tokio::bind(flags.listen).await;
         server::run(&flags, TokioRuntime, listener, app).await

@@ -4,11 +4,12 @@
 //! `cargo run --release --example smol_server -- --listen 127.0.0.1:8080 --shutdown-delay 5s`
 
 use lameduck_smol::SmolRuntime;
-use lameduck_suite::{flags, logging, routes, server};
+use lameduck_suite::{flags, logging, metrics, routes, server};
 
 fn main() {
     let flags = flags::from_env_or_exit();
     logging::init();
+    metrics::install(); // the Prometheus recorder, before the lifecycle records anything
     server::exit_with_smol(2, |executor| async move {
         let runtime = SmolRuntime::with_executor(executor);
         let listener = lameduck_smol::bind(flags.listen).await;

@@ -2,12 +2,13 @@
 //!
 //! `cargo run --release --example tokio_server -- --listen 127.0.0.1:8080 --shutdown-delay 5s`
 
-use lameduck_suite::{flags, logging, routes, server};
+use lameduck_suite::{flags, logging, metrics, routes, server};
 use lameduck_tokio::TokioRuntime;
 
 fn main() {
     let flags = flags::from_env_or_exit();
     logging::init();
+    metrics::install(); // the Prometheus recorder, before the lifecycle records anything
     server::exit_with_tokio(|| async move {
         let listener = lameduck_tokio::bind(flags.listen).await;
         server::run(&flags, TokioRuntime, listener, |server| {

@@ -55,15 +55,19 @@ pub async fn stream(req: HttpRequest) -> HttpResponse {
     }
 }
 
-/// `GET /metrics[?delay=D]` on the lifecycle whose shared state is `shared` (see
-/// [`routes::metrics_route`]).
+/// `GET /metrics[?delay=D][&after=SIGNAL]` on the lifecycle whose shared state is `shared`
+/// (see [`routes::metrics_route`]).
 pub async fn metrics(req: HttpRequest, shared: Arc<Shared>) -> HttpResponse {
     let query = Some(req.query_string()).filter(|q| !q.is_empty());
-    match routes::metrics_delay(query) {
-        Ok(delay) => {
+    let wait = routes::metrics_delay(query).and_then(|d| Ok((d, routes::metrics_after(query)?)));
+    match wait {
+        Ok((delay, after)) => {
             if let Some(d) = delay {
                 // tokio's sleep saturates a deadline that would overflow.
                 tokio::time::sleep(d).await;
+            }
+            if let Some(signal) = after {
+                shared.signal_fired(signal).await;
             }
             HttpResponse::Ok()
                 .content_type(routes::METRICS_CONTENT_TYPE)

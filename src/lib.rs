@@ -10,5 +10,6 @@ pub mod actix_routes;
 pub mod flags;
 pub mod grpc;
 pub mod logging;
+pub mod metrics;
 pub mod routes;
 pub mod server;

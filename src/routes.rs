@@ -2,7 +2,6 @@
 //! hyper-based server and generic over the runtime.
 
 use std::convert::Infallible;
-use std::fmt::Write as _;
 use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
@@ -14,7 +13,7 @@ use http::{Method, Request, Response, StatusCode};
 use http_body::Frame;
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full, StreamBody};
-use lameduck::{RequestInfo, Shared, Signal, SignalSet};
+use lameduck::{RequestInfo, Shared};
 use lameduck_hyper::{Runtime, ShutdownSignal};
 
 /// The body type of every route.
@@ -69,6 +68,17 @@ pub fn metrics_delay(query: Option<&str>) -> Result<Option<Duration>, String> {
     query_param(query, "delay")
         .map(|raw| {
             lameduck::parse_duration(raw).map_err(|e| format!("invalid delay parameter: {e}"))
+        })
+        .transpose()
+}
+
+/// The optional `after` query parameter of `/metrics`: a signal's exact name, to answer only
+/// once it has fired (a testing aid, like `delay`). `Ok(None)` when absent.
+pub fn metrics_after(query: Option<&str>) -> Result<Option<lameduck::Signal>, String> {
+    query_param(query, "after")
+        .map(|raw| {
+            lameduck::Signal::from_name(raw)
+                .ok_or_else(|| format!("invalid after parameter: unknown signal {raw:?}"))
         })
         .transpose()
 }
@@ -250,47 +260,11 @@ pub fn stream_response<R: Runtime>(runtime: R, duration: Duration) -> Response<R
     res
 }
 
-/// The Prometheus text exposition of a lifecycle: requests in flight by class and, for each
-/// [`Signal`], whether it has fired.
-#[must_use]
-pub fn render_metrics(normal: usize, long_running: usize, fired: SignalSet) -> String {
-    let mut out = String::with_capacity(1024);
-    out.push_str(
-        "# HELP lameduck_in_flight_requests Requests admitted and not yet finished, by class.\n\
-         # TYPE lameduck_in_flight_requests gauge\n",
-    );
-    let _ = writeln!(
-        out,
-        "lameduck_in_flight_requests{{class=\"normal\"}} {normal}"
-    );
-    let _ = writeln!(
-        out,
-        "lameduck_in_flight_requests{{class=\"long_running\"}} {long_running}"
-    );
-    out.push_str(
-        "# HELP lameduck_signal_fired Whether the lifecycle signal has fired (1) or not (0).\n\
-         # TYPE lameduck_signal_fired gauge\n",
-    );
-    for signal in Signal::ALL {
-        let _ = writeln!(
-            out,
-            "lameduck_signal_fired{{signal=\"{}\"}} {}",
-            signal.name(),
-            u8::from(fired.contains(signal))
-        );
-    }
-    out
-}
-
-/// [`render_metrics`] of `shared`, now.
+/// The Prometheus text exposition of `shared`'s lifecycle, now: every series lameduck records
+/// (`docs/metrics.md`), rendered by `metrics-exporter-prometheus` ([`crate::metrics`]).
 #[must_use]
 pub fn metrics_text(shared: &Shared) -> String {
-    let gate = shared.gate();
-    render_metrics(
-        gate.normal_in_flight(),
-        gate.long_running_in_flight(),
-        shared.fired(),
-    )
+    crate::metrics::render(shared)
 }
 
 /// A `/metrics` reply: `200` with [`metrics_text`] and [`METRICS_CONTENT_TYPE`].
@@ -304,20 +278,24 @@ pub fn metrics_response(shared: &Shared) -> Response<RouteBody> {
     res
 }
 
-/// `GET /metrics[?delay=D]`: waits `D` (a simulated slow scrape; the metrics are sampled after
-/// the wait), then [`metrics_response`]; 400 with the parse error when `delay` is invalid.
+/// `GET /metrics[?delay=D][&after=SIGNAL]`: waits `D` (a simulated slow scrape), then until
+/// the signal named `SIGNAL` has fired, and only then samples the metrics and answers with
+/// [`metrics_response`]; 400 with the parse error when `delay` or `after` is invalid.
 /// `/metrics` is exempt from admission by the core's default exempt path prefixes.
 pub fn metrics_route<R: Runtime>(
     runtime: R,
     shared: Arc<Shared>,
     query: Option<&str>,
 ) -> impl Future<Output = Response<RouteBody>> + Send + 'static {
-    let delay = metrics_delay(query);
+    let wait = metrics_delay(query).and_then(|d| Ok((d, metrics_after(query)?)));
     async move {
-        match delay {
-            Ok(delay) => {
+        match wait {
+            Ok((delay, after)) => {
                 if let Some(d) = delay {
                     runtime.sleep_until(deadline_after(runtime.now(), d)).await;
+                }
+                if let Some(signal) = after {
+                    shared.signal_fired(signal).await;
                 }
                 metrics_response(&shared)
             }
@@ -405,34 +383,41 @@ mod tests {
     }
 
     #[test]
+    fn metrics_after_names_a_signal() {
+        assert_eq!(metrics_after(None), Ok(None));
+        assert_eq!(
+            metrics_after(Some("delay=1s&after=InFlightRequestsDrained")),
+            Ok(Some(lameduck::Signal::InFlightRequestsDrained))
+        );
+        assert!(metrics_after(Some("after=Bogus"))
+            .unwrap_err()
+            .contains("Bogus"));
+    }
+
+    #[test]
     fn metrics_exposition() {
-        let fired = SignalSet::EMPTY
-            .with(Signal::ShutdownInitiated)
-            .with(Signal::HasBeenReady);
-        let text = render_metrics(3, 7, fired);
-        let samples: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
-        assert_eq!(samples.len(), 2 + Signal::ALL.len(), "{text}");
-        assert_eq!(
-            samples[0],
-            "lameduck_in_flight_requests{class=\"normal\"} 3"
-        );
-        assert_eq!(
-            samples[1],
-            "lameduck_in_flight_requests{class=\"long_running\"} 7"
-        );
-        for signal in Signal::ALL {
-            let value = u8::from(fired.contains(signal));
-            let line = format!(
-                "lameduck_signal_fired{{signal=\"{}\"}} {value}",
-                signal.name()
-            );
-            assert!(samples.contains(&line.as_str()), "{line} missing:\n{text}");
+        use lameduck::Signal;
+        let mut lc = lameduck::Lifecycle::new(lameduck::Config::default());
+        lc.add_listener("api").unwrap();
+        let prepared = lc.prepare();
+        let shared = std::sync::Arc::clone(prepared.shared());
+        let text = metrics_text(&shared);
+        for line in [
+            "lameduck_in_flight_requests{class=\"normal\"} 0",
+            "lameduck_in_flight_requests{class=\"long_running\"} 0",
+            "lameduck_phase{phase=\"prepared\"} 1",
+            "lameduck_phase{phase=\"serving\"} 0",
+            "lameduck_rejected_requests_total{reason=\"retry_after\"} 0",
+            "lameduck_termination_budget_seconds 60",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} missing:\n{text}");
         }
-        assert!(text.contains("lameduck_signal_fired{signal=\"ShutdownInitiated\"} 1"));
-        assert!(text.contains("lameduck_signal_fired{signal=\"NotAcceptingNewRequest\"} 0"));
-        // Every metric family has its HELP and TYPE lines, and the text ends with a newline.
-        assert_eq!(text.matches("# TYPE ").count(), 2);
-        assert!(text.ends_with('\n'));
+        for signal in Signal::ALL {
+            let line = format!("lameduck_signal_fired{{signal=\"{}\"}} 0", signal.name());
+            assert!(text.lines().any(|l| l == line), "{line} missing:\n{text}");
+        }
+        assert!(text.contains("# TYPE lameduck_rejected_requests_total counter"));
+        assert!(text.contains("# HELP lameduck_phase "));
     }
 
     #[test]

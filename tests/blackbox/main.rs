@@ -61,6 +61,8 @@ suite! {
         two_signals_back_to_back_exit_1,
         exempt_request_in_flight_at_drain_completes,
         exempt_request_in_flight_at_drain_completes_mode_b,
+        metrics_follow_the_drain_and_the_summary_counts_it,
+        metrics_and_summary_in_mode_a,
     ],
     servers: [tokio_server, axum_server, smol_server, actix_server, grpc_server],
 }

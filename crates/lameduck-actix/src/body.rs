@@ -142,7 +142,9 @@ where
                             ready!(deadline.poll_expired(&TokioRuntime, cx));
                             // Past the request timeout: released; the error makes actix
                             // abort the response (HTTP/1: connection closed mid-body).
-                            *tracker = None;
+                            if let Some(tracker) = tracker.take() {
+                                tracker.count_timeout();
+                            }
                             return Poll::Ready(Some(Err(Box::new(ResponseTimedOut))));
                         }
                     }

@@ -38,6 +38,16 @@
 //!     std::process::exit(server.run().await.unwrap().into());
 //! }
 //! ```
+//!
+//! # Features
+//!
+//! * `metrics`: records the lifecycle's series (phase, requests in flight, rejections by
+//!   reason, signal times, drain durations, hook outcomes) through the `metrics` facade at
+//!   lifecycle events, never per request; call `lameduck::metrics::record_state` in your
+//!   `/metrics` handler before the exporter renders. Without it nothing of `metrics` is built.
+//!
+//! Every step of a termination is logged through `tracing` (install a subscriber, such as
+//! `tracing_subscriber::fmt()`, to see it), ending with a one-line termination summary.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -324,13 +334,16 @@ where
                     Poll::Pending => {
                         std::task::ready!(deadline.poll_expired(&TokioRuntime, cx));
                         // Past `request_timeout`: 504, and the request is released.
-                        drop(tracker.take());
+                        if let Some(tracker) = tracker.take() {
+                            tracker.count_timeout();
+                        }
                         return Poll::Ready(Err(RequestTimedOut.into()));
                     }
                 };
                 let shared = &admission.shared;
                 if res.status() == StatusCode::NOT_FOUND && !shared.routes_complete() {
                     // An unknown path before every route is installed: 503, retry later.
+                    shared.count_rejection(lameduck::RejectionReason::RoutesNotReady);
                     drop(tracker.take());
                     let (req, _) = res.into_parts();
                     return Poll::Ready(Ok(canned(req, &ROUTES_NOT_READY)));

@@ -514,7 +514,14 @@ impl<B, R: Runtime> Canned<B, R> for (http::response::Parts, Bytes) {
     }
 }
 
-/// Whether routes are still being installed (start-up only), so that a 404 means "not yet".
+/// Whether routes are still being installed (start-up only), so that a 404 means "not yet";
+/// counts the 503 the caller then answers.
 fn routes_pending<R: Runtime>(end: &BodyEnd<R>) -> bool {
-    end.shared().is_some_and(|shared| !shared.routes_complete())
+    end.shared().is_some_and(|shared| {
+        let pending = !shared.routes_complete();
+        if pending {
+            shared.count_rejection(lameduck::RejectionReason::RoutesNotReady);
+        }
+        pending
+    })
 }

@@ -273,6 +273,9 @@ impl<R: Runtime> BodyEnd<R> {
             }
         };
         ready!(timer.as_mut().poll(cx));
+        if let Some(tracker) = &this.tracker {
+            tracker.count_timeout();
+        }
         this.clear();
         Poll::Ready(())
     }

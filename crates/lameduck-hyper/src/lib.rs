@@ -20,6 +20,16 @@
 //!   long-running body's trailers (a gRPC stream's status) wait for its paced slot.
 //!
 //! Adapters supply only their runtime's timer, spawner, signals and I/O types.
+//!
+//! # Features
+//!
+//! * `metrics`: records the lifecycle's series (phase, requests in flight, rejections by
+//!   reason, signal times, drain durations, hook outcomes) through the `metrics` facade at
+//!   lifecycle events, never per request; call `lameduck::metrics::record_state` in your
+//!   `/metrics` handler before the exporter renders. Without it nothing of `metrics` is built.
+//!
+//! Every step of a termination is logged through `tracing` (install a subscriber, such as
+//! `tracing_subscriber::fmt()`, to see it), ending with a one-line termination summary.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -48,6 +58,7 @@ mod head_watch;
 mod health;
 mod hooks;
 mod logging;
+mod report;
 mod response;
 mod run;
 mod runtime;

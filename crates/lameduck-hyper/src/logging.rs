@@ -1,12 +1,17 @@
 //! Every line the driver logs, one function per event, in kube-apiserver's style: the
 //! lifecycle's lines carry `[graceful-termination]`, and each signal line names the signal
-//! exactly (`[graceful-termination] shutdown event name=NotAcceptingNewRequest`). Tests and
-//! the trace checker parse these texts: change none of them.
+//! exactly (`[graceful-termination] shutdown event name=NotAcceptingNewRequest`). The signal
+//! lines after `ShutdownInitiated` say how long after it they came (`elapsed=`), the drain
+//! lines how long the drain took (`took=`), and the exit is preceded by the one-line
+//! termination summary ([`lameduck::summary`]). Tests and the trace checker
+//! ([`lameduck::trace::log`]) parse these texts: keep the `[graceful-termination]` marker,
+//! the `name=`, `received signal`, `is exiting` and `code=` parts, and the summary's fields.
 
 use std::fmt::Display;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use lameduck::summary::{SummaryRecord, SUMMARY_MARKER};
 use lameduck::{DrainPlan, ExitReason, HookKind, HookOutcome, InputError, Signal};
 use tracing::{debug, error, info, warn};
 
@@ -33,18 +38,26 @@ pub(crate) fn received_signal(signal: OsSignal) {
     );
 }
 
-/// A lifecycle signal fired.
-pub(crate) fn signal(signal: Signal) {
-    match signal {
-        Signal::PreShutdownHooksStopped => info!(
-            target: TARGET,
-            name = %signal,
-            "[graceful-termination] pre-shutdown hooks completed, shutdown event"
-        ),
-        Signal::HasBeenReady | Signal::MuxAndDiscoveryComplete => {
+/// A lifecycle signal fired; `elapsed` is the time since `ShutdownInitiated` (for the
+/// signals after it).
+pub(crate) fn signal(signal: Signal, elapsed: Option<Duration>) {
+    match (signal, elapsed) {
+        (Signal::HasBeenReady | Signal::MuxAndDiscoveryComplete, _) => {
             info!(target: TARGET, name = %signal, "[graceful-termination] lifecycle event");
         }
-        _ => info!(target: TARGET, name = %signal, "[graceful-termination] shutdown event"),
+        (Signal::PreShutdownHooksStopped, Some(elapsed)) => info!(
+            target: TARGET,
+            name = %signal,
+            elapsed = ?elapsed,
+            "[graceful-termination] pre-shutdown hooks completed, shutdown event"
+        ),
+        (_, Some(elapsed)) => info!(
+            target: TARGET,
+            name = %signal,
+            elapsed = ?elapsed,
+            "[graceful-termination] shutdown event"
+        ),
+        (_, None) => info!(target: TARGET, name = %signal, "[graceful-termination] shutdown event"),
     }
 }
 
@@ -69,34 +82,46 @@ pub(crate) fn drain_progress(normal_in_flight: usize, long_running_in_flight: us
     );
 }
 
-/// The normal drain ended, at its deadline or not.
-pub(crate) fn normal_drain_finished(remaining: usize, timed_out: bool) {
+/// The normal drain ended, at its deadline or not; `took` is its time since
+/// `NotAcceptingNewRequest`.
+pub(crate) fn normal_drain_finished(remaining: usize, timed_out: bool, took: Option<Duration>) {
     if timed_out {
-        warn!(target: TARGET, remaining, "[graceful-termination] in-flight non long-running request(s) did not drain before the deadline");
+        warn!(target: TARGET, remaining, took = ?took.unwrap_or_default(), "[graceful-termination] normal requests still in flight at the request timeout: the server stops waiting for them");
     } else {
         info!(
             target: TARGET,
-            "[graceful-termination] in-flight non long-running request(s) have drained"
+            took = ?took.unwrap_or_default(),
+            "[graceful-termination] normal requests have drained"
         );
     }
 }
 
-/// The long-running drain ended, or was not waited for.
+/// The long-running drain ended, or was not waited for; `took` is its time since
+/// `NotAcceptingNewRequest`.
 pub(crate) fn long_running_drain_finished(
     before: usize,
     after: usize,
     timed_out: bool,
     skipped: bool,
+    took: Option<Duration>,
 ) {
     if skipped {
-        info!(target: TARGET, active = before, "[graceful-termination] not going to wait for active watch request(s) to drain");
+        info!(target: TARGET, open = before, "[graceful-termination] not waiting for long-running requests (grace period 0)");
+    } else if timed_out {
+        warn!(
+            target: TARGET,
+            before,
+            after,
+            took = ?took.unwrap_or_default(),
+            "[graceful-termination] long-running requests still open at the end of the grace period: the server stops waiting for them"
+        );
     } else {
         info!(
             target: TARGET,
-            activeWatchesBefore = before,
-            activeWatchesAfter = after,
-            timed_out,
-            "[graceful-termination] active watch request(s) have drained"
+            before,
+            after,
+            took = ?took.unwrap_or_default(),
+            "[graceful-termination] long-running requests have ended"
         );
     }
 }
@@ -151,6 +176,11 @@ pub(crate) fn listener_failed(listener: &str) {
 /// The destroy hooks start.
 pub(crate) fn running_destroy_hooks() {
     info!(target: TARGET, "[graceful-termination] running destroy hooks");
+}
+
+/// The one-line account of the termination, just before the exit line.
+pub(crate) fn summary(record: &SummaryRecord) {
+    info!(target: TARGET, "[graceful-termination] {SUMMARY_MARKER} {record}");
 }
 
 /// The process exits with `code`.

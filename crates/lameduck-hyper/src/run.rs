@@ -18,6 +18,7 @@ use lameduck::{
 use crate::context::{ListenerContext, ServeControl, ServeTask};
 use crate::hooks::{spawn_destroy_hooks, spawn_hooks, Hooks};
 use crate::logging;
+use crate::report::Report;
 use crate::runtime::Runtime;
 
 /// The running lifecycle and what its events act on.
@@ -35,6 +36,8 @@ pub(crate) struct RunLoop<R: Runtime> {
     /// `HasBeenReady` fires in a request task (the first 200 from `/readyz`); the run loop
     /// logs it, once, while this is `Some`.
     has_been_ready: Option<SignalFired>,
+    /// The termination summary and the metrics.
+    report: Report,
 }
 
 /// What woke the run loop.
@@ -71,6 +74,7 @@ impl<R: Runtime> RunLoop<R> {
             control,
             tx,
             has_been_ready: None,
+            report: Report::default(),
         }
     }
 
@@ -143,12 +147,16 @@ impl<R: Runtime> RunLoop<R> {
             .await;
             let now = self.now();
             let result = match woke {
-                Wake::Input(Some(input)) => self.lc.handle_input(input, now),
+                Wake::Input(Some(input)) => {
+                    self.report.input(&input, self.lc.machine());
+                    self.lc.handle_input(input, now)
+                }
                 // Every sender lives in this function too; cannot happen while it runs.
                 Wake::Input(None) => Ok(()),
                 Wake::Gate => self.lc.handle_input(Input::DrainProgress, now),
                 Wake::Ready => {
-                    logging::signal(Signal::HasBeenReady);
+                    let at = self.shared.fired_at(Signal::HasBeenReady).unwrap_or(now);
+                    self.log_signal(Signal::HasBeenReady, at, now);
                     Ok(())
                 }
                 Wake::Timer => {
@@ -164,8 +172,10 @@ impl<R: Runtime> RunLoop<R> {
 
     /// Turns one event into its effect; `Some(code)` on [`Event::Exit`].
     fn on_event(&mut self, event: Event) -> Option<u8> {
+        let now = self.now();
+        self.report.event(&event, now, self.lc.machine());
         match event {
-            Event::Signal { signal, .. } => {
+            Event::Signal { signal, at } => {
                 // HasBeenReady can only fire before ShutdownInitiated; if it did and is not
                 // logged yet, log it first so the log keeps the real order.
                 if signal == Signal::ShutdownInitiated
@@ -173,9 +183,10 @@ impl<R: Runtime> RunLoop<R> {
                     && self.shared.has_fired(Signal::HasBeenReady)
                 {
                     self.has_been_ready = None;
-                    logging::signal(Signal::HasBeenReady);
+                    let ready_at = self.shared.fired_at(Signal::HasBeenReady).unwrap_or(at);
+                    self.log_signal(Signal::HasBeenReady, ready_at, now);
                 }
-                logging::signal(signal);
+                self.log_signal(signal, at, now);
             }
             Event::NotifyReady => notify_systemd(&[sd_notify::NotifyState::Ready]),
             Event::NotifyStopping => notify_systemd(&[sd_notify::NotifyState::Stopping]),
@@ -190,15 +201,24 @@ impl<R: Runtime> RunLoop<R> {
             Event::NormalDrainFinished {
                 remaining,
                 timed_out,
-            } => logging::normal_drain_finished(remaining, timed_out),
+            } => logging::normal_drain_finished(
+                remaining,
+                timed_out,
+                self.report.since_not_accepting(&self.shared, now),
+            ),
             Event::LongRunningDrainFinished {
                 before,
                 after,
                 timed_out,
                 skipped,
-            } => logging::long_running_drain_finished(before, after, timed_out, skipped),
+            } => logging::long_running_drain_finished(
+                before,
+                after,
+                timed_out,
+                skipped,
+                self.report.since_not_accepting(&self.shared, now),
+            ),
             Event::StopListening { shutdown_deadline } => {
-                let now = self.now();
                 logging::stopping_listeners(
                     shutdown_deadline.map(|d| d.saturating_duration_since(now)),
                 );
@@ -224,11 +244,18 @@ impl<R: Runtime> RunLoop<R> {
                 spawn_destroy_hooks(&self.runtime, &self.lc, &mut self.hooks, &self.tx);
             }
             Event::Exit { code, reason } => {
+                logging::summary(&self.report.summary(&self.shared));
                 logging::exiting(code, reason);
                 return Some(code);
             }
         }
         None
+    }
+
+    /// Logs (and records) that `signal` fired at `at`.
+    fn log_signal(&mut self, signal: Signal, at: lameduck::Instant, now: lameduck::Instant) {
+        let elapsed = self.report.signal(signal, at, now);
+        logging::signal(signal, elapsed);
     }
 
     fn spawn_hooks(&mut self, kind: HookKind) {

@@ -117,6 +117,18 @@ impl RequestTracker {
         }
     }
 
+    /// Counts this request as turned away by the request timeout (answered 504, or its
+    /// response aborted): call it once, when the deadline fires, before releasing the
+    /// request. Only normal requests have a timeout; for others it does nothing.
+    #[cold]
+    pub fn count_timeout(&self) {
+        if let Tracker::Normal(ticket) = &self.0 {
+            ticket
+                .holder()
+                .count_rejection(lameduck::RejectionReason::RequestTimeout);
+        }
+    }
+
     /// Whether this is a long-running request's tracker (its end may be held).
     pub(crate) fn is_long_running(&self) -> bool {
         matches!(self.0, Tracker::LongRunning(_))

@@ -23,6 +23,16 @@
 //!
 //! Time comes from tokio's clock, so tests with paused time (`tokio::time::pause`) drive the
 //! whole lifecycle deterministically.
+//!
+//! # Features
+//!
+//! * `metrics`: records the lifecycle's series (phase, requests in flight, rejections by
+//!   reason, signal times, drain durations, hook outcomes) through the `metrics` facade at
+//!   lifecycle events, never per request; call `lameduck::metrics::record_state` in your
+//!   `/metrics` handler before the exporter renders. Without it nothing of `metrics` is built.
+//!
+//! Every step of a termination is logged through `tracing` (install a subscriber, such as
+//! `tracing_subscriber::fmt()`, to see it), ending with a one-line termination summary.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 

@@ -16,6 +16,9 @@
 //! * [`config`] and [`duration`]: validated configuration and Go-style durations.
 //! * [`trace`]: the reference model, [`check_trace`], for testing a service's observed
 //!   behaviour.
+//! * [`summary`]: the one-line account of a termination a driver logs at the exit, and
+//!   [`rejections`]: the counts of requests turned away, by reason.
+//! * `metrics` (feature `metrics`): the lifecycle's series through the `metrics` facade.
 //!
 //! The crate is `no_std` with `alloc`. The `std` feature (default) only adds
 //! [`StdClock`], `std::error::Error` impls and blocking waits.
@@ -34,12 +37,16 @@ pub mod gate;
 pub mod health;
 pub mod lifecycle;
 pub mod machine;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 pub mod phase;
 pub mod plan;
+pub mod rejections;
 pub mod responses;
 pub mod shared;
 pub mod signal;
 pub mod sim;
+pub mod summary;
 mod sync;
 pub mod time;
 pub mod trace;
@@ -54,6 +61,7 @@ pub use machine::{
     DrainPlan, Event, ExitReason, HookId, HookKind, HookOutcome, Input, InputError, ListenerId,
     Machine, MachineStage, MuxSignalId, Phase, RegisterError, StopSource,
 };
+pub use rejections::{RejectionCounts, RejectionReason};
 pub use shared::{Admission, CheckFn, EndpointSet, Shared, SignalFired};
 pub use signal::{Signal, SignalSet, SignalTimes};
 pub use time::Instant;

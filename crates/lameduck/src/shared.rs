@@ -23,6 +23,7 @@ use crate::config::Config;
 use crate::gate::{sealed, Gate, GateRef, LongRunningTicketOf, NormalTicketOf, Rejection};
 use crate::health::{self, CheckOutcome, Endpoint, HealthQuery, HealthResponse, HealthTarget};
 use crate::phase::Phase;
+use crate::rejections::{RejectionCounters, RejectionCounts, RejectionReason};
 use crate::signal::{Signal, SignalSet};
 use crate::sync::{AtomicU64, AtomicU8, Ordering};
 use crate::time::Instant;
@@ -172,6 +173,8 @@ pub struct Shared {
     run_stage: AtomicU8,
     checks: Vec<Check>,
     post_start: Vec<AtomicU8>,
+    /// Requests turned away, by reason (counted on the rejection paths only).
+    rejections: RejectionCounters,
 }
 
 impl fmt::Debug for Shared {
@@ -202,6 +205,7 @@ impl Shared {
             post_start: (0..post_start_hooks)
                 .map(|_| AtomicU8::new(PostStartState::Pending as u8))
                 .collect(),
+            rejections: RejectionCounters::new(),
         }
     }
 
@@ -372,13 +376,36 @@ impl Shared {
             RequestClass::Exempt => Admission::Exempt(NormalTicketOf::admit(self).ok()),
             RequestClass::Normal => match NormalTicketOf::admit(self) {
                 Ok(t) => Admission::Normal(t),
-                Err(r) => Admission::Rejected(r),
+                Err(r) => self.rejected(r),
             },
             RequestClass::LongRunning => match LongRunningTicketOf::admit(self) {
                 Ok(t) => Admission::LongRunning(t),
-                Err(r) => Admission::Rejected(r),
+                Err(r) => self.rejected(r),
             },
         }
+    }
+
+    /// A closed gate's rejection, counted.
+    #[cold]
+    #[inline(never)]
+    fn rejected(&self, rejection: Rejection) -> Admission {
+        self.rejections.count(rejection.into());
+        Admission::Rejected(rejection)
+    }
+
+    /// Counts a request the adapter turned away for `reason`: adapters call it when they
+    /// answer 504 (or abort a response) at the request timeout, and when they answer an
+    /// unknown path before the routes are ready. Closed-gate rejections from
+    /// [`Shared::admit`] are counted there. Call it on the rejection path only.
+    #[cold]
+    pub fn count_rejection(&self, reason: RejectionReason) {
+        self.rejections.count(reason);
+    }
+
+    /// The requests turned away so far, by reason.
+    #[must_use]
+    pub fn rejections(&self) -> RejectionCounts {
+        self.rejections.snapshot()
     }
 
     /// Whether every registered readiness-of-routes signal has fired. Before that, adapters

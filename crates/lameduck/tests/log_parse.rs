@@ -317,3 +317,41 @@ fn timestamps() {
         );
     }
 }
+
+/// The current format: `elapsed=` on the signal lines after `ShutdownInitiated` and the
+/// termination summary before the exit line. The summary is not a trace record; its own parser
+/// reads it.
+#[test]
+fn elapsed_fields_and_the_summary_line_read_as_before() {
+    let log = "\
+2026-11-23T14:24:08.348565Z  INFO lameduck_hyper::server: [graceful-termination] received signal signal=\"SIGTERM\"
+2026-11-23T14:24:08.348765Z  INFO lameduck_hyper::server: [graceful-termination] shutdown event name=ShutdownInitiated
+2026-11-23T14:24:08.348783Z  INFO lameduck_hyper::server: [graceful-termination] pre-shutdown hooks completed, shutdown event name=PreShutdownHooksStopped elapsed=0ns
+2026-11-23T14:24:09.350307Z  INFO lameduck_hyper::server: [graceful-termination] shutdown event name=AfterShutdownDelayDuration elapsed=1.001565096s
+2026-11-23T14:24:09.350351Z  INFO lameduck_hyper::server: [graceful-termination] shutdown event name=NotAcceptingNewRequest elapsed=1.001565096s
+2026-11-23T14:24:11.074295Z  INFO lameduck_hyper::server: [graceful-termination] normal requests have drained took=1.723977919s
+2026-11-23T14:24:11.074341Z  INFO lameduck_hyper::server: [graceful-termination] shutdown event name=InFlightRequestsDrained elapsed=2.725537247s
+2026-11-23T14:24:11.074749Z  INFO lameduck_hyper::server: [graceful-termination] shutdown event name=HTTPServerStoppedListening elapsed=2.726034755s
+2026-11-23T14:24:11.074768Z  INFO lameduck_hyper::server: [graceful-termination] termination summary: cause=signal signal_to_exit=2.726s lame_duck=1.001s normal_drain=1.723s long_running_drain=- requests_drained=1 requests_remaining=0 streams_ended=0 streams_remaining=0 rejected=1 rejected_not_accepting=0 rejected_retry_after=1 rejected_request_timeout=0 rejected_routes_not_ready=0 code=0
+2026-11-23T14:24:11.074784Z  INFO lameduck_hyper::server: [graceful-termination] server is exiting code=0 reason=graceful termination completed
+";
+    let events = parse_log(log, Some(0)).unwrap();
+    assert_eq!(
+        names(&events),
+        [
+            "ShutdownInitiated",
+            "PreShutdownHooksStopped",
+            "AfterShutdownDelayDuration",
+            "NotAcceptingNewRequest",
+            "InFlightRequestsDrained",
+            "HTTPServerStoppedListening",
+            "Exit(0)",
+        ]
+    );
+    let summary = log
+        .lines()
+        .find_map(lameduck::summary::SummaryRecord::parse_line)
+        .unwrap();
+    assert_eq!(summary.requests_drained, 1);
+    assert_eq!(summary.code, Some(0));
+}

@@ -10,6 +10,8 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use lameduck::summary::SummaryRecord;
+
 use super::build::example_binary;
 use super::log::{LogLine, SignalLog};
 
@@ -233,6 +235,7 @@ impl ServerProcess {
                     {
                         std::thread::sleep(Duration::from_millis(10));
                     }
+                    self.check_summary(status);
                     return Some(status);
                 }
                 Ok(None) => {}
@@ -275,6 +278,44 @@ impl ServerProcess {
 
     pub fn stdout_text(&self) -> String {
         join(&self.stdout.lines())
+    }
+
+    /// The termination summary the server logged before exiting
+    /// (`[graceful-termination] termination summary: ...`), read with the core's parser.
+    pub fn summary(&self) -> Option<SummaryRecord> {
+        self.stderr
+            .lines()
+            .iter()
+            .rev()
+            .find_map(|l| SummaryRecord::parse_line(&l.text))
+    }
+
+    /// Every run whose lifecycle started and that exited with a code must have logged the
+    /// termination summary, with that exit code.
+    fn check_summary(&self, status: ExitStatus) {
+        let Some(code) = status.code() else {
+            return;
+        };
+        if !self
+            .stderr_text()
+            .contains("[graceful-termination] waiting for shutdown")
+        {
+            return;
+        }
+        let summary = self.summary().unwrap_or_else(|| {
+            panic!(
+                "{} exited {code} without a termination summary line\n{}",
+                self.name,
+                self.describe()
+            )
+        });
+        assert_eq!(
+            summary.code.map(i32::from),
+            Some(code),
+            "{}: the summary's exit code ({summary})\n{}",
+            self.name,
+            self.describe()
+        );
     }
 
     /// The `[graceful-termination]` signal lines seen so far.

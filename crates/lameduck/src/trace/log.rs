@@ -11,6 +11,11 @@
 //! 2026-11-22T05:07:33.916201Z  INFO lameduck_hyper::server: [graceful-termination] server is exiting code=0 reason=graceful termination completed
 //! ```
 //!
+//! Signal lines after `ShutdownInitiated` also carry `elapsed=` (the time since it), and the
+//! exit line is preceded by the termination summary
+//! (`[graceful-termination] termination summary: cause=signal ... code=0`), which is read by
+//! [`SummaryRecord::parse_line`](crate::summary::SummaryRecord::parse_line), not here.
+//!
 //! [`parse_log_line`] reads one line: lines without the [`LOG_MARKER`] are not the lifecycle's
 //! and give `Ok(None)`; a marked line is a [`LogRecord`] when it names a signal
 //! (`name=<Signal>`, quoted or not), reports an OS signal (`received signal`) or the exit

@@ -1,0 +1,40 @@
+//! The example servers' metrics: `metrics-exporter-prometheus` installed as the global
+//! recorder of the `metrics` facade, and its text exposition rendered at `/metrics` after
+//! lameduck has recorded the lifecycle's current state (`lameduck::metrics::record_state`).
+
+use std::sync::OnceLock;
+
+use lameduck::Shared;
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+
+static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+
+/// Installs the Prometheus recorder (once per process; later calls do nothing) and describes
+/// lameduck's series. Call it before the lifecycle starts, so that no event is missed.
+pub fn install() {
+    HANDLE.get_or_init(|| match PrometheusBuilder::new().install_recorder() {
+        Ok(handle) => {
+            lameduck::metrics::describe();
+            Some(handle)
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot install the Prometheus recorder; /metrics will be empty");
+            None
+        }
+    });
+}
+
+/// The text exposition of every series, with lameduck's state as of now (`shared`). Installs
+/// the recorder first if [`install`] was not called.
+#[must_use]
+pub fn render(shared: &Shared) -> String {
+    install();
+    lameduck::metrics::record_state(shared);
+    match HANDLE.get() {
+        Some(Some(handle)) => {
+            handle.run_upkeep();
+            handle.render()
+        }
+        _ => String::new(),
+    }
+}
