@@ -159,7 +159,7 @@ where
     fn is_end_stream(&self) -> bool {
         match &self.state {
             // An empty canned body (a gRPC trailers-only answer) ends with its head.
-            BodyState::Canned { data, .. } => data.as_ref().map_or(true, Bytes::is_empty),
+            BodyState::Canned { data, .. } => data.as_ref().is_none_or(Bytes::is_empty),
             // A long-running body may still have to wait for its paced slot.
             BodyState::Tracked { end, .. } if end.is_long_running() => false,
             BodyState::Tracked { inner, .. } => inner.is_end_stream(),
