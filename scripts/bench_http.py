@@ -237,6 +237,9 @@ def main():
     ap.add_argument("--no-callgrind", action="store_true")
     ap.add_argument("--no-attribution", action="store_true")
     ap.add_argument("--no-build", action="store_true")
+    ap.add_argument("--goaway-chance", default=None, metavar="P",
+                    help="also measure each pair's lameduck server with --goaway-chance P "
+                         "(variant PAIR+goaway; its bare side is the same bare server)")
     ap.add_argument("--gate", type=float, default=None, metavar="RATIO",
                     help="exit 1 when a pair's median instruction ratio (lameduck / bare) exceeds RATIO")
     ap.add_argument("--out", default=os.path.join(TARGET, "bench-http"),
@@ -281,6 +284,9 @@ def main():
         variants = [(p, PAIRS[p]) for p in pairs]
         variants += [(p + "+timer", (PAIRS[p][0], ATTRIBUTION[p])) for p in pairs
                      if p in ATTRIBUTION and not a.no_attribution]
+        if a.goaway_chance is not None:
+            variants += [(p + "+goaway", (PAIRS[p][0], PAIRS[p][1] + ["--goaway-chance", a.goaway_chance]))
+                         for p in pairs]
         for name, cmds in variants:
             servers = []
             try:
@@ -344,6 +350,12 @@ def main():
             label = f"{name.split('+')[0]}: bare vs bare + hyper timer" if attribution else name
             print(f"| {label} | {med(bare):.0f} | {med(ld):.0f} | {med(ld) - med(bare):+.0f} | {ratio:.3f}x | "
                   f"{per_run} | {spread} | {verdict} |")
+        for name, (_, ld) in cg.items():
+            base = name.split("+")[0]
+            if name.endswith("+goaway") and base in cg:
+                off = med(cg[base][1])
+                print(f"\n{base} with --goaway-chance {a.goaway_chance}: {med(ld):.0f} Ir/req against "
+                      f"{off:.0f} with the option off: {med(ld) / off:.3f}x (new connections included)")
     if wr:
         print(f"\n### wrk (native, `wrk -t1 -c{a.connections} -d{a.wrk_duration} --latency`, {a.rounds} runs per "
               "server, A/B alternating; medians over runs; not the gate)\n")
