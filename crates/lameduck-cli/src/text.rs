@@ -212,9 +212,9 @@ pub fn manifest_header(context: &ManifestContext) -> String {
 /// With `--deployment`: what to change in the manifest, after the report.
 pub fn manifest_changes(changes: &[String]) -> String {
     if changes.is_empty() {
-        return String::from("manifest       nothing to change\n");
+        return String::from("\nmanifest       nothing to change\n");
     }
-    let mut s = String::from("to change in the manifest:\n");
+    let mut s = String::from("\nto change in the manifest:\n");
     for change in changes {
         let _ = writeln!(s, "  - {change}");
     }
