@@ -244,7 +244,7 @@ pub fn changes(context: &ManifestContext, plan: &Plan) -> Vec<String> {
             Some(suggested) => out.push(format!(
                 "set terminationGracePeriodSeconds: {} (now {}): the worst case {} rounded up \
                  + 5s{}",
-                suggested.as_secs() + ceil_seconds(pre_stop),
+                suggested.as_secs().saturating_add(ceil_seconds(pre_stop)),
                 ceil_seconds(context.termination_grace_period),
                 plan.total_worst_case
                     .map_or_else(String::new, |t| GoDuration(t).to_string()),
