@@ -5,70 +5,12 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Container, LifecycleHandler, Probe};
 use lameduck::duration::parse_duration;
 
-use super::{Manifest, ManifestError};
+use super::manifest::{Manifest, ManifestError, ManifestFlags, ManifestProbe, ProbeProblem};
 
 /// Kubernetes' defaults for a probe's fields.
 const DEFAULT_PERIOD_SECONDS: i32 = 10;
 const DEFAULT_TIMEOUT_SECONDS: i32 = 1;
 const DEFAULT_FAILURE_THRESHOLD: i32 = 3;
-
-/// The readiness probe's timing, with Kubernetes' defaults for unset fields.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ManifestProbe {
-    /// `periodSeconds` (default 10).
-    pub period: Duration,
-    /// `timeoutSeconds` (default 1).
-    pub timeout: Duration,
-    /// `failureThreshold` (default 3).
-    pub failure_threshold: u32,
-}
-
-/// Why the container's readiness probe can not stand for a load balancer asking `/readyz`.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum ProbeProblem {
-    /// No readiness probe.
-    #[error(
-        "container {container:?} has no readinessProbe, so nothing takes the pod out of \
-         service when /readyz turns red; add an httpGet probe of /readyz (lameduck plan \
-         --kubernetes prints one), or give the load balancer's settings with --probe-interval, \
-         --probe-timeout and --unhealthy-threshold"
-    )]
-    Missing {
-        /// The container.
-        container: String,
-    },
-    /// An `exec`, `tcpSocket` or handler-less probe, which does not see `/readyz`.
-    #[error(
-        "container {container:?} has a readinessProbe of type {kind}, which does not ask /readyz \
-         and so does not see the lame-duck window; use an httpGet probe of /readyz (or a grpc \
-         probe with the gRPC example), or give the load balancer's settings with \
-         --probe-interval, --probe-timeout and --unhealthy-threshold"
-    )]
-    Unsupported {
-        /// The container.
-        container: String,
-        /// `exec`, `tcpSocket` or `no handler`.
-        kind: &'static str,
-    },
-}
-
-/// The lameduck flags found in the container's `command` and `args`.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ManifestFlags {
-    /// `--shutdown-delay`.
-    pub shutdown_delay: Option<Duration>,
-    /// `--request-timeout`.
-    pub request_timeout: Option<Duration>,
-    /// `--shutdown-watch-termination-grace-period`.
-    pub shutdown_watch_termination_grace_period: Option<Duration>,
-    /// `--shutdown-send-retry-after`.
-    pub shutdown_send_retry_after: Option<bool>,
-    /// `--pre-shutdown-hook-duration` (the example servers' demo hook).
-    pub pre_shutdown_hook_duration: Option<Duration>,
-    /// Flags whose value refers to an environment variable (`$(VAR)`), which the planner can
-    /// not resolve: each must be given on the command line.
-    pub unresolved: Vec<String>,
-}
 
 /// Reads everything the planner needs from `container`.
 pub(super) fn read(

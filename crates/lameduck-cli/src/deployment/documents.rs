@@ -5,7 +5,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use serde::Deserialize as _;
 use serde_json::Value;
 
-use super::ManifestError;
+use super::manifest::ManifestError;
 
 /// Every Deployment of `text`, in file order; at least one.
 pub(super) fn deployments(text: &str) -> Result<Vec<Deployment>, ManifestError> {
