@@ -33,6 +33,21 @@ pub enum InputError {
         /// The flag.
         flag: String,
     },
+    /// The manifest's probe times out after its period, which the planner's model (one probe
+    /// at a time, each within its period) does not cover.
+    #[error(
+        "container {container:?}: readinessProbe.timeoutSeconds ({timeout}) is longer than \
+         periodSeconds ({period}); lower timeoutSeconds, or give --overlapping-probes if the \
+         load balancer starts probes while earlier ones still run"
+    )]
+    ProbeTimeoutAbovePeriod {
+        /// The container.
+        container: String,
+        /// `timeoutSeconds`.
+        timeout: u64,
+        /// `periodSeconds`.
+        period: u64,
+    },
     /// The shutdown options are out of range.
     #[error(transparent)]
     Config(#[from] ConfigError),
@@ -148,6 +163,17 @@ pub fn merge(
         probes.propagation_delay = d;
     }
     probes.allow_overlapping_probes = args.overlapping_probes.unwrap_or(false);
+    if let Some(m) = &manifest {
+        let from_file = args.probe_interval.is_none() && args.probe_timeout.is_none();
+        let overlap = probes.timeout > probes.interval && !probes.allow_overlapping_probes;
+        if m.probe.is_ok() && from_file && overlap {
+            return Err(InputError::ProbeTimeoutAbovePeriod {
+                container: m.container.clone(),
+                timeout: probes.timeout.as_secs(),
+                period: probes.interval.as_secs(),
+            });
+        }
+    }
 
     let mut config = Config::builder();
     if let Some(d) = args.shutdown_delay.or(flags.shutdown_delay) {

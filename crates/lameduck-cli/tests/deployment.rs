@@ -272,6 +272,14 @@ fn unusable_manifests_get_a_clear_message() {
             "readinessProbe.periodSeconds must be at least 1 (got 0)",
         ),
         (
+            temp(
+                "slow-probe.yaml",
+                &aws.replace("periodSeconds: 10", "periodSeconds: 5"),
+            ),
+            vec![],
+            "readinessProbe.timeoutSeconds (10) is longer than periodSeconds (5)",
+        ),
+        (
             temp("env.yaml", &aws.replace("=30s", "=$(DELAY)")),
             vec![],
             "sets --shutdown-delay from an environment variable",
