@@ -54,6 +54,34 @@ pub enum PlanFailure {
 /// [`PlanFailure`]: invalid input or an output error.
 pub fn run_plan(args: &args::PlanArgs) -> Result<PlanOutput, PlanFailure> {
     let gathered = inputs::gather(args)?;
+    finish_plan(args, &gathered)
+}
+
+/// Runs `lameduck plan` on manifest text instead of `--deployment FILE` (for fuzzing and
+/// tests): `args.deployment` only names the file in the output.
+///
+/// # Errors
+///
+/// [`PlanFailure`]: an unusable manifest, invalid input or an output error.
+pub fn run_plan_on_manifest(
+    args: &args::PlanArgs,
+    manifest_text: &str,
+) -> Result<PlanOutput, PlanFailure> {
+    let manifest = deployment::parse(
+        manifest_text,
+        args.deployment_name.as_deref(),
+        args.container.as_deref(),
+    )
+    .map_err(inputs::InputError::from)?;
+    let gathered = inputs::merge(args, Some(manifest), args.deployment.as_deref())?;
+    finish_plan(args, &gathered)
+}
+
+/// Plans `gathered`, writes `--svg`, and renders stdout.
+fn finish_plan(
+    args: &args::PlanArgs,
+    gathered: &inputs::Inputs,
+) -> Result<PlanOutput, PlanFailure> {
     let input = &gathered.plan_input;
     let plan = lameduck::plan::plan(input).map_err(inputs::InputError::from)?;
     let verdict = text::verdict(&plan);

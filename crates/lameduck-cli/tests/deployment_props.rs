@@ -41,6 +41,15 @@ fn run(text: &str, container: Option<&str>) -> bool {
     ))
     .expect("the report serializes");
     let _: report::PlanReport = serde_json::from_str(&json).expect("the report reads back");
+    // The library's entry point, as the fuzz target calls it.
+    let args = PlanArgs {
+        json: Some(true),
+        kubernetes: Some(true),
+        container: container.map(str::to_string),
+        ..PlanArgs::default()
+    };
+    let output = lameduck_cli::run_plan_on_manifest(&args, text).expect("planned above");
+    assert_eq!(output.safe, plan.is_safe());
     true
 }
 
