@@ -117,16 +117,7 @@ enum ValueError {
 
 /// A Go-style duration; the error is the core's reason without its `invalid duration "X": `.
 fn duration(value: &str) -> Result<Duration, ValueError> {
-    parse_duration(value).map_err(|e: DurationError| {
-        let message = e.to_string();
-        let prefix = format!("invalid duration {:?}: ", e.input());
-        ValueError::Reason(
-            message
-                .strip_prefix(&prefix)
-                .unwrap_or(&message)
-                .to_string(),
-        )
-    })
+    parse_duration(value).map_err(|e: DurationError| ValueError::Reason(e.reason().to_string()))
 }
 
 fn workers(value: &str) -> Result<usize, ValueError> {

@@ -202,14 +202,7 @@ fn duration_reason(e: &DurationError) -> ValueError {
     if let DurationError::Negative { .. } = e {
         return ValueError::Negative;
     }
-    let message = e.to_string();
-    let prefix = format!("invalid duration {:?}: ", e.input());
-    ValueError::Duration(
-        message
-            .strip_prefix(&prefix)
-            .unwrap_or(&message)
-            .to_string(),
-    )
+    ValueError::Duration(e.reason().to_string())
 }
 
 /// A Go-style duration (`500ms`, `10s`, `1m30s`), parsed by the core.

@@ -1,7 +1,10 @@
 //! The `lameduck` binary: text, JSON, SVG and Kubernetes outputs, exit codes, errors.
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
+
+mod common;
+use common::{lameduck, stderr, stdout};
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -16,25 +19,10 @@ const AWS: [&str; 7] = [
     "2",
 ];
 
-fn lameduck(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_lameduck"))
-        .args(args)
-        .output()
-        .expect("runs")
-}
-
 fn aws(extra: &[&str]) -> Output {
     let mut args: Vec<&str> = AWS.to_vec();
     args.extend_from_slice(extra);
     lameduck(&args)
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8(o.stdout.clone()).unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8(o.stderr.clone()).unwrap()
 }
 
 fn temp(name: &str) -> PathBuf {

@@ -2,7 +2,10 @@
 //! `--json` output read back into the documented types.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
+
+mod common;
+use common::{lameduck, stderr, stdout};
 
 use lameduck_cli::report::{Mode, PlanReport, Seconds};
 use std::time::Duration;
@@ -13,27 +16,12 @@ fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
-fn lameduck(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_lameduck"))
-        .args(args)
-        .output()
-        .expect("runs")
-}
-
 /// `lameduck plan --deployment FILE` plus `extra`.
 fn plan(file: &Path, extra: &[&str]) -> Output {
     let file = file.to_str().unwrap();
     let mut args = vec!["plan", "--deployment", file];
     args.extend_from_slice(extra);
     lameduck(&args)
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8(o.stdout.clone()).unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8(o.stderr.clone()).unwrap()
 }
 
 /// Writes `text` to a file of this test process.

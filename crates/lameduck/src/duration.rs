@@ -116,14 +116,23 @@ impl DurationError {
     }
 
     /// The message without the `invalid duration "…": ` prefix, for callers that name the
-    /// input themselves.
-    pub(crate) fn reason(&self) -> Reason<'_> {
+    /// input themselves (a flag parser that prints the flag and its value).
+    ///
+    /// ```
+    /// use lameduck::duration::parse_duration;
+    ///
+    /// let err = parse_duration("10").unwrap_err();
+    /// assert_eq!(err.reason().to_string(), "missing unit (use one of ns, us, µs, ms, s, m, h)");
+    /// ```
+    #[must_use]
+    pub fn reason(&self) -> Reason<'_> {
         Reason(self)
     }
 }
 
 /// [`DurationError`]'s message without the input; see [`DurationError::reason`].
-pub(crate) struct Reason<'a>(&'a DurationError);
+#[derive(Clone, Copy, Debug)]
+pub struct Reason<'a>(&'a DurationError);
 
 impl fmt::Display for Reason<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
