@@ -52,6 +52,8 @@
 #![forbid(unsafe_code)]
 
 mod body;
+mod goaway;
+pub mod h2_frames;
 
 use std::any::Any;
 use std::future::{ready, Future, Ready};
@@ -76,6 +78,7 @@ use lameduck_hyper::{
 use pin_project_lite::pin_project;
 
 pub use body::LameduckBody;
+pub use goaway::{GoawayBroadcast, GoawayIo, GoawayRequest};
 pub use lameduck_hyper::{Builder, ConnectionTracker, Handle, ServeError, Server, ShutdownSignal};
 pub use lameduck_tokio::builder;
 pub use lameduck_tokio::TokioRuntime;
