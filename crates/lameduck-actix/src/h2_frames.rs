@@ -127,15 +127,19 @@ impl FrameCursor {
     }
 }
 
-/// The server's outgoing frames: where the next frame boundary is.
+/// The server's outgoing frames: where the next frame boundary is. The server's first frame
+/// (its SETTINGS, the server's connection preface) must come first: before it has been
+/// written, there is no boundary to insert at.
 #[derive(Debug, Clone, Default)]
 pub struct OutgoingFrames {
     cursor: FrameCursor,
+    wrote_any: bool,
 }
 
 impl OutgoingFrames {
     /// Accounts for `bytes`, just written by the server.
     pub fn wrote(&mut self, mut bytes: &[u8]) {
+        self.wrote_any |= !bytes.is_empty();
         while !bytes.is_empty() {
             let n = match self.cursor.advance(bytes) {
                 Step::Header(n) | Step::HeaderDone(n, _) | Step::Payload { n, .. } => n,
@@ -144,17 +148,22 @@ impl OutgoingFrames {
         }
     }
 
-    /// Whether the bytes written so far end exactly at the end of a frame.
+    /// Whether the bytes written so far end exactly at the end of a frame (never before the
+    /// first frame).
     #[must_use]
     pub fn at_boundary(&self) -> bool {
-        self.cursor.at_boundary()
+        self.wrote_any && self.cursor.at_boundary()
     }
 
     /// How many more bytes may be written before the next frame boundary, or before the
     /// current header is complete and the boundary known (0 at a boundary).
     #[must_use]
     pub fn bytes_to_next_boundary(&self) -> usize {
-        self.cursor.bytes_to_next_boundary()
+        if self.wrote_any {
+            self.cursor.bytes_to_next_boundary()
+        } else {
+            FRAME_HEADER_LEN
+        }
     }
 }
 
@@ -283,7 +292,11 @@ mod tests {
     #[test]
     fn outgoing_knows_the_boundary() {
         let mut out = OutgoingFrames::default();
-        assert!(out.at_boundary());
+        assert!(
+            !out.at_boundary(),
+            "nothing goes before the server's first frame"
+        );
+        assert_eq!(out.bytes_to_next_boundary(), 9);
         let f = frame(0x0, 0, 1, &[0; 20]);
         out.wrote(&f[..4]);
         assert_eq!(out.bytes_to_next_boundary(), 5);

@@ -259,6 +259,11 @@ fn run_case(seed: u64, streams: u32, late_streams: u32, trigger_after: usize, tr
         3,
         "GOAWAY, PING, final GOAWAY: {inserted:?}"
     );
+    assert_eq!(frames[0].kind, SETTINGS, "the server's SETTINGS come first");
+    assert!(
+        inserted[0].start > 0,
+        "nothing goes before the server's SETTINGS"
+    );
     assert_eq!(inserted[0].kind, TYPE_GOAWAY);
     assert_eq!(goaway_last_stream_id(inserted[0]), MAX_STREAM_ID);
     assert_eq!(inserted[1].kind, PING);
