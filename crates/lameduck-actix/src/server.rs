@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use actix_http::body::MessageBody;
+use actix_http::body::{BoxBody, MessageBody};
 use actix_http::error::DispatchError;
 use actix_http::{Extensions, HttpService, KeepAlive, Protocol, Request, Response};
 use actix_rt::net::TcpStream;
@@ -226,7 +226,8 @@ where
     F: Fn() -> I + Send + Clone + 'static,
     I: IntoServiceFactory<S, Request>,
     S: ServiceFactory<Request, Config = AppConfig> + 'static,
-    S::Error: Into<actix_web::Error> + 'static,
+    // actix-web's `Error` (an `App`'s) is one: no error-mapping layer around every request.
+    S::Error: Into<Response<BoxBody>> + 'static,
     S::InitError: std::fmt::Debug,
     S::Response: Into<Response<B>> + 'static,
     <S::Service as actix_service::Service<Request>>::Future: 'static,
@@ -261,9 +262,7 @@ where
                 (self.factory.clone(), setup.clone(), graceful.clone());
             builder = builder.listen(format!("lameduck-actix-{addr}"), listener, move || {
                 let (connections, graceful) = (setup.connections.clone(), graceful.clone());
-                let app = factory()
-                    .into_factory()
-                    .map_err(|err| err.into().error_response());
+                let app = factory().into_factory();
                 let host = addr.to_string();
                 let http = HttpService::<ConnectionIo, _, _>::build()
                     .graceful_shutdown_signal(move || {
