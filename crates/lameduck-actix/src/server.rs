@@ -113,6 +113,9 @@ impl AsyncWrite for ConnectionIo {
     }
 }
 
+/// The app's types, for inference only (`fn`: neither owned nor `!Send`).
+type AppTypes<I, S, B> = fn() -> (I, S, B);
+
 /// An actix-web server for plain-text HTTP/1 and h2c (HTTP/2 with prior knowledge) whose
 /// HTTP/2 connections get GOAWAY when kube-apiserver's would, for [`serve`](crate::serve):
 /// the same `App` factory as actix-web's `HttpServer::new`, a subset of its settings, and
@@ -133,7 +136,7 @@ pub struct AutoH2cServer<F, I, S, B> {
     client_request_timeout: Duration,
     client_disconnect_timeout: Duration,
     setup: Option<ServeSetup>,
-    _app: PhantomData<fn() -> (I, S, B)>,
+    _app: PhantomData<AppTypes<I, S, B>>,
 }
 
 impl<F, I, S, B> std::fmt::Debug for AutoH2cServer<F, I, S, B> {
