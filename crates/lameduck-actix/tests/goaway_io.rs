@@ -208,10 +208,13 @@ fn run_case(seed: u64, streams: u32, late_streams: u32, trigger_after: usize, tr
     let mut cx = Context::from_waker(waker);
     let (mut sent, mut writes, mut acked, mut searched) = (0, 0, false, 0);
     let ping = frame(PING, 0, 0, &GOAWAY_PING_PAYLOAD);
+    // How much of the server's output had passed when the GOAWAY was asked for.
+    let mut requested_at = None::<usize>;
     let mut read_buf = [0u8; 64];
     // Bounded: every round either writes, reads or (one in four) meets a pending socket.
     for _ in 0..1_000_000 {
         if writes == trigger_after {
+            requested_at.get_or_insert(sent);
             match trigger {
                 Trigger::Broadcast => broadcast.announce(),
                 Trigger::Request => io.request().request(),
@@ -263,6 +266,19 @@ fn run_case(seed: u64, streams: u32, late_streams: u32, trigger_after: usize, tr
     assert!(
         inserted[0].start > 0,
         "nothing goes before the server's SETTINGS"
+    );
+    // Not only on a boundary: on the first one after the request (the first frame's end at
+    // the earliest).
+    let requested_at = requested_at.expect("the GOAWAY was asked for");
+    let boundaries = parse_frames(&server_bytes).expect("whole frames");
+    let first_boundary_after = boundaries
+        .iter()
+        .map(|f| f.start + 9 + f.payload.len())
+        .find(|&end| end >= requested_at)
+        .expect("a boundary at the end of the output");
+    assert_eq!(
+        inserted[0].start, first_boundary_after,
+        "GOAWAY asked for after {requested_at} bytes of the server's output"
     );
     assert_eq!(inserted[0].kind, TYPE_GOAWAY);
     assert_eq!(goaway_last_stream_id(inserted[0]), MAX_STREAM_ID);
