@@ -193,25 +193,36 @@ impl Default for IncomingFrames {
 }
 
 impl IncomingFrames {
-    /// Accounts for `bytes`, just read by the server.
-    pub fn read(&mut self, mut bytes: &[u8]) {
-        let skip = bytes.len().min(self.preface_left);
-        self.preface_left -= skip;
-        bytes = &bytes[skip..];
-        while !bytes.is_empty() {
-            let n = match self.cursor.advance(bytes) {
+    /// Accounts for `bytes`, just read by the server. Returns where, in `bytes`, the
+    /// acknowledgement of [`goaway_ping_frame`] lies when all of it is there and it is the
+    /// first one: the server never sent that PING, so the caller can leave it out.
+    pub fn read(&mut self, bytes: &[u8]) -> Option<std::ops::Range<usize>> {
+        let mut at = bytes.len().min(self.preface_left);
+        self.preface_left -= at;
+        let mut ack = None;
+        // Where the current frame started, if it started in `bytes`.
+        let mut frame_start = None;
+        while at < bytes.len() {
+            if self.cursor.at_boundary() {
+                frame_start = Some(at);
+            }
+            let rest = &bytes[at..];
+            let n = match self.cursor.advance(rest) {
                 Step::Header(n) => n,
                 Step::HeaderDone(n, header) => {
                     self.frame_started(header);
                     n
                 }
                 Step::Payload { n, offset } => {
-                    self.payload(&bytes[..n], offset);
+                    if self.payload(&rest[..n], offset) {
+                        ack = frame_start.map(|start| start..at + n);
+                    }
                     n
                 }
             };
-            bytes = &bytes[n..];
+            at += n;
         }
+        ack
     }
 
     fn frame_started(&mut self, header: FrameHeader) {
@@ -224,17 +235,19 @@ impl IncomingFrames {
         self.current = (is_ack && header.length == 8).then_some(header);
     }
 
-    fn payload(&mut self, bytes: &[u8], offset: usize) {
+    /// Whether these payload bytes end the first acknowledgement of the GOAWAY's PING.
+    fn payload(&mut self, bytes: &[u8], offset: usize) -> bool {
         if self.current.is_none() {
-            return;
+            return false;
         }
         self.ping_payload[offset..offset + bytes.len()].copy_from_slice(bytes);
-        if offset + bytes.len() == 8 {
-            self.current = None;
-            if self.ping_payload == GOAWAY_PING_PAYLOAD {
-                self.goaway_ping_acked = true;
-            }
+        if offset + bytes.len() < 8 {
+            return false;
         }
+        self.current = None;
+        let first = self.ping_payload == GOAWAY_PING_PAYLOAD && !self.goaway_ping_acked;
+        self.goaway_ping_acked |= first;
+        first
     }
 
     /// The highest id of a stream the client has opened (0 before the first).
@@ -278,6 +291,25 @@ mod tests {
             assert_eq!(incoming.highest_stream_id(), 5, "split {split}");
             assert!(incoming.goaway_ping_acked(), "split {split}");
         }
+    }
+
+    #[test]
+    fn a_whole_ack_in_one_read_is_located() {
+        let mut incoming = IncomingFrames::default();
+        let mut bytes = PREFACE.to_vec();
+        bytes.extend(frame(TYPE_HEADERS, 0x5, 1, &[1]));
+        let start = bytes.len();
+        bytes.extend(frame(TYPE_PING, FLAG_ACK, 0, &GOAWAY_PING_PAYLOAD));
+        bytes.extend(frame(TYPE_HEADERS, 0x5, 3, &[1]));
+        assert_eq!(
+            incoming.read(&bytes),
+            Some(start..start + CONTROL_FRAME_LEN)
+        );
+        // Split over two reads: acknowledged, but not located.
+        let mut split = IncomingFrames::default();
+        assert_eq!(split.read(&bytes[..start + 4]), None);
+        assert_eq!(split.read(&bytes[start + 4..]), None);
+        assert!(split.goaway_ping_acked());
     }
 
     #[test]
