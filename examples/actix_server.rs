@@ -2,8 +2,8 @@
 //!
 //! `cargo run --release --example actix_server -- --listen 127.0.0.1:8080 --shutdown-delay 5s`
 
-use actix_web::{web, App, HttpServer};
-use lameduck_actix::Admission;
+use actix_web::{web, App};
+use lameduck_actix::{Admission, AutoH2cServer};
 use lameduck_suite::{actix_routes, flags, logging, metrics, routes, server};
 use lameduck_tokio::TokioRuntime;
 
@@ -25,7 +25,8 @@ async fn run(flags: flags::Flags) -> i32 {
     let addr = listener.local_addr().unwrap_or(flags.listen);
     let (shared, clock) = (server.shared().clone(), server.clock());
     let admission = Admission::new(shared.clone(), clock).long_running(routes::is_long_running);
-    let http = HttpServer::new(move || {
+    // HTTP/1 and h2c, the HTTP/2 connections told GOAWAY when kube-apiserver's would be.
+    let http = AutoH2cServer::new(move || {
         App::new()
             .wrap(admission.clone())
             .route("/", web::get().to(actix_routes::index))
@@ -40,7 +41,7 @@ async fn run(flags: flags::Flags) -> i32 {
     // lameduck configures the actix server (signals, shutdown timeout, connection counting)
     // before this closure binds it, and runs it.
     let served = lameduck_actix::serve(&mut server, "api", http, move |http| {
-        http.workers(workers).listen_auto_h2c(listener)
+        http.workers(workers).listen(listener)
     });
     if let Err(e) = served {
         eprintln!("error: {e}");

@@ -1,6 +1,6 @@
 use std::time::Duration;
 
-use actix_web::{web, App, HttpServer};
+use actix_web::{web, App};
 
 #[actix_web::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -12,7 +12,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut server = lameduck_actix::builder(config).prepare();
     let (shared, clock) = (server.shared().clone(), server.clock());
     let admission = lameduck_actix::Admission::new(shared.clone(), clock);
-    let http = HttpServer::new(move || {
+    // HTTP/1 and h2c; its HTTP/2 connections get GOAWAY (actix-web's `HttpServer` works too).
+    let http = lameduck_actix::AutoH2cServer::new(move || {
         App::new()
             .wrap(admission.clone())
             .configure(lameduck_actix::health_routes(shared.clone(), clock))

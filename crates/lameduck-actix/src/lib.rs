@@ -8,18 +8,23 @@
 //!   requests are no longer accepted.
 //! * [`health_routes`]: `/readyz`, `/livez`, `/healthz` (and `/<endpoint>/<check>`) with one
 //!   `App::configure` call.
-//! * [`serve`]: hands an actix `HttpServer` (with a closure that binds it) to the lifecycle,
+//! * [`serve`]: hands an actix server (with a closure that binds it) to the lifecycle,
 //!   which configures it so that lameduck alone decides when work ends (actix's signals off,
 //!   its own shutdown timeout above every lameduck bound, connections counted), binds and
-//!   runs it, stops it
-//!   at the DAG point of the mode (`ServerHandle::stop(true)`) and notices its last
-//!   connection closing at once, instead of actix's one-second shutdown polling.
+//!   runs it, stops it at the DAG point of the mode (`ServerHandle::stop(true)`) and notices
+//!   its last connection closing at once, instead of actix's one-second shutdown polling.
+//! * [`AutoH2cServer`]: the server for an `App` factory over plain-text HTTP/1 and h2c whose
+//!   HTTP/2 connections get GOAWAY when kube-apiserver's would (at `NotAcceptingNewRequest`
+//!   in mode A, after a 429 in mode B), which actix-http never sends: each h2c connection
+//!   passes through [`GoawayIo`], which watches the frame headers and writes the GOAWAY
+//!   between two of actix's frames. actix-web's own `HttpServer` works with [`serve`] too,
+//!   without HTTP/2 GOAWAY.
 //!
 //! The lifecycle driver itself is [`lameduck_hyper`]'s on tokio (actix-web runs on tokio):
 //! signals, hooks, systemd, logs. One core and one gate are shared by every actix worker.
 //!
 //! ```no_run
-//! use actix_web::{web, App, HttpServer};
+//! use actix_web::{web, App};
 //! use lameduck::Config;
 //!
 //! #[actix_web::main]
@@ -27,7 +32,7 @@
 //!     let mut server = lameduck_actix::builder(Config::default()).prepare();
 //!     let (shared, clock) = (server.shared().clone(), server.clock());
 //!     let admission = lameduck_actix::Admission::new(shared.clone(), clock);
-//!     let http = HttpServer::new(move || {
+//!     let http = lameduck_actix::AutoH2cServer::new(move || {
 //!         App::new()
 //!             .wrap(admission.clone())
 //!             .configure(lameduck_actix::health_routes(shared.clone(), clock))
@@ -52,14 +57,16 @@
 #![forbid(unsafe_code)]
 
 mod body;
+mod goaway;
+pub mod h2_frames;
+mod serve;
+mod server;
 
-use std::any::Any;
 use std::future::{ready, Future, Ready};
-use std::pin::{pin, Pin};
+use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use actix_web::body::MessageBody;
 use actix_web::dev::{Extensions, Service, ServiceRequest, ServiceResponse, Transform};
@@ -67,7 +74,6 @@ use actix_web::http::header::{self, HeaderName, HeaderValue};
 use actix_web::http::{ConnectionType, StatusCode};
 use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
 use bytes::Bytes;
-use futures_util::future::{select, Either};
 use lameduck::responses::{CannedResponse, REQUEST_TIMEOUT, ROUTES_NOT_READY};
 use lameduck::{RequestInfo, Shared, Signal, StdClock};
 use lameduck_hyper::{
@@ -76,9 +82,14 @@ use lameduck_hyper::{
 use pin_project_lite::pin_project;
 
 pub use body::LameduckBody;
+pub use goaway::{GoawayBroadcast, GoawayIo, GoawayRequest};
 pub use lameduck_hyper::{Builder, ConnectionTracker, Handle, ServeError, Server, ShutdownSignal};
 pub use lameduck_tokio::builder;
 pub use lameduck_tokio::TokioRuntime;
+pub use serve::{
+    actix_shutdown_timeout, serve, ActixServeError, ActixServer, ServeSetup, IDLE_CONNECTION_LINGER,
+};
+pub use server::{AutoH2cServer, ConnectionIo};
 
 /// The admission middleware; see the [crate docs](crate). Cheap to clone: one per worker.
 #[derive(Clone)]
@@ -179,6 +190,9 @@ fn actix_response(response: impl LifecycleResponse) -> HttpResponse<Bytes> {
 
 /// One of the core's canned responses (429, 503) for `req`, through the middleware's body.
 fn canned<B>(req: HttpRequest, c: &CannedResponse) -> ServiceResponse<LameduckBody<B>> {
+    if c.close_connection {
+        server::request_goaway(req.conn_data());
+    }
     ServiceResponse::new(
         req,
         actix_response(c).map_body(|_, body| LameduckBody::canned(body)),
@@ -188,10 +202,17 @@ fn canned<B>(req: HttpRequest, c: &CannedResponse) -> ServiceResponse<LameduckBo
 /// Once new requests are no longer accepted, every response closes its keep-alive connection.
 fn close_if_draining<B>(shared: &Shared, res: &mut ServiceResponse<B>) {
     if shared.has_fired(Signal::NotAcceptingNewRequest) {
-        res.response_mut()
-            .head_mut()
-            .set_connection_type(ConnectionType::Close);
+        close_connection_after(res);
     }
+}
+
+/// Ends `res`'s connection gracefully after it: HTTP/1 `Connection: close`, HTTP/2 GOAWAY
+/// (through [`AutoH2cServer`]).
+fn close_connection_after<B>(res: &mut ServiceResponse<B>) {
+    server::request_goaway(res.request().conn_data());
+    res.response_mut()
+        .head_mut()
+        .set_connection_type(ConnectionType::Close);
 }
 
 impl<S, B> Service<ServiceRequest> for AdmissionMiddleware<S>
@@ -355,9 +376,8 @@ where
                 }
                 close_if_draining(shared, &mut res);
                 if *close_connection {
-                    res.response_mut()
-                        .head_mut()
-                        .set_connection_type(ConnectionType::Close);
+                    // Drawn at the goaway chance.
+                    close_connection_after(&mut res);
                 }
                 let deadline = std::mem::replace(deadline, Deadline::none());
                 let tracker = tracker.take();
@@ -416,174 +436,4 @@ pub fn health_routes(shared: Arc<Shared>, clock: StdClock) -> impl FnOnce(&mut w
             cfg.route(&format!("{endpoint}/{{check:.*}}"), web::get().to(health));
         }
     }
-}
-
-/// The `HttpServer::on_connect` callback that counts connections in `tracker`, so the
-/// lifecycle learns the moment the last one closes. [`serve`] installs it.
-fn track_connections(
-    tracker: ConnectionTracker,
-) -> impl Fn(&dyn Any, &mut Extensions) + Send + Sync + 'static {
-    move |_, extensions| {
-        // Dropped with the connection's extensions, when the connection ends.
-        extensions.insert(Rc::new(tracker.open()));
-    }
-}
-
-/// How long connections may stay open once every request has drained before they are
-/// closed. actix cannot tell idle connections from busy ones and has no HTTP/2 GOAWAY, so an
-/// idle keep-alive or HTTP/2 connection would otherwise hold the exit until the HTTP
-/// shutdown timeout; the linger lets the last responses reach the socket first.
-pub const IDLE_CONNECTION_LINGER: std::time::Duration = std::time::Duration::from_millis(250);
-
-/// Margin added to the longest lameduck bound for actix's own `shutdown_timeout`.
-const ACTIX_SHUTDOWN_MARGIN: Duration = Duration::from_secs(60);
-
-/// actix's own graceful-stop timeout for `config`: above every bound lameduck allows
-/// (`max(request_timeout, grace) + HTTP shutdown timeout`, plus a margin), so actix never
-/// ends a request or stream that lameduck still allows. Unbounded configurations (a zero
-/// request timeout) get a year.
-#[must_use]
-pub fn actix_shutdown_timeout(config: &lameduck::Config) -> Duration {
-    if config.request_timeout().is_zero() {
-        return Duration::from_secs(365 * 24 * 3600);
-    }
-    config
-        .request_timeout()
-        .max(config.shutdown_watch_termination_grace_period())
-        .saturating_add(config.http_shutdown_timeout())
-        .saturating_add(ACTIX_SHUTDOWN_MARGIN)
-}
-
-/// Errors from [`serve`].
-#[derive(Debug, thiserror::Error)]
-pub enum ActixServeError {
-    /// The listener could not be registered with the lifecycle.
-    #[error(transparent)]
-    Serve(#[from] ServeError),
-    /// The `bind` closure failed (address in use, permission denied, ...).
-    #[error("cannot bind the actix server: {0}")]
-    Bind(#[source] std::io::Error),
-    /// The `HttpServer` was already bound when handed over: actix fixes its connection
-    /// callback at bind time, so lameduck could not count its connections. Bind inside the
-    /// `bind` closure instead.
-    #[error(
-        "the actix HttpServer was bound before lameduck_actix::serve; bind it in serve's closure"
-    )]
-    AlreadyBound,
-    /// The `bind` closure bound nothing.
-    #[error("the bind closure bound no address")]
-    NothingBound,
-}
-
-/// Serves an actix-web `HttpServer` (not yet bound) as listener `name` of the lifecycle,
-/// configured so that lameduck alone decides when work ends, then bound by `bind` (your
-/// `bind`, `listen`, `listen_auto_h2c`, TLS, worker count, ...):
-///
-/// * actix's own signal handling is disabled (the lifecycle owns SIGTERM/SIGINT);
-/// * actix's `shutdown_timeout` is set above every lameduck bound
-///   ([`actix_shutdown_timeout`]), so actix's default 30 s never cuts a long request;
-/// * connections are counted through `on_connect` (set before `bind`, which is when actix
-///   fixes it; any `on_connect` of your own is replaced), so the exit follows the last
-///   connection at once.
-///
-/// ```no_run
-/// # use lameduck_actix::{Server, TokioRuntime};
-/// # async fn f(mut server: Server<TokioRuntime>) -> Result<(), lameduck_actix::ActixServeError> {
-/// let http = actix_web::HttpServer::new(|| actix_web::App::new());
-/// lameduck_actix::serve(&mut server, "api", http, |http| http.bind("127.0.0.1:8080"))?;
-/// # Ok(()) }
-/// ```
-///
-/// The lifecycle stops the server at the point of the mode (`ServerHandle::stop(true)`),
-/// and closes what is left [`IDLE_CONNECTION_LINGER`] after the drain. Should actix end
-/// connections before the lifecycle allows it anyway, the log says so and the exit code
-/// is 1.
-///
-/// # Errors
-///
-/// [`ActixServeError`]: the name is taken or invalid, the server was bound already, or
-/// binding failed.
-pub fn serve<F, I, S, B>(
-    lifecycle: &mut Server<TokioRuntime>,
-    name: &str,
-    http: actix_web::HttpServer<F, I, S, B>,
-    bind: impl FnOnce(
-        actix_web::HttpServer<F, I, S, B>,
-    ) -> std::io::Result<actix_web::HttpServer<F, I, S, B>>,
-) -> Result<(), ActixServeError>
-where
-    F: Fn() -> I + Send + Clone + 'static,
-    I: actix_service::IntoServiceFactory<S, actix_http::Request>,
-    S: actix_web::dev::ServiceFactory<actix_http::Request, Config = actix_web::dev::AppConfig>
-        + 'static,
-    S::Error: Into<actix_web::Error> + 'static,
-    S::InitError: std::fmt::Debug,
-    S::Response: Into<actix_http::Response<B>> + 'static,
-    <S::Service as actix_web::dev::Service<actix_http::Request>>::Future: 'static,
-    S::Service: 'static,
-    B: MessageBody + 'static,
-{
-    if !http.addrs().is_empty() {
-        return Err(ActixServeError::AlreadyBound);
-    }
-    let connections = ConnectionTracker::new();
-    let shutdown_timeout = actix_shutdown_timeout(lifecycle.shared().config());
-    let http = http
-        .disable_signals()
-        .shutdown_timeout(shutdown_timeout.as_secs().max(1))
-        .on_connect(track_connections(connections.clone()));
-    let http = bind(http).map_err(ActixServeError::Bind)?;
-    if http.addrs().is_empty() {
-        return Err(ActixServeError::NothingBound);
-    }
-    let http = http.run();
-    lifecycle.serve_with(name, move |ctx| async move {
-        let handle = http.handle();
-        // The actix server runs (its accept thread and workers) while this future is polled.
-        let mut running = tokio::spawn(http);
-        ctx.report_serving();
-        if let Either::Left(_) = select(&mut running, pin!(ctx.stop_listening())).await {
-            // actix stopped on its own: the listener failed.
-            tracing::error!(listener = %ctx.name(), "the actix server stopped on its own");
-            ctx.report_listener_stopped();
-            ctx.report_server_stopped();
-            return;
-        }
-        // Graceful stop: actix closes the listener at once and drains its connections.
-        let stop_began = TokioRuntime.now();
-        let mut stopping = tokio::spawn(handle.stop(true));
-        ctx.report_listener_stopped();
-        let shared = Arc::clone(ctx.shared());
-        let drained = Arc::clone(&shared);
-        let idle_after_drain = pin!(async move {
-            drained.signal_fired(Signal::InFlightRequestsDrained).await;
-            TokioRuntime
-                .sleep_until(TokioRuntime.now() + IDLE_CONNECTION_LINGER)
-                .await;
-        });
-        let closed = pin!(connections.wait_zero());
-        let actix_done = pin!(async {
-            let _ = (&mut stopping).await;
-        });
-        match select(closed, select(actix_done, idle_after_drain)).await {
-            Either::Left(_) => {}
-            Either::Right((Either::Left(_), _)) => {
-                // actix finished its graceful stop. If that was its own timeout while
-                // requests lameduck allows were still running, they were cut.
-                let timed_out = TokioRuntime.now() >= stop_began + shutdown_timeout;
-                if timed_out && !shared.has_fired(Signal::InFlightRequestsDrained) {
-                    ctx.report_connections_cut();
-                }
-            }
-            Either::Right((Either::Right(_), _)) => {
-                // Not awaited: actix handles its commands one at a time and is still busy
-                // with the graceful stop. The process exits next, closing what is left.
-                drop(tokio::spawn(handle.stop(false)));
-            }
-        }
-        ctx.report_server_stopped();
-        // actix's own bookkeeping finishes in the background; the process does not wait.
-        drop((running, stopping));
-    })?;
-    Ok(())
 }

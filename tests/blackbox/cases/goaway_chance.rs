@@ -16,9 +16,6 @@ const REQUESTS: usize = 1_000;
 /// accident with a probability under one in a million.
 const CLOSES: std::ops::RangeInclusive<usize> = 3..=50;
 
-/// Servers whose HTTP/2 connections cannot be ended by chance yet (no GOAWAY on actix-http).
-const NO_H2_GOAWAY_CHANCE: &[&str] = &["actix_server"];
-
 pub fn goaway_chance_ends_connections_by_chance(bin: &'static str) {
     let mut server = ServerProcess::start(bin, &["--goaway-chance", "0.02"]);
     let addr = server.addr;
@@ -56,17 +53,15 @@ pub fn goaway_chance_ends_connections_by_chance(bin: &'static str) {
         }
     }
 
-    if !NO_H2_GOAWAY_CHANCE.contains(&bin) {
-        let (goaways, retried) = runtime().block_on(h2_requests(addr));
-        eprintln!(
-            "{bin}: HTTP/2 connections ended by GOAWAY: {goaways} in {REQUESTS} requests \
-             ({retried} requests retried on a new connection after a GOAWAY)"
-        );
-        assert!(
-            CLOSES.contains(&goaways),
-            "{goaways} HTTP/2 connections ended in {REQUESTS} requests at a chance of 0.02"
-        );
-    }
+    let (goaways, retried) = runtime().block_on(h2_requests(addr));
+    eprintln!(
+        "{bin}: HTTP/2 connections ended by GOAWAY: {goaways} in {REQUESTS} requests \
+         ({retried} requests retried on a new connection after a GOAWAY)"
+    );
+    assert!(
+        CLOSES.contains(&goaways),
+        "{goaways} HTTP/2 connections ended in {REQUESTS} requests at a chance of 0.02"
+    );
 
     server.signal("TERM");
     server.assert_exit(0, Duration::from_secs(15));

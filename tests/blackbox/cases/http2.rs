@@ -11,13 +11,6 @@ use crate::support::*;
 
 const STREAMS: u32 = 40;
 
-/// Servers whose HTTP/2 implementation cannot send GOAWAY: actix-http keeps its h2
-/// connection private and never sends one. For them the cases check the weaker, still
-/// observable contract instead: every stream completes, the connection closes cleanly soon
-/// after the drain, and the 429s of mode B are answered on open and new connections.
-/// README lists this under "What does not work yet".
-const NO_H2_GOAWAY: &[&str] = &["actix_server"];
-
 pub fn http2_streams_complete_then_goaway(bin: &'static str) {
     let mut server = ServerProcess::start(bin, &["--shutdown-delay", "200ms"]);
     let addr = server.addr;
@@ -87,16 +80,6 @@ pub fn http2_streams_complete_then_goaway(bin: &'static str) {
         conn_end.as_ref().map(|(_, r)| r),
     );
     eprintln!("{bin} h2: {timeline}");
-    if NO_H2_GOAWAY.contains(&bin) {
-        assert!(
-            conn_end.is_ok() && h2.eof_at().is_some(),
-            "without GOAWAY the h2 connection must still close soon after the drain: {timeline}"
-        );
-        server.assert_exit(0, Duration::from_secs(15));
-        server.signals().assert_common_dag_order();
-        server.assert_trace_legal(&["--shutdown-delay", "200ms"]);
-        return;
-    }
     assert!(
         !goaways.is_empty(),
         "the h2 connection received no GOAWAY: {timeline}\n{}",
@@ -192,14 +175,9 @@ pub fn http2_mode_b_retry_after(bin: &'static str) {
             resp = reused.get("/").await;
         }
         assert_h2_retry_after(&resp, "h2 request on an open connection after N (mode B)");
-        let goaways = if NO_H2_GOAWAY.contains(&bin) {
-            Vec::new()
-        } else {
-            reused.wait_goaway(Duration::from_secs(3)).await
-        };
+        let goaways = reused.wait_goaway(Duration::from_secs(3)).await;
         assert!(
-            NO_H2_GOAWAY.contains(&bin)
-                || (!goaways.is_empty() && goaways.iter().all(|g| g.error_code == 0)),
+            !goaways.is_empty() && goaways.iter().all(|g| g.error_code == 0),
             "after a 429 with `Connection: close` semantics the h2 connection should get a \
              graceful GOAWAY; got {goaways:?}"
         );

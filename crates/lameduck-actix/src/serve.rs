@@ -1,0 +1,247 @@
+//! [`serve`]: an actix server run by the lifecycle, configured so that lameduck alone decides
+//! when work ends.
+
+use std::any::Any;
+use std::net::SocketAddr;
+use std::pin::pin;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix_web::body::MessageBody;
+use actix_web::dev::Extensions;
+use futures_util::future::{select, Either};
+use lameduck::Signal;
+use lameduck_hyper::{ConnectionTracker, Runtime, ServeError, Server};
+use lameduck_tokio::TokioRuntime;
+
+use crate::goaway::GoawayBroadcast;
+
+/// What [`serve`] configures an [`ActixServer`] with.
+#[derive(Clone, Default)]
+pub struct ServeSetup {
+    /// actix's own graceful-stop timeout ([`actix_shutdown_timeout`]).
+    pub(crate) shutdown_timeout: Duration,
+    /// Counts the server's connections.
+    pub(crate) connections: ConnectionTracker,
+    /// Tells the server's HTTP/2 connections to say GOAWAY (where they can).
+    pub(crate) goaway: Arc<GoawayBroadcast>,
+}
+
+impl std::fmt::Debug for ServeSetup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServeSetup")
+            .field("shutdown_timeout", &self.shutdown_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// An actix server [`serve`] can run: actix-web's own `HttpServer` (HTTP/1; HTTP/2 without
+/// GOAWAY, which actix-http does not send) or [`AutoH2cServer`](crate::AutoH2cServer)
+/// (HTTP/1 and h2c, with GOAWAY).
+pub trait ActixServer: Sized {
+    /// The addresses bound so far.
+    fn bound_addrs(&self) -> Vec<SocketAddr>;
+    /// Configures the server, not yet bound, for the lifecycle.
+    fn configure(self, setup: ServeSetup) -> Self;
+    /// Starts the bound server.
+    ///
+    /// # Errors
+    ///
+    /// A listener cannot be registered with actix.
+    fn start(self) -> std::io::Result<actix_server::Server>;
+}
+
+impl<F, I, S, B> ActixServer for actix_web::HttpServer<F, I, S, B>
+where
+    F: Fn() -> I + Send + Clone + 'static,
+    I: actix_service::IntoServiceFactory<S, actix_http::Request>,
+    S: actix_web::dev::ServiceFactory<actix_http::Request, Config = actix_web::dev::AppConfig>
+        + 'static,
+    S::Error: Into<actix_web::Error> + 'static,
+    S::InitError: std::fmt::Debug,
+    S::Response: Into<actix_http::Response<B>> + 'static,
+    <S::Service as actix_web::dev::Service<actix_http::Request>>::Future: 'static,
+    S::Service: 'static,
+    B: MessageBody + 'static,
+{
+    fn bound_addrs(&self) -> Vec<SocketAddr> {
+        self.addrs()
+    }
+
+    fn configure(self, setup: ServeSetup) -> Self {
+        self.disable_signals()
+            .shutdown_timeout(setup.shutdown_timeout.as_secs().max(1))
+            .on_connect(track_connections(setup.connections))
+    }
+
+    fn start(self) -> std::io::Result<actix_server::Server> {
+        Ok(self.run())
+    }
+}
+
+/// The `HttpServer::on_connect` callback that counts connections in `tracker`, so the
+/// lifecycle learns the moment the last one closes. [`serve`] installs it.
+fn track_connections(
+    tracker: ConnectionTracker,
+) -> impl Fn(&dyn Any, &mut Extensions) + Send + Sync + 'static {
+    move |_, extensions| {
+        // Dropped with the connection's extensions, when the connection ends.
+        extensions.insert(Rc::new(tracker.open()));
+    }
+}
+
+/// How long connections may stay open once every request has drained before they are
+/// closed. actix cannot tell idle connections from busy ones (and actix-web's own
+/// `HttpServer` sends no HTTP/2 GOAWAY), so an idle keep-alive or HTTP/2 connection would
+/// otherwise hold the exit until the HTTP shutdown timeout; the linger lets the last
+/// responses reach the socket first.
+pub const IDLE_CONNECTION_LINGER: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// Margin added to the longest lameduck bound for actix's own `shutdown_timeout`.
+const ACTIX_SHUTDOWN_MARGIN: Duration = Duration::from_secs(60);
+
+/// actix's own graceful-stop timeout for `config`: above every bound lameduck allows
+/// (`max(request_timeout, grace) + HTTP shutdown timeout`, plus a margin), so actix never
+/// ends a request or stream that lameduck still allows. Unbounded configurations (a zero
+/// request timeout) get a year.
+#[must_use]
+pub fn actix_shutdown_timeout(config: &lameduck::Config) -> Duration {
+    if config.request_timeout().is_zero() {
+        return Duration::from_secs(365 * 24 * 3600);
+    }
+    config
+        .request_timeout()
+        .max(config.shutdown_watch_termination_grace_period())
+        .saturating_add(config.http_shutdown_timeout())
+        .saturating_add(ACTIX_SHUTDOWN_MARGIN)
+}
+
+/// Errors from [`serve`].
+#[derive(Debug, thiserror::Error)]
+pub enum ActixServeError {
+    /// The listener could not be registered with the lifecycle.
+    #[error(transparent)]
+    Serve(#[from] ServeError),
+    /// The `bind` closure failed (address in use, permission denied, ...), or actix could
+    /// not take a bound listener.
+    #[error("cannot bind the actix server: {0}")]
+    Bind(#[source] std::io::Error),
+    /// The server was already bound when handed over: actix fixes its connection callback
+    /// at bind time, so lameduck could not count its connections. Bind inside the `bind`
+    /// closure instead.
+    #[error(
+        "the actix HttpServer was bound before lameduck_actix::serve; bind it in serve's closure"
+    )]
+    AlreadyBound,
+    /// The `bind` closure bound nothing.
+    #[error("the bind closure bound no address")]
+    NothingBound,
+}
+
+/// Serves an actix server (not yet bound) as listener `name` of the lifecycle, configured
+/// so that lameduck alone decides when work ends, then bound by `bind` (your `bind`,
+/// `listen`, worker count, ...). The server is actix-web's `HttpServer` (`listen_auto_h2c`,
+/// TLS, ... included) or, for HTTP/2 clients to get GOAWAY, [`AutoH2cServer`](crate::AutoH2cServer):
+///
+/// * actix's own signal handling is disabled (the lifecycle owns SIGTERM/SIGINT);
+/// * actix's `shutdown_timeout` is set above every lameduck bound
+///   ([`actix_shutdown_timeout`]), so actix's default 30 s never cuts a long request;
+/// * connections are counted (through `on_connect`, set before `bind`, which is when actix
+///   fixes it; any `on_connect` of your own is replaced), so the exit follows the last
+///   connection at once;
+/// * an [`AutoH2cServer`](crate::AutoH2cServer)'s HTTP/2 connections get GOAWAY when the
+///   listener stops (mode A: at `NotAcceptingNewRequest`) and after a response that closes
+///   its connection (mode B's 429).
+///
+/// ```no_run
+/// # use lameduck_actix::{Server, TokioRuntime};
+/// # async fn f(mut server: Server<TokioRuntime>) -> Result<(), lameduck_actix::ActixServeError> {
+/// let http = actix_web::HttpServer::new(|| actix_web::App::new());
+/// lameduck_actix::serve(&mut server, "api", http, |http| http.bind("127.0.0.1:8080"))?;
+/// # Ok(()) }
+/// ```
+///
+/// The lifecycle stops the server at the point of the mode (`ServerHandle::stop(true)`),
+/// and closes what is left [`IDLE_CONNECTION_LINGER`] after the drain. Should actix end
+/// connections before the lifecycle allows it anyway, the log says so and the exit code
+/// is 1.
+///
+/// # Errors
+///
+/// [`ActixServeError`]: the name is taken or invalid, the server was bound already, or
+/// binding failed.
+pub fn serve<H: ActixServer>(
+    lifecycle: &mut Server<TokioRuntime>,
+    name: &str,
+    http: H,
+    bind: impl FnOnce(H) -> std::io::Result<H>,
+) -> Result<(), ActixServeError> {
+    if !http.bound_addrs().is_empty() {
+        return Err(ActixServeError::AlreadyBound);
+    }
+    let connections = ConnectionTracker::new();
+    let goaway = Arc::new(GoawayBroadcast::default());
+    let shutdown_timeout = actix_shutdown_timeout(lifecycle.shared().config());
+    let http = http.configure(ServeSetup {
+        shutdown_timeout,
+        connections: connections.clone(),
+        goaway: Arc::clone(&goaway),
+    });
+    let http = bind(http).map_err(ActixServeError::Bind)?;
+    if http.bound_addrs().is_empty() {
+        return Err(ActixServeError::NothingBound);
+    }
+    let http = http.start().map_err(ActixServeError::Bind)?;
+    lifecycle.serve_with(name, move |ctx| async move {
+        let handle = http.handle();
+        // The actix server runs (its accept thread and workers) while this future is polled.
+        let mut running = tokio::spawn(http);
+        ctx.report_serving();
+        if let Either::Left(_) = select(&mut running, pin!(ctx.stop_listening())).await {
+            // actix stopped on its own: the listener failed.
+            tracing::error!(listener = %ctx.name(), "the actix server stopped on its own");
+            ctx.report_listener_stopped();
+            ctx.report_server_stopped();
+            return;
+        }
+        // HTTP/2 connections: GOAWAY, as hyper's graceful shutdown at the same point.
+        goaway.announce();
+        // Graceful stop: actix closes the listener at once and drains its connections.
+        let stop_began = TokioRuntime.now();
+        let mut stopping = tokio::spawn(handle.stop(true));
+        ctx.report_listener_stopped();
+        let shared = Arc::clone(ctx.shared());
+        let drained = Arc::clone(&shared);
+        let idle_after_drain = pin!(async move {
+            drained.signal_fired(Signal::InFlightRequestsDrained).await;
+            TokioRuntime
+                .sleep_until(TokioRuntime.now() + IDLE_CONNECTION_LINGER)
+                .await;
+        });
+        let closed = pin!(connections.wait_zero());
+        let actix_done = pin!(async {
+            let _ = (&mut stopping).await;
+        });
+        match select(closed, select(actix_done, idle_after_drain)).await {
+            Either::Left(_) => {}
+            Either::Right((Either::Left(_), _)) => {
+                // actix finished its graceful stop. If that was its own timeout while
+                // requests lameduck allows were still running, they were cut.
+                let timed_out = TokioRuntime.now() >= stop_began + shutdown_timeout;
+                if timed_out && !shared.has_fired(Signal::InFlightRequestsDrained) {
+                    ctx.report_connections_cut();
+                }
+            }
+            Either::Right((Either::Right(_), _)) => {
+                // Not awaited: actix handles its commands one at a time and is still busy
+                // with the graceful stop. The process exits next, closing what is left.
+                drop(tokio::spawn(handle.stop(false)));
+            }
+        }
+        ctx.report_server_stopped();
+        // actix's own bookkeeping finishes in the background; the process does not wait.
+        drop((running, stopping));
+    })?;
+    Ok(())
+}

@@ -1,0 +1,382 @@
+//! The GOAWAY-watching I/O wrapper at the frame level, without sockets: a scripted server
+//! writes HTTP/2 frames through it (concurrent streams with large DATA frames, SETTINGS,
+//! WINDOW_UPDATE, PING, RST_STREAM) in arbitrary pieces into a socket that takes arbitrary
+//! pieces and sometimes none, while a scripted client's frames are read in arbitrary pieces.
+//! Whatever the splits: the GOAWAY, its PING and the final GOAWAY are each inserted whole
+//! between two of the server's frames, every other byte is the server's, unchanged and in
+//! order, and the final GOAWAY names the highest stream the client opened.
+
+use std::collections::VecDeque;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+
+use lameduck_actix::h2_frames::{GOAWAY_PING_PAYLOAD, MAX_STREAM_ID, PREFACE, TYPE_GOAWAY};
+use lameduck_actix::{GoawayBroadcast, GoawayIo};
+use proptest::prelude::*;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+const DATA: u8 = 0x0;
+const HEADERS: u8 = 0x1;
+const RST_STREAM: u8 = 0x3;
+const SETTINGS: u8 = 0x4;
+const PING: u8 = 0x6;
+const WINDOW_UPDATE: u8 = 0x8;
+const ACK: u8 = 0x1;
+
+/// A small deterministic generator (xorshift), so that every case is reproducible from its
+/// seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let len = payload.len();
+    let mut f = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags];
+    f.extend_from_slice(&stream.to_be_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
+/// The server's output: SETTINGS first, then responses on `streams` interleaved with large
+/// DATA frames, WINDOW_UPDATEs, PING ACKs, SETTINGS ACKs and RST_STREAMs.
+fn server_frames(rng: &mut Rng, streams: u32) -> Vec<u8> {
+    let mut out = frame(SETTINGS, 0, 0, &[0, 3, 0, 0, 0, 100]);
+    for stream in (1..=streams).map(|n| 2 * n - 1) {
+        out.extend(frame(HEADERS, 0x4, stream, &[0x88]));
+        for _ in 0..rng.below(3) {
+            let len = [0, 1, 8, 16_384, 70_000][rng.below(5)];
+            out.extend(frame(DATA, 0, stream, &vec![stream as u8; len]));
+            match rng.below(5) {
+                0 => out.extend(frame(WINDOW_UPDATE, 0, 0, &[0, 1, 0, 0])),
+                1 => out.extend(frame(PING, ACK, 0, &[9; 8])),
+                2 => out.extend(frame(SETTINGS, ACK, 0, &[])),
+                3 => out.extend(frame(RST_STREAM, 0, stream, &[0, 0, 0, 8])),
+                _ => {}
+            }
+        }
+        out.extend(frame(DATA, 0x1, stream, b"done"));
+    }
+    out
+}
+
+/// The client's frames: the preface, SETTINGS, then `streams` requests interleaved with
+/// WINDOW_UPDATEs, PINGs (one with the wrapper's own payload but no ACK flag), DATA and
+/// RST_STREAMs.
+fn client_frames(rng: &mut Rng, streams: std::ops::Range<u32>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for stream in streams.map(|n| 2 * n + 1) {
+        out.extend(frame(HEADERS, 0x4, stream, &[0x82, 0x86, 0x84]));
+        match rng.below(6) {
+            0 => out.extend(frame(WINDOW_UPDATE, 0, stream, &[0, 0, 0x40, 0])),
+            1 => out.extend(frame(PING, 0, 0, &GOAWAY_PING_PAYLOAD)),
+            2 => out.extend(frame(DATA, 0x1, stream, &vec![1; 20_000])),
+            3 => out.extend(frame(RST_STREAM, 0, stream, &[0, 0, 0, 8])),
+            4 => out.extend(frame(SETTINGS, ACK, 0, &[])),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// A socket in memory: writes take a random number of bytes (sometimes none: pending, after
+/// waking the task), reads give what the client has sent, in random pieces.
+struct MemorySocket {
+    rng: Rng,
+    written: Vec<u8>,
+    from_client: VecDeque<u8>,
+}
+
+impl AsyncWrite for MemorySocket {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        if self.rng.below(4) == 0 {
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
+        // Mostly a few bytes (partial frame headers), sometimes a lot.
+        let most = if self.rng.below(3) == 0 { 20_000 } else { 40 };
+        let n = buf.len().min(1 + self.rng.below(most));
+        self.written.extend_from_slice(&buf[..n]);
+        Poll::Ready(Ok(n))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl AsyncRead for MemorySocket {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        if self.from_client.is_empty() {
+            return Poll::Pending;
+        }
+        let n = buf
+            .remaining()
+            .min(self.from_client.len())
+            .min(1 + self.rng.below(30));
+        let bytes: Vec<u8> = self.from_client.drain(..n).collect();
+        buf.put_slice(&bytes);
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// A frame of the written stream, and where it starts.
+#[derive(Debug)]
+struct Written {
+    start: usize,
+    kind: u8,
+    flags: u8,
+    payload: Vec<u8>,
+}
+
+/// Splits `bytes` into whole frames; `None` if it does not end at a frame boundary.
+fn parse_frames(bytes: &[u8]) -> Option<Vec<Written>> {
+    let (mut frames, mut at) = (Vec::new(), 0);
+    while at < bytes.len() {
+        let h = bytes.get(at..at + 9)?;
+        let len = usize::from(h[0]) << 16 | usize::from(h[1]) << 8 | usize::from(h[2]);
+        let payload = bytes.get(at + 9..at + 9 + len)?.to_vec();
+        frames.push(Written {
+            start: at,
+            kind: h[3],
+            flags: h[4],
+            payload,
+        });
+        at += 9 + len;
+    }
+    Some(frames)
+}
+
+fn is_inserted(f: &Written) -> bool {
+    f.kind == TYPE_GOAWAY || (f.kind == PING && f.flags == 0 && f.payload == GOAWAY_PING_PAYLOAD)
+}
+
+fn goaway_last_stream_id(f: &Written) -> u32 {
+    u32::from_be_bytes([f.payload[0], f.payload[1], f.payload[2], f.payload[3]])
+}
+
+/// How the GOAWAY is asked for.
+#[derive(Debug, Clone, Copy)]
+enum Trigger {
+    /// The listener stops (every connection).
+    Broadcast,
+    /// One of the connection's responses closes it.
+    Request,
+}
+
+/// Runs one connection: the server writes its frames in random pieces, the GOAWAY is asked
+/// for after `trigger_after` server writes; the client acknowledges the PING once it has
+/// seen it, after opening `late_streams` more streams. Checks the output.
+/// Returns whether the PING's acknowledgement was left out of what the server read.
+fn run_case(
+    seed: u64,
+    streams: u32,
+    late_streams: u32,
+    trigger_after: usize,
+    trigger: Trigger,
+) -> bool {
+    let mut rng = Rng(seed | 1);
+    let server_bytes = server_frames(&mut rng, streams);
+    let mut client = PREFACE.to_vec();
+    client.extend(frame(SETTINGS, 0, 0, &[]));
+    client.extend(client_frames(&mut rng, 0..streams));
+    let socket = MemorySocket {
+        rng: Rng(rng.next() | 1),
+        written: Vec::new(),
+        from_client: client.clone().into(),
+    };
+    let broadcast = Arc::new(GoawayBroadcast::default());
+    let mut io = GoawayIo::new(socket, Arc::clone(&broadcast));
+    let waker = Waker::noop();
+    let mut cx = Context::from_waker(waker);
+    let (mut sent, mut writes, mut acked, mut searched) = (0, 0, false, 0);
+    let ping = frame(PING, 0, 0, &GOAWAY_PING_PAYLOAD);
+    // How much of the server's output had passed when the GOAWAY was asked for.
+    let mut requested_at = None::<usize>;
+    // What the server read, and where in the client's bytes the PING's acknowledgement is.
+    let (mut server_read, mut ack_at) = (Vec::new(), 0);
+    let mut read_buf = [0u8; 64];
+    // Bounded: every round either writes, reads or (one in four) meets a pending socket.
+    for _ in 0..1_000_000 {
+        if writes == trigger_after {
+            requested_at.get_or_insert(sent);
+            match trigger {
+                Trigger::Broadcast => broadcast.announce(),
+                Trigger::Request => io.request().request(),
+            }
+        }
+        if sent < server_bytes.len() {
+            let piece = (sent + 1 + rng.below(20_000)).min(server_bytes.len());
+            let piece = &server_bytes[sent..piece];
+            if let Poll::Ready(n) = Pin::new(&mut io).poll_write(&mut cx, piece) {
+                sent += n.expect("write");
+                writes += 1;
+                // h2 flushes after a batch of writes; some batches here are left unflushed.
+                if rng.below(2) == 0 {
+                    let _ = Pin::new(&mut io).poll_flush(&mut cx);
+                }
+            }
+        } else {
+            // Idle: only reads poll the connection from now on.
+            writes += 1;
+        }
+        let mut buf = ReadBuf::new(&mut read_buf[..1 + rng.below(64)]);
+        if let Poll::Ready(result) = Pin::new(&mut io).poll_read(&mut cx, &mut buf) {
+            result.expect("read");
+            server_read.extend_from_slice(buf.filled());
+        }
+        // The client acknowledges the PING once it has been written whole, after opening the
+        // streams it had under way.
+        let written = &io.get_ref().written;
+        let from = searched;
+        searched = written.len().saturating_sub(ping.len());
+        if !acked && windows_contain(&written[from..], &ping) {
+            acked = true;
+            let late = client_frames(&mut rng, streams..streams + late_streams);
+            let mut reply = late;
+            ack_at = client.len() + reply.len();
+            reply.extend(frame(PING, ACK, 0, &GOAWAY_PING_PAYLOAD));
+            client.extend_from_slice(&reply);
+            io_client_send(&mut io, &reply);
+        }
+        let done = sent == server_bytes.len() && io.get_ref().from_client.is_empty();
+        if done && acked && count_goaways(&io.get_ref().written) == 2 {
+            break;
+        }
+    }
+    let written = &io.get_ref().written;
+    let frames = parse_frames(written).expect("the output is whole frames");
+    let inserted: Vec<&Written> = frames.iter().filter(|f| is_inserted(f)).collect();
+    assert_eq!(
+        inserted.len(),
+        3,
+        "GOAWAY, PING, final GOAWAY: {inserted:?}"
+    );
+    assert_eq!(frames[0].kind, SETTINGS, "the server's SETTINGS come first");
+    assert!(
+        inserted[0].start > 0,
+        "nothing goes before the server's SETTINGS"
+    );
+    // Not only on a boundary: on the first one after the request (the first frame's end at
+    // the earliest).
+    let requested_at = requested_at.expect("the GOAWAY was asked for");
+    let boundaries = parse_frames(&server_bytes).expect("whole frames");
+    let first_boundary_after = boundaries
+        .iter()
+        .map(|f| f.start + 9 + f.payload.len())
+        .find(|&end| end >= requested_at)
+        .expect("a boundary at the end of the output");
+    assert_eq!(
+        inserted[0].start, first_boundary_after,
+        "GOAWAY asked for after {requested_at} bytes of the server's output"
+    );
+    assert_eq!(inserted[0].kind, TYPE_GOAWAY);
+    assert_eq!(goaway_last_stream_id(inserted[0]), MAX_STREAM_ID);
+    assert_eq!(inserted[1].kind, PING);
+    assert_eq!(
+        inserted[1].start,
+        inserted[0].start + 17,
+        "the PING follows the GOAWAY"
+    );
+    assert_eq!(inserted[2].kind, TYPE_GOAWAY);
+    let highest = 2 * (streams + late_streams) - 1;
+    assert_eq!(goaway_last_stream_id(inserted[2]), highest);
+    assert!(inserted
+        .iter()
+        .all(|g| g.kind != TYPE_GOAWAY || g.payload[4..] == [0; 4]));
+    // The server reads the client's bytes, unchanged, but for the acknowledgement of the
+    // PING it did not send, left out when it came in one read.
+    let mut without_ack = client.clone();
+    without_ack.drain(ack_at..ack_at + 17);
+    assert!(
+        server_read == client || server_read == without_ack,
+        "the client's bytes were changed"
+    );
+    // Without the inserted frames, the server's bytes, unchanged.
+    let mut rest = Vec::new();
+    for f in frames.iter().filter(|f| !is_inserted(f)) {
+        rest.extend_from_slice(&written[f.start..f.start + 9 + f.payload.len()]);
+    }
+    assert!(rest == server_bytes, "the server's bytes were changed");
+    server_read == without_ack
+}
+
+fn windows_contain(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+fn count_goaways(written: &[u8]) -> usize {
+    parse_frames(written).map_or(0, |frames| {
+        frames.iter().filter(|f| f.kind == TYPE_GOAWAY).count()
+    })
+}
+
+/// More bytes from the client.
+fn io_client_send(io: &mut GoawayIo<MemorySocket>, bytes: &[u8]) {
+    io.get_mut().from_client.extend(bytes.iter().copied());
+}
+
+#[test]
+fn goaway_on_broadcast_under_concurrent_streams() {
+    let stripped = (1..40)
+        .filter(|&seed| run_case(seed, 20, 3, seed as usize % 7, Trigger::Broadcast))
+        .count();
+    assert!(
+        (1..39).contains(&stripped),
+        "acknowledgements read whole ({stripped} of 39) and split should both occur"
+    );
+}
+
+#[test]
+fn goaway_on_the_connections_own_request() {
+    for seed in 1..40 {
+        run_case(seed * 7919, 10, 0, seed as usize % 5, Trigger::Request);
+    }
+}
+
+#[test]
+fn goaway_on_an_idle_connection_is_written_from_a_read() {
+    // Nothing more to write from the server: the read that wakes the connection inserts it.
+    run_case(5, 1, 0, 10_000, Trigger::Broadcast);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Random write and read splits never corrupt the frame stream.
+    #[test]
+    fn random_splits_keep_the_frame_stream_whole(
+        seed in any::<u64>(),
+        streams in 1u32..12,
+        late in 0u32..4,
+        trigger_after in 0usize..30,
+        broadcast in any::<bool>(),
+    ) {
+        let trigger = if broadcast { Trigger::Broadcast } else { Trigger::Request };
+        run_case(seed, streams, late, trigger_after, trigger);
+    }
+}
