@@ -8,8 +8,9 @@
 //	       plain TCP; one transport keeps one connection while the server lets it.
 //	http1  net/http's Transport with keep-alive, HTTP/2 off, at most -http1-conns connections.
 //
-// A 429 answer is retried after its Retry-After (seconds), at most -max-429-retries times, as
-// client-go does. The transports' own retries stay: net/http retries an idempotent request
+// An answer that client-go would retry (429 or 5xx carrying Retry-After in seconds: client-go's
+// checkWait) is retried after its Retry-After, at most -max-retries times (client-go's default
+// is 10); the retries are counted by status. The transports' own retries stay: net/http retries an idempotent request
 // that a reused keep-alive connection lost before any answer, and the http2 transport retries
 // a request refused by GOAWAY (stream id above the last one the server will process) on a
 // new connection. Every other error, and any non-2xx answer after the retries, is a failure.
@@ -42,14 +43,22 @@ import (
 )
 
 type counters struct {
-	ok, failed, retries429, dials int64
+	ok, failed, dials int64
+	mu                sync.Mutex
+	retries           map[string]int64
+}
+
+func (c *counters) retried(status int) {
+	c.mu.Lock()
+	c.retries[strconv.Itoa(status)]++
+	c.mu.Unlock()
 }
 
 type transportResult struct {
-	OK         int64 `json:"ok"`
-	Failed     int64 `json:"failed"`
-	Retries429 int64 `json:"retries_429"`
-	Dials      int64 `json:"dials"`
+	OK      int64            `json:"ok"`
+	Failed  int64            `json:"failed"`
+	Retries map[string]int64 `json:"retries"`
+	Dials   int64            `json:"dials"`
 }
 
 type result struct {
@@ -59,7 +68,7 @@ type result struct {
 	ElapsedS     float64           `json:"elapsed_s"`
 	OK           int64             `json:"ok"`
 	Failed       int64             `json:"failed"`
-	Retries429   int64             `json:"retries_429"`
+	Retries      map[string]int64  `json:"retries"`
 	Dials        int64             `json:"dials"`
 	Errors       []string          `json:"errors"`
 	PerTransport []transportResult `json:"per_transport"`
@@ -110,15 +119,20 @@ func newClient(proto string, c *counters, timeout time.Duration, http1Conns int)
 	return nil, fmt.Errorf("unknown protocol %q (h2c or http1)", proto)
 }
 
-// retryAfter reads a Retry-After in seconds, as client-go does; 1 s when absent or unreadable.
-func retryAfter(resp *http.Response) time.Duration {
-	if s, err := strconv.Atoi(strings.TrimSpace(resp.Header.Get("Retry-After"))); err == nil && s >= 0 {
-		return time.Duration(s) * time.Second
+// retryAfter is client-go's checkWait: a 429 or 5xx answer with a Retry-After in whole seconds
+// asks for a retry after that many seconds.
+func retryAfter(resp *http.Response) (time.Duration, bool) {
+	if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode < 500 {
+		return 0, false
 	}
-	return time.Second
+	s, err := strconv.Atoi(strings.TrimSpace(resp.Header.Get("Retry-After")))
+	if err != nil || s < 0 {
+		return 0, false
+	}
+	return time.Duration(s) * time.Second, true
 }
 
-// do runs one logical request with its 429 retries; it returns an error text on failure.
+// do runs one logical request with its Retry-After retries; it returns an error text on failure.
 func do(client *http.Client, url string, c *counters, maxRetries int) string {
 	for attempt := 0; ; attempt++ {
 		resp, err := client.Get(url)
@@ -130,15 +144,15 @@ func do(client *http.Client, url string, c *counters, maxRetries int) string {
 		if err != nil {
 			return "reading body: " + err.Error()
 		}
-		switch {
-		case resp.StatusCode == http.StatusTooManyRequests && attempt < maxRetries:
-			atomic.AddInt64(&c.retries429, 1)
-			time.Sleep(retryAfter(resp))
-		case resp.StatusCode >= 200 && resp.StatusCode < 300:
+		if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 			return ""
-		default:
+		}
+		wait, retry := retryAfter(resp)
+		if !retry || attempt >= maxRetries {
 			return fmt.Sprintf("status %d after %d retries", resp.StatusCode, attempt)
 		}
+		c.retried(resp.StatusCode)
+		time.Sleep(wait)
 	}
 }
 
@@ -150,7 +164,7 @@ func main() {
 	paths := flag.String("paths", "/,/sleep?duration=20ms", "comma-separated paths; worker i uses path i mod n")
 	duration := flag.Duration("duration", 5*time.Minute, "upper bound of the run (SIGINT/SIGTERM end it earlier)")
 	timeout := flag.Duration("timeout", 5*time.Second, "per-request timeout")
-	maxRetries := flag.Int("max-429-retries", 10, "429 retries per request (client-go's default is 10)")
+	maxRetries := flag.Int("max-retries", 10, "Retry-After retries per request (client-go's default is 10)")
 	http1Conns := flag.Int("http1-conns", 2, "http1: connections per transport")
 	flag.Parse()
 
@@ -171,7 +185,7 @@ func main() {
 	var wg sync.WaitGroup
 	start := time.Now()
 	for t := 0; t < *transports; t++ {
-		c := &counters{}
+		c := &counters{retries: map[string]int64{}}
 		all[t] = c
 		client, err := newClient(*proto, c, *timeout, *http1Conns)
 		if err != nil {
@@ -201,18 +215,21 @@ func main() {
 	}
 	wg.Wait()
 
-	res := result{Protocol: *proto, Transports: *transports, Workers: *workers, Errors: errs.errs}
+	res := result{Protocol: *proto, Transports: *transports, Workers: *workers, Errors: errs.errs,
+		Retries: map[string]int64{}}
 	res.ElapsedS = time.Since(start).Seconds()
 	if res.Errors == nil {
 		res.Errors = []string{}
 	}
 	for _, c := range all {
-		tr := transportResult{OK: c.ok, Failed: c.failed, Retries429: c.retries429, Dials: c.dials}
+		tr := transportResult{OK: c.ok, Failed: c.failed, Retries: c.retries, Dials: c.dials}
 		res.PerTransport = append(res.PerTransport, tr)
 		res.OK += tr.OK
 		res.Failed += tr.Failed
-		res.Retries429 += tr.Retries429
 		res.Dials += tr.Dials
+		for status, n := range tr.Retries {
+			res.Retries[status] += n
+		}
 	}
 	out, _ := json.Marshal(res)
 	fmt.Println(string(out))
