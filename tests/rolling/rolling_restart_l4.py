@@ -229,12 +229,17 @@ def run_one(binary, case, args, client_bin):
             note(f"{new.name} ready, endpoint added")
             term_at = time.monotonic()
             os.kill(old.proc.pid, signal.SIGTERM)
-            time.sleep(max(0.0, term_at + ENDPOINT_REMOVAL_S - time.monotonic()))
+            exit_at = None
+            while time.monotonic() < term_at + ENDPOINT_REMOVAL_S:
+                if exit_at is None and old.proc.poll() is not None:
+                    exit_at = time.monotonic()
+                time.sleep(0.01)
             lb.command(f"disable server be/{old.name}")
             note(f"SIGTERM {old.name}; endpoint removed +{time.monotonic() - term_at:.2f}s")
             code = h.reap(old.proc, args.exit_timeout)
+            exit_at = exit_at or time.monotonic()
             result["exits"][old.name] = code
-            note(f"{old.name} exited {code} +{time.monotonic() - term_at:.2f}s after SIGTERM")
+            note(f"{old.name} exited {code} +{exit_at - term_at:.2f}s after SIGTERM")
             if code is None:
                 problems.append(f"{old.name} still running {args.exit_timeout}s after SIGTERM (killed)")
             elif code != 0 and not case["control"]:
@@ -338,6 +343,9 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--runtimes", default=",".join(RUNTIMES), help="comma-separated example servers")
     p.add_argument("--protocols", default=",".join(PROTOCOLS), help="h2c, http1")
+    p.add_argument(
+        "--pairs", default="", help="runtime:protocol pairs to run instead of --runtimes x --protocols"
+    )
     p.add_argument("--modes", default="A,B", help="lameduck modes (A, B)")
     p.add_argument("--goaway-chances", default="0,0.02", help="comma-separated --goaway-chance values")
     p.add_argument("--control", default="h2c,http1", help="protocols of the control run ('' for none)")
@@ -355,6 +363,12 @@ def main():
 
     runtimes = split(args.runtimes, RUNTIMES, "runtime", p)
     protocols = split(args.protocols, PROTOCOLS, "protocol", p)
+    pairs = [(r, q) for r in runtimes for q in protocols]
+    if args.pairs:
+        pairs = [tuple(x.split(":", 1)) for x in args.pairs.split(",") if x]
+        for r, q in pairs:
+            split(r, RUNTIMES, "runtime", p)
+            split(q, PROTOCOLS, "protocol", p)
     modes = split(args.modes, MODES, "mode", p)
     controls = split(args.control, PROTOCOLS, "protocol", p)
     try:
@@ -381,7 +395,7 @@ def main():
         return 2
 
     plan = []
-    for runtime in runtimes:
+    for runtime, proto in pairs:
         binary = os.path.join(release, "examples", runtime)
         if not os.path.isfile(binary):
             h.log(f"error: {binary} does not exist")
@@ -390,13 +404,12 @@ def main():
         if any(c > 0 for c in chances) and not supports(binary, "--goaway-chance"):
             h.log(f"note: {runtime} has no --goaway-chance: its runs use chance 0 only")
             runtime_chances = [0.0]
-        for proto in protocols:
-            if runtime == "actix_server" and proto == "h2c" and not args.actix_h2c:
-                h.log("note: actix h2c: GOAWAY not yet supported (skipped; --actix-h2c runs it)")
-                continue
-            for mode in modes:
-                for chance in runtime_chances:
-                    plan.append((binary, dict(runtime=runtime, protocol=proto, mode=mode, chance=chance, control=False)))
+        if runtime == "actix_server" and proto == "h2c" and not args.actix_h2c:
+            h.log("note: actix h2c: GOAWAY not yet supported (skipped; --actix-h2c runs it)")
+            continue
+        for mode in modes:
+            for chance in runtime_chances:
+                plan.append((binary, dict(runtime=runtime, protocol=proto, mode=mode, chance=chance, control=False)))
     for proto in controls:
         binary = os.path.join(release, CONTROL)
         plan.append((binary, dict(runtime=CONTROL, protocol=proto, mode="-", chance=0.0, control=True)))
