@@ -250,7 +250,8 @@ def run_one(binary, case, args, client_bin):
         time.sleep(args.window)
         share, sent, conns = shares(before, lb.bytes_out(), live)
         result["shares"] = share
-        skew = max(abs(s - 0.5) / 0.5 for s in share.values())
+        even = 1 / len(live)
+        skew = max(abs(s - even) / even for s in share.values())
         result["skew"] = skew
         note(
             f"{args.window:g}s window after the rollout: "
@@ -284,8 +285,6 @@ def run_one(binary, case, args, client_bin):
             if pod.proc:
                 h.kill(pod.proc)
     result["events"], result["problems"] = events, problems
-    if not args.keep and not problems:
-        shutil.rmtree(workdir, ignore_errors=True)
     return result
 
 
@@ -387,6 +386,13 @@ def main():
                 return 2
     release = os.path.join(h.target_dir(), "release")
     build_dir = tempfile.mkdtemp(prefix="h2client-")
+    try:
+        return run_all(args, release, build_dir, pairs, modes, chances, controls)
+    finally:
+        shutil.rmtree(build_dir, ignore_errors=True)
+
+
+def run_all(args, release, build_dir, pairs, modes, chances, controls):
     client_bin = os.path.join(build_dir, "h2client")
     h.log("==> go build tests/l4/h2client (GOPATH mode, Debian's golang-golang-x-net-dev)")
     env = dict(os.environ, GO111MODULE="off", GOPATH="/usr/share/gocode", GOCACHE=os.path.join(build_dir, "cache"))
@@ -428,10 +434,11 @@ def main():
             h.log("    " + e)
         for problem in r["problems"]:
             h.log("    PROBLEM: " + problem)
-        if r["problems"] or args.keep:
+        if verdict(r) or args.keep:
             h.log(f"    logs kept in {r['workdir']}")
+        else:
+            shutil.rmtree(r["workdir"], ignore_errors=True)
         results.append(r)
-    shutil.rmtree(build_dir, ignore_errors=True)
 
     h.log("\n" + table(results))
     if args.json:
