@@ -61,6 +61,7 @@ pub fn usage(program: &str) -> String {
          --shutdown-watch-termination-grace-period D    how long long-running requests get to end (default 0s)\n  \
          --request-timeout D                            bound on every normal request (default 1m0s)\n  \
          --livez-grace-period D                         post-start hooks pass /livez during this time (default 0s)\n  \
+         --goaway-chance P                              chance (0 to 0.02) that a request ends its connection, to rebalance behind L4 balancers (default 0)\n  \
          --pre-shutdown-hook-duration D                 register a demo pre-shutdown hook that sleeps D\n  \
          --destroy-hook-duration D                      register a demo destroy hook that sleeps D\n  \
          --workers N                                    worker threads (actix example; default 2)\n  \

@@ -63,6 +63,7 @@ suite! {
         exempt_request_in_flight_at_drain_completes_mode_b,
         metrics_follow_the_drain_and_the_summary_counts_it,
         metrics_and_summary_in_mode_a,
+        goaway_chance_ends_connections_by_chance,
     ],
     servers: [tokio_server, axum_server, smol_server, actix_server, grpc_server],
 }

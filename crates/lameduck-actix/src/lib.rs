@@ -213,7 +213,7 @@ where
             ..
         } = &*self.admission;
         let decision = decide(shared, &request_info(&req), classifier, *clock);
-        let (tracker, timeout, long_running) = match decision {
+        let (tracker, timeout, long_running, close_connection) = match decision {
             Decision::Reject(response) => {
                 let (req, _payload) = req.into_parts();
                 return AdmissionFuture {
@@ -228,6 +228,7 @@ where
                 timeout,
                 signal,
                 upgrade,
+                close_connection,
             } => {
                 // Only long-running requests get a signal (and, for an upgrade, a slot).
                 let long_running = signal.is_some();
@@ -235,7 +236,7 @@ where
                     let mut extensions = ActixExtensions(req.extensions_mut());
                     Decision::hand_over(signal, upgrade, &mut extensions);
                 }
-                (tracker, timeout, long_running)
+                (tracker, timeout, long_running, close_connection)
             }
         };
         AdmissionFuture {
@@ -244,6 +245,7 @@ where
                 call: self.service.call(req),
                 tracker,
                 long_running,
+                close_connection,
                 // Armed only if the handler has to wait: no clock read, no timer otherwise.
                 deadline: Deadline::after(timeout),
                 admission: Rc::clone(&self.admission),
@@ -294,6 +296,8 @@ pin_project! {
             call: F,
             tracker: Option<RequestTracker>,
             long_running: bool,
+            // Drawn at the goaway chance: close the keep-alive connection after the response.
+            close_connection: bool,
             deadline: Deadline<TokioRuntime>,
             admission: Rc<Admission>,
         },
@@ -322,6 +326,7 @@ where
                 call,
                 tracker,
                 long_running,
+                close_connection,
                 deadline,
                 admission,
             } => {
@@ -349,6 +354,11 @@ where
                     return Poll::Ready(Ok(canned(req, &ROUTES_NOT_READY)));
                 }
                 close_if_draining(shared, &mut res);
+                if *close_connection {
+                    res.response_mut()
+                        .head_mut()
+                        .set_connection_type(ConnectionType::Close);
+                }
                 let deadline = std::mem::replace(deadline, Deadline::none());
                 let tracker = tracker.take();
                 // One expression: the response is built in place, not moved once more.

@@ -12,13 +12,14 @@ use bytes::Bytes;
 use http::{header, Request, Response, StatusCode};
 use lameduck::gate::owned::OwnedLongRunningTicket;
 use lameduck::responses::{CannedResponse, REQUEST_TIMEOUT, ROUTES_NOT_READY};
-use lameduck::{Admission, RequestInfo, Shared, Signal, SignalFired, StdClock};
+use lameduck::{Admission, GoawayChance, RequestInfo, Shared, Signal, SignalFired, StdClock};
 use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::body::BodyEnd;
 use crate::body::LameduckBody;
+use crate::goaway;
 use crate::head_watch::InFlight;
 use crate::response::http_response;
 use crate::runtime::Runtime;
@@ -81,6 +82,8 @@ pub struct AdmissionLayer<R: Runtime> {
     pub(crate) clock: StdClock,
     pub(crate) classifier: Classifier,
     pub(crate) serve_health: bool,
+    /// The lifecycle's [`lameduck::Config::goaway_chance`], copied for the hot path.
+    pub(crate) goaway_chance: GoawayChance,
 }
 
 impl<R: Runtime> fmt::Debug for AdmissionLayer<R> {
@@ -98,6 +101,7 @@ impl<R: Runtime> AdmissionLayer<R> {
     #[must_use]
     pub fn new(shared: Arc<Shared>, runtime: R, clock: StdClock) -> Self {
         AdmissionLayer {
+            goaway_chance: shared.config().goaway_chance(),
             shared,
             runtime,
             clock,
@@ -173,6 +177,10 @@ pub enum Decision {
         signal: Option<ShutdownSignal>,
         /// Hand this to the handler (long-running upgrade requests).
         upgrade: Option<UpgradeTicketSlot>,
+        /// Drawn at [`lameduck::Config::goaway_chance`] (never for exempt requests): end
+        /// the connection gracefully after this response (HTTP/1 `Connection: close`,
+        /// HTTP/2 GOAWAY).
+        close_connection: bool,
     },
 }
 
@@ -224,12 +232,14 @@ pub fn decide(
             tracker: ticket.map(|t| RequestTracker(Tracker::Normal(t))),
             signal: None,
             upgrade: None,
+            close_connection: false,
         },
         Admission::Normal(ticket) => Decision::Serve {
             tracker: Some(RequestTracker(Tracker::Normal(ticket))),
             timeout: request_timeout(shared),
             signal: None,
             upgrade: None,
+            close_connection: goaway::draw(shared.config().goaway_chance()),
         },
         Admission::LongRunning(ticket) => {
             let slot = LongRunningSlot::new(ticket, clock);
@@ -238,6 +248,7 @@ pub fn decide(
                 tracker: Some(RequestTracker(Tracker::LongRunning(slot))),
                 timeout: None,
                 signal: Some(ShutdownSignal::new(Arc::clone(shared))),
+                close_connection: goaway::draw(shared.config().goaway_chance()),
             }
         }
     }
@@ -267,8 +278,12 @@ pub fn request_info<B>(req: &Request<B>) -> RequestInfo<'_> {
 
 /// What admission decided for a request head, before the handler is called.
 pub(crate) enum Admitted<R: Runtime> {
-    /// Serve it; this ends its response body.
-    Serve(BodyEnd<R>),
+    /// Serve it; `end` ends its response body. With `close_connection` (drawn at the goaway
+    /// chance), the response ends its connection gracefully.
+    Serve {
+        end: BodyEnd<R>,
+        close_connection: bool,
+    },
     /// Answer it with this response of the layer's own (tracked until its body ends).
     Answer(Response<Bytes>, Option<RequestTracker>),
 }
@@ -284,7 +299,10 @@ impl<R: Runtime> Admitted<R> {
         call: impl FnOnce(Request<B>) -> F,
     ) -> AdmissionFuture<F, R> {
         match self {
-            Admitted::Serve(end) => AdmissionFuture::call(call(req), end, in_flight),
+            Admitted::Serve {
+                end,
+                close_connection,
+            } => AdmissionFuture::call(call(req), end, in_flight, close_connection),
             Admitted::Answer(response, tracker) => {
                 AdmissionFuture::ready(response, tracker, in_flight)
             }
@@ -308,6 +326,7 @@ impl<R: Runtime> AdmissionLayer<R> {
             }
         }
         let class = shared.classify(&info, |i| (self.classifier)(i));
+        let is_exempt = class == lameduck::RequestClass::Exempt;
         let tracker = match shared.admit(class) {
             Admission::Normal(ticket) => Some(RequestTracker(Tracker::Normal(ticket))),
             Admission::Rejected(rejection) => {
@@ -326,8 +345,11 @@ impl<R: Runtime> AdmissionLayer<R> {
             }
         };
         // A normal (or tracked exempt) request is bounded by the request timeout, armed by
-        // its end the first time it waits.
-        Admitted::Serve(BodyEnd::new(tracker, self.runtime.clone()))
+        // its end the first time it waits. Exempt requests never end their connection.
+        Admitted::Serve {
+            close_connection: !is_exempt && goaway::draw(self.goaway_chance),
+            end: BodyEnd::new(tracker, self.runtime.clone()),
+        }
     }
 
     /// The answer to a health request (tracked while the gate is open), or `None` when the
@@ -365,7 +387,10 @@ impl<R: Runtime> AdmissionLayer<R> {
             req.extensions_mut(),
         );
         let tracker = Some(RequestTracker(Tracker::LongRunning(slot)));
-        Admitted::Serve(BodyEnd::new(tracker, self.runtime.clone()))
+        Admitted::Serve {
+            end: BodyEnd::new(tracker, self.runtime.clone()),
+            close_connection: goaway::draw(self.goaway_chance),
+        }
     }
 }
 
@@ -400,6 +425,8 @@ pin_project! {
         state: FutureState<F, R>,
         // The connection is busy with this request until its response ends.
         in_flight: Option<InFlight>,
+        // Drawn at the goaway chance: the response ends its connection gracefully.
+        close_connection: bool,
     }
 }
 
@@ -424,9 +451,15 @@ pin_project! {
 impl<F, R: Runtime> AdmissionFuture<F, R> {
     /// The handler's `future`, its response to be ended by `end`.
     #[inline]
-    pub(crate) fn call(future: F, end: BodyEnd<R>, in_flight: Option<InFlight>) -> Self {
+    pub(crate) fn call(
+        future: F,
+        end: BodyEnd<R>,
+        in_flight: Option<InFlight>,
+        close_connection: bool,
+    ) -> Self {
         AdmissionFuture {
             in_flight,
+            close_connection,
             state: FutureState::Call { future, end },
         }
     }
@@ -438,6 +471,7 @@ impl<F, R: Runtime> AdmissionFuture<F, R> {
     ) -> Self {
         AdmissionFuture {
             in_flight,
+            close_connection: false,
             state: FutureState::Ready {
                 answer: Some(Box::new((response, tracker))),
             },
@@ -495,6 +529,13 @@ where
                 }
             },
         };
+        if *this.close_connection {
+            // HTTP/1: hyper closes the connection after this response. HTTP/2 has no such
+            // header: the connection's `InFlight` turns it into a GOAWAY below (without one,
+            // behind a bare tower layer, hyper drops the header).
+            head.headers
+                .insert(header::CONNECTION, http::HeaderValue::from_static("close"));
+        }
         let in_flight = this.in_flight.take();
         if let Some(in_flight) = &in_flight {
             in_flight.before_response(&mut head);

@@ -215,7 +215,10 @@ where
         }
         let in_flight = Some(self.activity.head_received());
         match self.admission.admit(&mut req) {
-            Admitted::Serve(end) => {
+            Admitted::Serve {
+                end,
+                close_connection,
+            } => {
                 // Ready at once (routers and plain functions always are): called here, with
                 // no clone. Not ready yet (or, impossibly, called from within the service): a
                 // clone waits for readiness in the response future, as `Oneshot` does.
@@ -226,7 +229,7 @@ where
                     },
                     Err(_) => Either::Right(Oneshot::new(self.spare.clone(), req)),
                 };
-                AdmissionFuture::call(handler, end, in_flight)
+                AdmissionFuture::call(handler, end, in_flight, close_connection)
             }
             Admitted::Answer(response, tracker) => {
                 AdmissionFuture::ready(response, tracker, in_flight)

@@ -52,6 +52,7 @@ mod context;
 mod deadline;
 mod error;
 mod flag;
+mod goaway;
 pub mod grpc;
 mod handle;
 mod head_watch;

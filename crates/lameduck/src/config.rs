@@ -28,11 +28,13 @@ use core::time::Duration;
 
 use crate::duration::{parse_duration, MAX_DURATION};
 
+mod chance;
 mod exempt;
 mod option;
 
 use exempt::ExemptFilter;
 
+pub use self::chance::GoawayChance;
 pub use self::option::{ConfigError, ConfigOption};
 
 /// The longest duration any option accepts: Go's maximum, `i64::MAX` nanoseconds
@@ -78,6 +80,7 @@ pub struct Config {
     livez_grace_period: Duration,
     min_watch_drain_qps: u32,
     exempt_path_prefixes: Vec<String>,
+    goaway_chance: GoawayChance,
     /// Derived from `exempt_path_prefixes` (by `Default` and `ConfigBuilder::build`): rules
     /// most paths out before the prefixes are compared.
     exempt_filter: ExemptFilter,
@@ -98,6 +101,7 @@ impl Default for Config {
             livez_grace_period: Duration::ZERO,
             min_watch_drain_qps: DEFAULT_MIN_WATCH_DRAIN_QPS,
             exempt_path_prefixes,
+            goaway_chance: GoawayChance::OFF,
         }
     }
 }
@@ -186,6 +190,14 @@ impl Config {
         &self.exempt_path_prefixes
     }
 
+    /// The probability that an admitted request (exempt paths excepted) ends its connection
+    /// gracefully after its response, for clients behind L4 balancers. Default
+    /// [`GoawayChance::OFF`].
+    #[must_use]
+    pub fn goaway_chance(&self) -> GoawayChance {
+        self.goaway_chance
+    }
+
     /// Whether a request for `path` (without the query) is exempt from rejection.
     ///
     /// This is a plain prefix match, as kube-apiserver does it, so with the defaults
@@ -254,6 +266,13 @@ impl ConfigBuilder {
         self
     }
 
+    /// Sets [`Config::goaway_chance`] (a [`GoawayChance`] is in range by construction).
+    #[must_use]
+    pub fn goaway_chance(mut self, value: GoawayChance) -> Self {
+        self.config.goaway_chance = value;
+        self
+    }
+
     /// Replaces [`Config::exempt_path_prefixes`]; an empty list exempts nothing. Each prefix
     /// must start with `/`, which [`ConfigBuilder::build`] checks.
     #[must_use]
@@ -272,6 +291,7 @@ impl ConfigBuilder {
     /// - [`ConfigOption::MinWatchDrainQps`]: a decimal `u32`;
     /// - [`ConfigOption::ExemptPathPrefixes`]: comma-separated prefixes, each starting with
     ///   `/` (no spaces around commas); the empty string means none. Replaces the list.
+    /// - [`ConfigOption::GoawayChance`]: a decimal probability from 0 to 0.02.
     ///
     /// On error the builder is unchanged.
     ///
@@ -318,6 +338,7 @@ impl ConfigBuilder {
                 check_prefixes(&prefixes)?;
                 self.config.exempt_path_prefixes = prefixes;
             }
+            ConfigOption::GoawayChance => self.config.goaway_chance = value.parse()?,
         }
         Ok(self)
     }

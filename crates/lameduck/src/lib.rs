@@ -52,7 +52,7 @@ pub mod time;
 pub mod trace;
 
 pub use classify::{default_is_long_running, RequestClass, RequestInfo};
-pub use config::{Config, ConfigBuilder, ConfigError, ConfigOption, ShutdownMode};
+pub use config::{Config, ConfigBuilder, ConfigError, ConfigOption, GoawayChance, ShutdownMode};
 pub use duration::{parse_duration, DurationError};
 pub use gate::{Gate, LongRunningTicket, NormalTicket, Rejection};
 pub use health::{CheckOutcome, Endpoint, HealthQuery, HealthResponse, HealthTarget};

@@ -3,6 +3,7 @@
 
 mod bounds;
 mod conformance;
+mod goaway_chance;
 mod grpc;
 mod health;
 mod hooks;
@@ -18,6 +19,7 @@ mod watch_drain;
 
 pub use bounds::*;
 pub use conformance::*;
+pub use goaway_chance::*;
 pub use grpc::*;
 pub use health::*;
 pub use hooks::*;

@@ -33,7 +33,7 @@ pub fn help_lists_flags(bin: &'static str) {
 }
 
 pub fn invalid_flags_exit_1(bin: &'static str) {
-    let cases: [(&[&str], &[&str]); 4] = [
+    let cases: [(&[&str], &[&str]); 5] = [
         (
             &["--shutdown-delay", "-1s"],
             &["shutdown-delay", "shutdown_delay"],
@@ -50,6 +50,10 @@ pub fn invalid_flags_exit_1(bin: &'static str) {
             ],
         ),
         (&["--bogus-flag"], &["bogus-flag"]),
+        (
+            &["--goaway-chance", "0.5"],
+            &["goaway-chance", "goaway_chance"],
+        ),
     ];
     for (flags, names) in cases {
         let mut args = vec!["--listen", "127.0.0.1:0"];

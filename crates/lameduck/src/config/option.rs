@@ -32,11 +32,13 @@ pub enum ConfigOption {
     /// `--exempt-path-prefix`,
     /// [`Config::exempt_path_prefixes`](super::Config::exempt_path_prefixes).
     ExemptPathPrefixes,
+    /// `--goaway-chance`, [`Config::goaway_chance`](super::Config::goaway_chance).
+    GoawayChance,
 }
 
 impl ConfigOption {
     /// Every option, in declaration order.
-    pub const ALL: [ConfigOption; 7] = [
+    pub const ALL: [ConfigOption; 8] = [
         ConfigOption::ShutdownDelay,
         ConfigOption::ShutdownSendRetryAfter,
         ConfigOption::ShutdownWatchTerminationGracePeriod,
@@ -44,6 +46,7 @@ impl ConfigOption {
         ConfigOption::LivezGracePeriod,
         ConfigOption::MinWatchDrainQps,
         ConfigOption::ExemptPathPrefixes,
+        ConfigOption::GoawayChance,
     ];
 
     /// The command-line flag, such as `--shutdown-delay`.
@@ -59,6 +62,7 @@ impl ConfigOption {
             ConfigOption::LivezGracePeriod => "--livez-grace-period",
             ConfigOption::MinWatchDrainQps => "--min-watch-drain-qps",
             ConfigOption::ExemptPathPrefixes => "--exempt-path-prefix",
+            ConfigOption::GoawayChance => "--goaway-chance",
         }
     }
 
@@ -75,6 +79,7 @@ impl ConfigOption {
             ConfigOption::LivezGracePeriod => "livez_grace_period",
             ConfigOption::MinWatchDrainQps => "min_watch_drain_qps",
             ConfigOption::ExemptPathPrefixes => "exempt_path_prefixes",
+            ConfigOption::GoawayChance => "goaway_chance",
         }
     }
 
@@ -90,6 +95,7 @@ impl ConfigOption {
             ConfigOption::RequestTimeout => "1m0s",
             ConfigOption::MinWatchDrainQps => "200",
             ConfigOption::ExemptPathPrefixes => "/readyz,/livez,/healthz,/metrics",
+            ConfigOption::GoawayChance => "0",
         }
     }
 
@@ -117,6 +123,9 @@ impl ConfigOption {
             }
             ConfigOption::ExemptPathPrefixes => {
                 "comma-separated path prefixes never rejected during shutdown"
+            }
+            ConfigOption::GoawayChance => {
+                "probability (0 to 0.02) that a request ends its connection gracefully, to rebalance behind L4 balancers"
             }
         }
     }
@@ -223,6 +232,15 @@ pub enum ConfigError {
         /// The rejected prefix.
         value: String,
     },
+    /// A probability option's text is not a number from 0 to
+    /// [`GoawayChance::MAX`](super::GoawayChance::MAX) (0.02).
+    #[error("invalid value {value:?} for {option}: expected a probability from 0 to 0.02")]
+    InvalidChance {
+        /// The option.
+        option: ConfigOption,
+        /// The rejected text.
+        value: String,
+    },
     /// [`ConfigOption::from_str`] was given a name that is no option.
     #[error("unknown option {name:?}")]
     UnknownOption {
@@ -240,7 +258,8 @@ impl ConfigError {
             | ConfigError::TooLarge { option, .. }
             | ConfigError::InvalidBool { option, .. }
             | ConfigError::InvalidNumber { option, .. }
-            | ConfigError::InvalidPathPrefix { option, .. } => Some(*option),
+            | ConfigError::InvalidPathPrefix { option, .. }
+            | ConfigError::InvalidChance { option, .. } => Some(*option),
             ConfigError::UnknownOption { .. } => None,
         }
     }

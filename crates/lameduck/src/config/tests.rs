@@ -10,6 +10,7 @@ fn defaults_match_the_design_table() {
     assert_eq!(config.shutdown_delay(), Duration::ZERO);
     assert!(!config.shutdown_send_retry_after());
     assert_eq!(config.mode(), ShutdownMode::CloseListener);
+    assert_eq!(config.goaway_chance(), GoawayChance::OFF);
     assert_eq!(
         config.shutdown_watch_termination_grace_period(),
         Duration::ZERO
@@ -36,7 +37,8 @@ fn default_values_parse_back_to_the_defaults() {
         .request_timeout(Duration::from_secs(1))
         .livez_grace_period(Duration::from_secs(1))
         .min_watch_drain_qps(1)
-        .exempt_path_prefixes(["/x"]);
+        .exempt_path_prefixes(["/x"])
+        .goaway_chance(GoawayChance::MAX);
     for option in ConfigOption::ALL {
         builder.set(option, option.default_value()).unwrap();
     }
@@ -279,6 +281,7 @@ fn option_names() {
         "--livez-grace-period",
         "--min-watch-drain-qps",
         "--exempt-path-prefix",
+        "--goaway-chance",
     ];
     let fields = [
         "shutdown_delay",
@@ -288,6 +291,7 @@ fn option_names() {
         "livez_grace_period",
         "min_watch_drain_qps",
         "exempt_path_prefixes",
+        "goaway_chance",
     ];
     for ((option, flag), field) in ConfigOption::ALL.into_iter().zip(flags).zip(fields) {
         assert_eq!(option.flag(), flag);
