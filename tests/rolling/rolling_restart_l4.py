@@ -351,7 +351,7 @@ def main():
     p.add_argument("--actix-h2c", action="store_true", help="also run actix_server over h2c")
     p.add_argument("--transports", type=int, default=4, help="independent client transports")
     p.add_argument("--workers", type=int, default=8, help="workers per transport")
-    p.add_argument("--http1-conns", type=int, default=2, help="http1: connections per transport")
+    p.add_argument("--http1-conns", type=int, default=4, help="http1: connections per transport")
     p.add_argument("--warmup", type=float, default=2.0, help="seconds of load before the rollout")
     p.add_argument("--window", type=float, default=10.0, help="seconds of measured load after the rollout")
     p.add_argument("--exit-timeout", type=float, default=30.0, help="bound on a pod's exit after SIGTERM")
