@@ -165,7 +165,7 @@ func main() {
 	duration := flag.Duration("duration", 5*time.Minute, "upper bound of the run (SIGINT/SIGTERM end it earlier)")
 	timeout := flag.Duration("timeout", 5*time.Second, "per-request timeout")
 	maxRetries := flag.Int("max-retries", 10, "Retry-After retries per request (client-go's default is 10)")
-	http1Conns := flag.Int("http1-conns", 2, "http1: connections per transport")
+	http1Conns := flag.Int("http1-conns", 4, "http1: connections per transport")
 	flag.Parse()
 
 	pathList := strings.Split(*paths, ",")
