@@ -28,7 +28,8 @@ Per run, for one example server, one protocol, one shutdown mode and one goaway 
   5. the client stops and reports requests, failures, retries and dials (connections).
 
 Asserted: 0 failed requests, the replaced pods exit 0, and with a goaway chance > 0 every pod's
-share within 25% of an even share. With chance 0 the skew is printed, not asserted. The
+share within 25% of an even share, with at least 10 new connections in the window per client
+connection (an even share from connections that never moved would be the rollout's luck). With chance 0 the skew is printed, not asserted. The
 control (`bare_axum --graceful-shutdown`: axum's own graceful shutdown, no lame-duck window)
 goes through the same rollout and must lose requests: it shows the test can fail.
 
@@ -63,6 +64,9 @@ ENDPOINT_REMOVAL_S = 1.0
 SHUTDOWN_DELAY = "3s"
 # A share within 25% of even passes (two pods: between 37.5% and 62.5%).
 SHARE_TOLERANCE = 0.25
+# With a goaway chance, each of the client's connections must have been replaced this many times
+# on average during the window (a chance of 0.02 replaces one every ~50 requests: hundreds).
+REPLACED_PER_CONN = 10
 CLIENT_DIR = os.path.join(h.ROOT, "tests", "l4", "h2client")
 
 
@@ -250,6 +254,8 @@ def run_one(binary, case, args, client_bin):
         time.sleep(args.window)
         share, sent, conns = shares(before, lb.bytes_out(), live)
         result["shares"] = share
+        result["window_conns"] = sum(conns.values())
+        result["client_conns"] = args.transports * (1 if proto == "h2c" else args.http1_conns)
         even = 1 / len(live)
         skew = max(abs(s - even) / even for s in share.values())
         result["skew"] = skew
@@ -298,11 +304,17 @@ def verdict(r):
         return f"{r['failed']} failed requests (want 0)"
     if r["chance"] > 0 and r["skew"] > SHARE_TOLERANCE:
         return f"a pod's share is {r['skew']:.1%} off even (want within {SHARE_TOLERANCE:.0%})"
+    if r["chance"] > 0 and r["window_conns"] < REPLACED_PER_CONN * r["client_conns"]:
+        # An even share with connections that never moved is the rollout's luck, not rebalancing.
+        return (
+            f"{r['window_conns']} new connections in the window, fewer than {REPLACED_PER_CONN} x the "
+            f"client's {r['client_conns']}: the goaway chance did not rebalance, whatever the shares"
+        )
     return None
 
 
 def table(results):
-    head = ["server", "proto", "mode", "goaway", "ok", "failed", "retries", "dials", "exits", "shares p3/p4"]
+    head = ["server", "proto", "mode", "goaway", "ok", "failed", "retries", "dials", "exits", "shares p3/p4", "window conns"]
     rows = []
     for r in results:
         fmt = lambda v: "error" if v is None else str(v)  # noqa: E731
@@ -318,6 +330,7 @@ def table(results):
                 fmt(r["dials"]),
                 ",".join(f"{k}={v}" for k, v in r["exits"].items()),
                 "/".join(f"{v:.1%}" for v in r["shares"].values()) or "-",
+                str(r.get("window_conns", "-")),
             ]
         )
     widths = [max(len(x) for x in col) for col in zip(head, *rows)]
