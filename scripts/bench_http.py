@@ -114,9 +114,9 @@ class Server:
         self.proc.wait(timeout=30)
 
 
-def load(addr, requests, connections):
+def load(addr, requests, connections, close_every=0):
     out = subprocess.run([f"{REL}/bench_load", "--addr", addr, "--requests", str(requests),
-                          "--connections", str(connections)],
+                          "--connections", str(connections), "--close-every", str(close_every)],
                          capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
         raise RuntimeError(f"bench_load failed: {out.stdout} {out.stderr}")
@@ -131,12 +131,12 @@ def callgrind_totals(path):
     raise RuntimeError(f"no totals in {path}")
 
 
-def callgrind_measure(server, out_prefix, requests, connections):
+def callgrind_measure(server, out_prefix, requests, connections, close_every=0):
     """Zero, load, dump; returns Ir per request and the dump file."""
     before = set(glob.glob(out_prefix + "*"))
     subprocess.run(["callgrind_control", "-z", str(server.pid)], check=True,
                    capture_output=True, timeout=60)
-    load(server.addr, requests, connections)
+    load(server.addr, requests, connections, close_every)
     subprocess.run(["callgrind_control", "-d", str(server.pid)], check=True,
                    capture_output=True, timeout=60)
     deadline = time.monotonic() + 30
@@ -237,6 +237,9 @@ def main():
     ap.add_argument("--no-callgrind", action="store_true")
     ap.add_argument("--no-attribution", action="store_true")
     ap.add_argument("--no-build", action="store_true")
+    ap.add_argument("--goaway-chance", default=None, metavar="P",
+                    help="also measure each pair's lameduck server with --goaway-chance P "
+                         "(variant PAIR+goaway; its bare side is the same bare server)")
     ap.add_argument("--gate", type=float, default=None, metavar="RATIO",
                     help="exit 1 when a pair's median instruction ratio (lameduck / bare) exceeds RATIO")
     ap.add_argument("--out", default=os.path.join(TARGET, "bench-http"),
@@ -281,6 +284,19 @@ def main():
         variants = [(p, PAIRS[p]) for p in pairs]
         variants += [(p + "+timer", (PAIRS[p][0], ATTRIBUTION[p])) for p in pairs
                      if p in ATTRIBUTION and not a.no_attribution]
+        # Client-side closes, per side: (bare, lameduck); 0 = keep-alive throughout.
+        closes = {name: (0, 0) for name, _ in variants}
+        if a.goaway_chance is not None:
+            # The option's cost apart from the new connections it causes: the same servers
+            # with the client closing every 1/P-th request of a connection ("+churn"), against
+            # the lameduck server drawing at P with a keep-alive client ("+goaway"; its bare
+            # side closes like "+churn").
+            every = max(1, round(1 / float(a.goaway_chance))) if float(a.goaway_chance) > 0 else 0
+            for p in pairs:
+                variants.append((p + "+churn", PAIRS[p]))
+                closes[p + "+churn"] = (every, every)
+                variants.append((p + "+goaway", (PAIRS[p][0], PAIRS[p][1] + ["--goaway-chance", a.goaway_chance])))
+                closes[p + "+goaway"] = (every, 0)
         for name, cmds in variants:
             servers = []
             try:
@@ -296,7 +312,7 @@ def main():
                 samples = ([], [])
                 for side in order(a.rounds):
                     s = servers[side]
-                    ir, path = callgrind_measure(s, s.prefix, a.requests, a.connections)
+                    ir, path = callgrind_measure(s, s.prefix, a.requests, a.connections, closes[name][side])
                     samples[side].append(ir)
                     dumps[(name, side)] = path
                     log(f"callgrind {name:<12} {('bare', 'lameduck')[side]:<8} {ir:>10.0f} Ir/request")
@@ -344,6 +360,13 @@ def main():
             label = f"{name.split('+')[0]}: bare vs bare + hyper timer" if attribution else name
             print(f"| {label} | {med(bare):.0f} | {med(ld):.0f} | {med(ld) - med(bare):+.0f} | {ratio:.3f}x | "
                   f"{per_run} | {spread} | {verdict} |")
+        for name, (_, ld) in cg.items():
+            base = name.split("+")[0]
+            if name.endswith("+goaway") and base in cg and base + "+churn" in cg:
+                off, churn = med(cg[base][1]), med(cg[base + "+churn"][1])
+                print(f"\n{base} with --goaway-chance {a.goaway_chance}: {med(ld):.0f} Ir/req; option off "
+                      f"{off:.0f} ({med(ld) / off:.3f}x, the new connections included); option off with the "
+                      f"client closing as often {churn:.0f} ({med(ld) / churn:.3f}x: the option's own cost)")
     if wr:
         print(f"\n### wrk (native, `wrk -t1 -c{a.connections} -d{a.wrk_duration} --latency`, {a.rounds} runs per "
               "server, A/B alternating; medians over runs; not the gate)\n")

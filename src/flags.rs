@@ -1,18 +1,28 @@
-//! The example servers' command line (`docs/design.md#example-servers`).
+//! The example servers' command line (`docs/design.md#example-servers`), declared with
+//! `clap`'s derive: suggestions for misspelt flags, errors naming the flag, and Go-style
+//! durations parsed by the core ([`lameduck::parse_duration`]).
+//!
+//! An invalid flag is a usage error: the servers exit 2, as `clap` and `lameduck plan` do
+//! (`docs/design.md#example-servers`).
 
-use std::fmt;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use lameduck::{parse_duration, Config, ConfigBuilder, ConfigError, ConfigOption};
+use clap::error::ErrorKind;
+use clap::{CommandFactory as _, Parser};
+use lameduck::{parse_duration, Config, ConfigBuilder, ConfigError, ConfigOption, DurationError};
+
+/// The exit status after an invalid flag (`docs/design.md#example-servers`).
+pub const EXIT_INVALID_FLAG: i32 = 2;
 
 /// What the example servers accept.
 #[derive(Clone, Debug)]
 pub struct Flags {
     /// `--listen ADDR`.
     pub listen: SocketAddr,
-    /// The lifecycle configuration from the `--shutdown-*`, `--request-timeout` and
-    /// `--livez-grace-period` flags.
+    /// The lifecycle configuration from the `--shutdown-*`, `--request-timeout`,
+    /// `--livez-grace-period`, `--min-watch-drain-qps`, `--exempt-path-prefix` and
+    /// `--goaway-chance` flags.
     pub config: Config,
     /// `--pre-shutdown-hook-duration D`: register a demo pre-shutdown hook sleeping `D`.
     pub pre_shutdown_hook_duration: Option<Duration>,
@@ -31,119 +41,175 @@ pub enum Parsed {
     Help(String),
 }
 
-/// A command-line error; its message names the flag.
-#[derive(Debug, PartialEq, Eq)]
+/// A command-line error, as `clap` renders it (`error: ...`, the flag named, a suggestion for a
+/// misspelt flag, the usage line).
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
 pub struct FlagError(pub String);
-
-impl fmt::Display for FlagError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for FlagError {}
 
 impl From<ConfigError> for FlagError {
     fn from(e: ConfigError) -> Self {
-        FlagError(e.to_string())
+        FlagError(format!("error: {e}\n"))
     }
+}
+
+/// The flags, as `clap` sees them.
+#[derive(Debug, Parser)]
+#[command(
+    about = "A lameduck example server: kube-apiserver style graceful termination.",
+    after_help = "Durations are Go-style: 500ms, 2s, 1m30s.",
+    args_override_self = true
+)]
+struct ServerArgs {
+    /// Address to listen on; port 0 picks a free one
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// Lame-duck window after SIGTERM: /readyz fails, requests are served [default: 0s]
+    #[arg(long, value_name = "D", value_parser = duration, allow_hyphen_values = true)]
+    shutdown_delay: Option<Duration>,
+    /// Answer 429 + Retry-After instead of closing the listener (mode B)
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = config_text(ConfigOption::ShutdownSendRetryAfter))]
+    shutdown_send_retry_after: Option<String>,
+    /// How long long-running requests get to end [default: 0s]
+    #[arg(long, value_name = "D", value_parser = duration, allow_hyphen_values = true)]
+    shutdown_watch_termination_grace_period: Option<Duration>,
+    /// Bound on every normal request; 0 means none [default: 1m0s]
+    #[arg(long, value_name = "D", value_parser = duration, allow_hyphen_values = true)]
+    request_timeout: Option<Duration>,
+    /// Post-start hooks pass /livez during this time [default: 0s]
+    #[arg(long, value_name = "D", value_parser = duration, allow_hyphen_values = true)]
+    livez_grace_period: Option<Duration>,
+    /// Floor of the rate, per second, at which long-running requests are ended [default: 200]
+    #[arg(long, value_name = "N", allow_hyphen_values = true,
+          value_parser = config_text(ConfigOption::MinWatchDrainQps))]
+    min_watch_drain_qps: Option<String>,
+    /// Comma-separated path prefixes never rejected during shutdown
+    /// [default: /readyz,/livez,/healthz,/metrics]
+    #[arg(long, value_name = "LIST", value_parser = config_text(ConfigOption::ExemptPathPrefixes))]
+    exempt_path_prefix: Option<String>,
+    /// Chance, from 0 to 0.02, that a request ends its connection gracefully, so that
+    /// long-lived clients behind L4 balancers rebalance [default: 0]
+    #[arg(long, value_name = "P", allow_hyphen_values = true,
+          value_parser = config_text(ConfigOption::GoawayChance))]
+    goaway_chance: Option<String>,
+    /// Register a demo pre-shutdown hook that sleeps D
+    #[arg(long, value_name = "D", value_parser = duration, allow_hyphen_values = true)]
+    pre_shutdown_hook_duration: Option<Duration>,
+    /// Register a demo destroy hook that sleeps D
+    #[arg(long, value_name = "D", value_parser = duration, allow_hyphen_values = true)]
+    destroy_hook_duration: Option<Duration>,
+    /// Worker threads (actix example) [default: 2]
+    #[arg(long, value_name = "N", value_parser = workers, allow_hyphen_values = true)]
+    workers: Option<usize>,
+}
+
+/// Why a flag's value was rejected; `clap` prefixes the flag and the value.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+enum ValueError {
+    /// The core's reason.
+    #[error("{0}")]
+    Reason(String),
+    /// `--workers` is not a positive integer.
+    #[error("expected a positive integer")]
+    Workers,
+}
+
+/// A Go-style duration; the error is the core's reason without its `invalid duration "X": `.
+fn duration(value: &str) -> Result<Duration, ValueError> {
+    parse_duration(value).map_err(|e: DurationError| {
+        let message = e.to_string();
+        let prefix = format!("invalid duration {:?}: ", e.input());
+        ValueError::Reason(
+            message
+                .strip_prefix(&prefix)
+                .unwrap_or(&message)
+                .to_string(),
+        )
+    })
+}
+
+fn workers(value: &str) -> Result<usize, ValueError> {
+    value
+        .parse::<usize>()
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or(ValueError::Workers)
+}
+
+/// A value parser that checks `option`'s text with [`ConfigBuilder::set`] and keeps the text.
+fn config_text(option: ConfigOption) -> impl Fn(&str) -> Result<String, ConfigError> + Clone {
+    move |value: &str| {
+        ConfigBuilder::default().set(option, value)?;
+        Ok(value.to_string())
+    }
+}
+
+/// The command with `program` in its usage line.
+fn command(program: &str) -> clap::Command {
+    ServerArgs::command().bin_name(program.to_string())
 }
 
 /// The usage text.
 #[must_use]
 pub fn usage(program: &str) -> String {
-    format!(
-        "usage: {program} [flags]\n\n\
-         flags:\n  \
-         --listen ADDR                                  address to listen on (default 127.0.0.1:8080; port 0 picks a free one)\n  \
-         --shutdown-delay D                             lame-duck window after SIGTERM (default 0s)\n  \
-         --shutdown-send-retry-after                    answer 429 + Retry-After instead of closing the listener (mode B)\n  \
-         --shutdown-watch-termination-grace-period D    how long long-running requests get to end (default 0s)\n  \
-         --request-timeout D                            bound on every normal request (default 1m0s)\n  \
-         --livez-grace-period D                         post-start hooks pass /livez during this time (default 0s)\n  \
-         --goaway-chance P                              chance (0 to 0.02) that a request ends its connection, to rebalance behind L4 balancers (default 0)\n  \
-         --pre-shutdown-hook-duration D                 register a demo pre-shutdown hook that sleeps D\n  \
-         --destroy-hook-duration D                      register a demo destroy hook that sleeps D\n  \
-         --workers N                                    worker threads (actix example; default 2)\n  \
-         --help                                         print this help\n\n\
-         Durations are Go-style: 500ms, 2s, 1m30s.\n"
-    )
+    command(program).render_help().to_string()
 }
 
 /// Parses `args` (without the program name).
+///
+/// # Errors
+///
+/// A [`FlagError`] naming the flag.
 pub fn parse(program: &str, args: impl IntoIterator<Item = String>) -> Result<Parsed, FlagError> {
-    let mut listen: SocketAddr = ([127, 0, 0, 1], 8080).into();
+    let argv = std::iter::once(program.to_string()).chain(args);
+    let matches = match command(program).try_get_matches_from(argv) {
+        Ok(matches) => matches,
+        Err(e) if e.kind() == ErrorKind::DisplayHelp => {
+            return Ok(Parsed::Help(e.render().to_string()))
+        }
+        Err(e) => return Err(FlagError(e.render().to_string())),
+    };
+    let args = <ServerArgs as clap::FromArgMatches>::from_arg_matches(&matches)
+        .map_err(|e| FlagError(e.render().to_string()))?;
     let mut builder = ConfigBuilder::default();
-    let mut hook = None;
-    let mut destroy_hook = None;
-    let mut workers = None;
-    let mut args = args.into_iter();
-    while let Some(arg) = args.next() {
-        let (name, inline) = match arg.split_once('=') {
-            Some((n, v)) if n.starts_with("--") => (n.to_string(), Some(v.to_string())),
-            _ => (arg.clone(), None),
-        };
-        let mut value = |name: &str| -> Result<String, FlagError> {
-            match inline.clone().or_else(|| args.next()) {
-                Some(v) => Ok(v),
-                None => Err(FlagError(format!("flag {name} needs a value"))),
-            }
-        };
-        match name.as_str() {
-            "--help" | "-h" => return Ok(Parsed::Help(usage(program))),
-            "--listen" => {
-                let v = value("--listen")?;
-                listen = v
-                    .parse()
-                    .map_err(|e| FlagError(format!("invalid value {v:?} for --listen: {e}")))?;
-            }
-            "--shutdown-send-retry-after" => {
-                let v = inline.clone().unwrap_or_else(|| "true".into());
-                builder.set(ConfigOption::ShutdownSendRetryAfter, &v)?;
-            }
-            "--pre-shutdown-hook-duration" => {
-                let v = value("--pre-shutdown-hook-duration")?;
-                hook = Some(duration_flag("--pre-shutdown-hook-duration", &v)?);
-            }
-            "--destroy-hook-duration" => {
-                let v = value("--destroy-hook-duration")?;
-                destroy_hook = Some(duration_flag("--destroy-hook-duration", &v)?);
-            }
-            "--workers" => {
-                let v = value("--workers")?;
-                let n: usize = v.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
-                    FlagError(format!(
-                        "invalid value {v:?} for --workers: expected a positive integer"
-                    ))
-                })?;
-                workers = Some(n);
-            }
-            other => {
-                let option = other
-                    .strip_prefix("--")
-                    .and_then(|n| n.parse::<ConfigOption>().ok())
-                    .ok_or_else(|| FlagError(format!("unknown flag {other:?} (see --help)")))?;
-                let v = value(other)?;
-                builder.set(option, &v)?;
-            }
+    if let Some(d) = args.shutdown_delay {
+        builder = builder.shutdown_delay(d);
+    }
+    if let Some(d) = args.shutdown_watch_termination_grace_period {
+        builder = builder.shutdown_watch_termination_grace_period(d);
+    }
+    if let Some(d) = args.request_timeout {
+        builder = builder.request_timeout(d);
+    }
+    if let Some(d) = args.livez_grace_period {
+        builder = builder.livez_grace_period(d);
+    }
+    let texts = [
+        (
+            ConfigOption::ShutdownSendRetryAfter,
+            &args.shutdown_send_retry_after,
+        ),
+        (ConfigOption::MinWatchDrainQps, &args.min_watch_drain_qps),
+        (ConfigOption::ExemptPathPrefixes, &args.exempt_path_prefix),
+        (ConfigOption::GoawayChance, &args.goaway_chance),
+    ];
+    for (option, text) in texts {
+        if let Some(text) = text {
+            builder.set(option, text)?;
         }
     }
     Ok(Parsed::Run(Flags {
-        listen,
+        listen: args.listen,
         config: builder.build()?,
-        pre_shutdown_hook_duration: hook,
-        destroy_hook_duration: destroy_hook,
-        workers,
+        pre_shutdown_hook_duration: args.pre_shutdown_hook_duration,
+        destroy_hook_duration: args.destroy_hook_duration,
+        workers: args.workers,
     }))
 }
 
-/// The value `v` of duration flag `name`, parsed as a Go duration; the error names the flag.
-fn duration_flag(name: &str, v: &str) -> Result<Duration, FlagError> {
-    parse_duration(v).map_err(|e| FlagError(format!("invalid value {v:?} for {name}: {e}")))
-}
-
 /// Parses the process's arguments; prints help or the error and exits as
-/// `docs/design.md#example-servers` says (0 after `--help`, 1 after an invalid flag).
+/// `docs/design.md#example-servers` says (0 after `--help`, 2 after an invalid flag).
 #[must_use]
 pub fn from_env_or_exit() -> Flags {
     let mut args = std::env::args();
@@ -155,8 +221,8 @@ pub fn from_env_or_exit() -> Flags {
             std::process::exit(0);
         }
         Err(e) => {
-            eprintln!("error: {e}");
-            std::process::exit(1);
+            eprint!("{e}");
+            std::process::exit(EXIT_INVALID_FLAG);
         }
     }
 }
@@ -170,6 +236,11 @@ mod tests {
             Parsed::Run(f) => Ok(f),
             Parsed::Help(_) => Err(FlagError("help".into())),
         }
+    }
+
+    #[test]
+    fn the_command_is_well_formed() {
+        ServerArgs::command().debug_assert();
     }
 
     #[test]
@@ -188,6 +259,12 @@ mod tests {
             "--pre-shutdown-hook-duration",
             "3s",
             "--destroy-hook-duration=1m",
+            "--min-watch-drain-qps=10",
+            "--exempt-path-prefix=/readyz,/x",
+            "--goaway-chance",
+            "0.01",
+            "--workers",
+            "4",
         ])
         .unwrap();
         assert_eq!(f.listen.port(), 0);
@@ -199,11 +276,27 @@ mod tests {
         );
         assert_eq!(f.config.request_timeout(), Duration::from_secs(2));
         assert_eq!(f.config.livez_grace_period(), Duration::from_millis(500));
+        assert_eq!(f.config.min_watch_drain_qps(), 10);
+        assert!(f.config.is_exempt_path("/x/y"));
+        assert_eq!(f.config.goaway_chance().to_string(), "0.01");
         assert_eq!(f.pre_shutdown_hook_duration, Some(Duration::from_secs(3)));
         assert_eq!(f.destroy_hook_duration, Some(Duration::from_secs(60)));
+        assert_eq!(f.workers, Some(4));
         let defaults = run(&[]).unwrap();
+        assert_eq!(defaults.listen, SocketAddr::from(([127, 0, 0, 1], 8080)));
+        assert_eq!(defaults.config, Config::default());
         assert_eq!(defaults.pre_shutdown_hook_duration, None);
         assert_eq!(defaults.destroy_hook_duration, None);
+        assert_eq!(defaults.workers, None);
+        // The last of a repeated flag wins; `=false` turns mode B off.
+        let f = run(&[
+            "--shutdown-delay=1s",
+            "--shutdown-delay=2s",
+            "--shutdown-send-retry-after=false",
+        ])
+        .unwrap();
+        assert_eq!(f.config.shutdown_delay(), Duration::from_secs(2));
+        assert!(!f.config.shutdown_send_retry_after());
     }
 
     #[test]
@@ -216,7 +309,7 @@ mod tests {
             let e = run(&["--destroy-hook-duration", bad]).unwrap_err();
             assert!(e.0.contains("--destroy-hook-duration"), "{bad:?}: {e}");
         }
-        assert!(usage("t").contains("--destroy-hook-duration D"));
+        assert!(usage("t").contains("--destroy-hook-duration <D>"));
     }
 
     #[test]
@@ -225,6 +318,7 @@ mod tests {
             (&["--shutdown-delay", "-1s"][..], "--shutdown-delay"),
             (&["--request-timeout", "abc"][..], "--request-timeout"),
             (&["--bogus-flag"][..], "--bogus-flag"),
+            (&["--goaway-chance", "0.5"][..], "--goaway-chance"),
             (&["--listen", "nope"][..], "--listen"),
             (&["--shutdown-delay"][..], "--shutdown-delay"),
             (
@@ -236,12 +330,33 @@ mod tests {
                 "--destroy-hook-duration",
             ),
             (&["--destroy-hook-duration"][..], "--destroy-hook-duration"),
+            (&["--workers", "0"][..], "--workers"),
+            (
+                &["--min-watch-drain-qps", "-1"][..],
+                "--min-watch-drain-qps",
+            ),
+            (&["--exempt-path-prefix", "x"][..], "--exempt-path-prefix"),
+            (
+                &["--shutdown-send-retry-after=maybe"][..],
+                "--shutdown-send-retry-after",
+            ),
+            (&["--shutdown-delay", "2562048h"][..], "--shutdown-delay"),
         ] {
             let e = run(args).unwrap_err();
             assert!(e.0.contains(flag), "{args:?}: {e}");
+            assert!(e.0.starts_with("error: "), "{args:?}: {e}");
         }
+        let e = run(&["--shutdown-dealy", "1s"]).unwrap_err();
+        assert!(
+            e.0.contains("a similar argument exists: '--shutdown-delay'"),
+            "{e}"
+        );
         assert!(matches!(
             parse("t", ["--help".to_string()]),
+            Ok(Parsed::Help(_))
+        ));
+        assert!(matches!(
+            parse("t", ["-h".to_string()]),
             Ok(Parsed::Help(_))
         ));
     }

@@ -6,7 +6,7 @@
 //! split at its first `=`, as a `flag=value` pair.
 #![no_main]
 
-use lameduck::config::{ConfigOption, MAX_CONFIG_DURATION};
+use lameduck::config::{ConfigOption, GoawayChance, MAX_CONFIG_DURATION};
 use lameduck::duration::{format_duration, parse_duration, DurationError};
 use lameduck::{Config, ConfigBuilder};
 use libfuzzer_sys::fuzz_target;
@@ -89,5 +89,8 @@ fn check_config(config: &Config, text: &str) {
     ] {
         assert!(d <= MAX_CONFIG_DURATION);
     }
+    let chance = config.goaway_chance();
+    assert!(chance <= GoawayChance::MAX, "{chance}");
+    assert_eq!(chance.to_string().parse::<GoawayChance>(), Ok(chance));
     assert_eq!(config.to_builder().build().as_ref(), Ok(config));
 }

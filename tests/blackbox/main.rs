@@ -48,7 +48,7 @@ suite! {
         sigint_like_sigterm,
         signal_right_after_listening_line,
         help_lists_flags,
-        invalid_flags_exit_1,
+        invalid_flags_exit_2,
         busy_port_exits_1,
         http2_streams_complete_then_goaway,
         http2_mode_b_retry_after,

@@ -22,32 +22,49 @@ pub struct LoadResult {
     pub elapsed: Duration,
 }
 
-/// Sends exactly `total` GET requests for `path` to `addr` over `connections` connections.
-pub async fn run(addr: SocketAddr, path: &str, total: u64, connections: usize) -> LoadResult {
+/// Sends exactly `total` GET requests for `path` to `addr` over `connections` connections;
+/// with `close_every` above 0, every `close_every`-th request of a connection asks for
+/// `Connection: close` and the next request opens a new connection.
+pub async fn run(
+    addr: SocketAddr,
+    path: &str,
+    total: u64,
+    connections: usize,
+    close_every: u64,
+) -> LoadResult {
     let next = Arc::new(AtomicU64::new(0));
     let ok = Arc::new(AtomicU64::new(0));
     let errors = Arc::new(AtomicU64::new(0));
     let request: Arc<[u8]> = http1::get(path).into();
+    let closing: Arc<[u8]> =
+        format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            .into_bytes()
+            .into();
     let start = Instant::now();
     let mut tasks = Vec::with_capacity(connections);
     for _ in 0..connections.max(1) {
-        let (next, ok, errors, request) = (
+        let (next, ok, errors, request, closing) = (
             Arc::clone(&next),
             Arc::clone(&ok),
             Arc::clone(&errors),
             Arc::clone(&request),
+            Arc::clone(&closing),
         );
         tasks.push(tokio::spawn(async move {
             let mut conn: Option<Conn> = None;
+            let mut on_conn = 0u64;
             while next.fetch_add(1, Ordering::Relaxed) < total {
                 let result: io::Result<bool> = async {
                     if conn.is_none() {
                         conn = Some(Conn::connect(addr).await?);
+                        on_conn = 0;
                     }
                     let c = conn.as_mut().expect("connected");
-                    c.send(&request).await?;
+                    on_conn += 1;
+                    let last = close_every > 0 && on_conn % close_every == 0;
+                    c.send(if last { &closing } else { &request }).await?;
                     let (head, _) = c.read_response().await?;
-                    if head.close {
+                    if head.close || last {
                         conn = None;
                     }
                     Ok(head.status == 200)

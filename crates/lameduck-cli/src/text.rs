@@ -6,6 +6,8 @@ use lameduck::config::ShutdownMode;
 use lameduck::duration::GoDuration;
 use lameduck::plan::{ceil_seconds, Plan, PlanInput, Problem, DEFAULT_TERMINATION_GRACE_PERIOD};
 
+use crate::inputs::ManifestContext;
+
 /// `A` or `B`, with what it means.
 pub fn mode_line(mode: ShutdownMode) -> &'static str {
     match mode {
@@ -182,6 +184,39 @@ pub fn render(input: &PlanInput, plan: &Plan) -> String {
             }
             Some(_) => {}
         }
+    }
+    s
+}
+
+/// With `--deployment`: what was read from the manifest, before the report.
+pub fn manifest_header(context: &ManifestContext) -> String {
+    let m = &context.manifest;
+    let mut s = format!(
+        "manifest       {} (Deployment {:?}, container {:?}): terminationGracePeriodSeconds {}",
+        context.file,
+        m.deployment,
+        m.container,
+        ceil_seconds(context.termination_grace_period)
+    );
+    if let Some(sleep) = m.pre_stop_sleep {
+        let _ = write!(s, ", preStop sleep {}", GoDuration(sleep));
+    }
+    s.push('\n');
+    for note in &context.notes {
+        let _ = writeln!(s, "  note: {note}");
+    }
+    s.push('\n');
+    s
+}
+
+/// With `--deployment`: what to change in the manifest, after the report.
+pub fn manifest_changes(changes: &[String]) -> String {
+    if changes.is_empty() {
+        return String::from("\nmanifest       nothing to change\n");
+    }
+    let mut s = String::from("\nto change in the manifest:\n");
+    for change in changes {
+        let _ = writeln!(s, "  - {change}");
     }
     s
 }

@@ -3,6 +3,9 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
 const AWS: [&str; 7] = [
     "plan",
     "--probe-interval",
@@ -326,32 +329,48 @@ fn svg_output() {
     );
 }
 
+/// The `--kubernetes` output, parsed back into `k8s-openapi`'s typed Deployment.
+fn parse_deployment(yaml: &str) -> Deployment {
+    serde_norway::from_str(yaml).unwrap_or_else(|e| panic!("{e}\n{yaml}"))
+}
+
 #[test]
 fn kubernetes_snippet() {
     let o = aws(&["--shutdown-delay=30s", "--kubernetes"]);
     assert_eq!(o.status.code(), Some(0));
     let yaml = stdout(&o);
     assert!(yaml.starts_with("# lameduck plan: SAFE"), "{yaml}");
-    for want in [
-        "kind: Deployment",
-        "readinessProbe:\n            httpGet:\n              path: /readyz",
-        "livenessProbe:\n            httpGet:\n              path: /livez",
-        "periodSeconds: 10\n            timeoutSeconds: 10\n            failureThreshold: 2",
-        "- --shutdown-delay=30s",
-        "- --request-timeout=1m0s",
-    ] {
-        assert!(yaml.contains(want), "{want}\n{yaml}");
-    }
-    assert!(!yaml.contains("--shutdown-send-retry-after"));
-    let grace: u64 = yaml
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("terminationGracePeriodSeconds: "))
-        .unwrap()
-        .parse()
-        .unwrap();
-    // The worst case is 90 s; the snippet's budget covers it.
-    assert!(grace >= 90, "{grace}");
-    assert_eq!(grace, 95);
+    let deployment = parse_deployment(&yaml);
+    let pod = deployment.spec.template.spec.expect("pod spec");
+    let container = &pod.containers[0];
+    let readiness = container.readiness_probe.as_ref().unwrap();
+    let get = readiness.http_get.as_ref().unwrap();
+    assert_eq!(get.path.as_deref(), Some("/readyz"));
+    assert_eq!(get.port, IntOrString::String("http".into()));
+    assert_eq!(readiness.period_seconds, Some(10));
+    assert_eq!(readiness.timeout_seconds, Some(10));
+    assert_eq!(readiness.failure_threshold, Some(2));
+    let liveness = container.liveness_probe.as_ref().unwrap();
+    assert_eq!(
+        liveness.http_get.as_ref().unwrap().path.as_deref(),
+        Some("/livez")
+    );
+    let args = container.args.clone().unwrap();
+    assert!(args.contains(&"--shutdown-delay=30s".into()), "{args:?}");
+    assert!(args.contains(&"--request-timeout=1m0s".into()), "{args:?}");
+    assert!(!args.contains(&"--shutdown-send-retry-after".into()));
+    // The worst case is 90 s; the snippet's budget covers it, plus 5 s.
+    assert_eq!(pod.termination_grace_period_seconds, Some(95));
+    let labels = deployment.spec.selector.match_labels.unwrap();
+    assert_eq!(
+        Some(&labels),
+        deployment
+            .spec
+            .template
+            .metadata
+            .as_ref()
+            .and_then(|m| m.labels.as_ref())
+    );
 
     // Mode B, a larger given budget wins, rounding is commented, problems are comments.
     let o = lameduck(&[
@@ -372,74 +391,92 @@ fn kubernetes_snippet() {
         "{yaml}"
     );
     assert!(
-        yaml.contains("terminationGracePeriodSeconds: 300"),
+        yaml.contains("# readinessProbe.periodSeconds: 2, rounded up from 1.5s"),
         "{yaml}"
     );
-    assert!(
-        yaml.contains("periodSeconds: 2  # rounded up from 1.5s"),
-        "{yaml}"
+    let deployment = parse_deployment(&yaml);
+    let pod = deployment.spec.template.spec.unwrap();
+    assert_eq!(pod.termination_grace_period_seconds, Some(300));
+    let container = &pod.containers[0];
+    assert_eq!(
+        container.readiness_probe.as_ref().unwrap().period_seconds,
+        Some(2)
     );
-    assert!(yaml.contains("- --shutdown-send-retry-after"), "{yaml}");
-    // Every non-comment line is indented by an even number of spaces (no tabs).
-    for line in yaml.lines().filter(|l| !l.trim_start().starts_with('#')) {
-        assert!(!line.contains('\t'));
-        let indent = line.len() - line.trim_start().len();
-        assert_eq!(indent % 2, 0, "{line}");
-    }
+    assert!(container
+        .args
+        .as_ref()
+        .unwrap()
+        .contains(&"--shutdown-send-retry-after".into()));
+
+    // In the JSON output the same YAML rides along as a string.
+    let o = aws(&["--shutdown-delay=30s", "--json", "--kubernetes"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let deployment = parse_deployment(v["kubernetes"].as_str().unwrap());
+    assert_eq!(deployment.metadata.name.as_deref(), Some("my-service"));
 }
 
 #[test]
 fn invalid_input_exits_2_naming_the_flag() {
-    let cases: [(&[&str], &str); 12] = [
+    let cases: [(&[&str], &[&str]); 13] = [
         (
             &["--probe-interval", "0s"],
-            "--probe-interval must be greater than zero",
+            &["--probe-interval must be greater than zero"],
         ),
         (
             &["--probe-interval", "-10s"],
-            r#"--probe-interval can not be a negative value (got "-10s")"#,
+            &["'-10s'", "--probe-interval", "can not be a negative value"],
         ),
         (
             &["--probe-interval", "ten"],
-            r#"invalid value "ten" for --probe-interval: expected numbers with units"#,
+            &["'ten'", "--probe-interval", "expected numbers with units"],
         ),
         (
             &["--probe-timeout", "0"],
-            "--probe-timeout must be greater than zero",
+            &["--probe-timeout must be greater than zero"],
         ),
         (
             &["--probe-timeout", "11s"],
-            "--probe-timeout (11s) can not be longer than --probe-interval (10s)",
+            &["--probe-timeout (11s) can not be longer than --probe-interval (10s)"],
         ),
         (
             &["--unhealthy-threshold", "0"],
-            "--unhealthy-threshold must be at least 1",
+            &["--unhealthy-threshold must be at least 1"],
         ),
         (
             &["--unhealthy-threshold", "two"],
-            r#"invalid value "two" for --unhealthy-threshold"#,
+            &["'two'", "--unhealthy-threshold", "expected a whole number"],
         ),
         (
             &["--shutdown-delay", "-1s"],
-            r#"--shutdown-delay can not be a negative value (got "-1s")"#,
+            &["'-1s'", "--shutdown-delay", "can not be a negative value"],
         ),
         (
             &["--request-timeout", "10"],
-            r#"invalid value "10" for --request-timeout: missing unit"#,
+            &["'10'", "--request-timeout", "missing unit"],
         ),
         (
             &["--termination-grace-period", "soon"],
-            r#"invalid value "soon" for --termination-grace-period"#,
+            &["'soon'", "--termination-grace-period"],
         ),
-        (&["--shutdown-delay"], "--shutdown-delay needs a value"),
-        (&["--frobnicate"], "unknown flag --frobnicate"),
+        (
+            &["--shutdown-delay"],
+            &["a value is required for '--shutdown-delay <D>'"],
+        ),
+        (&["--frobnicate"], &["unexpected argument '--frobnicate'"]),
+        // A misspelt flag gets a suggestion.
+        (
+            &["--shutdown-dealy", "30s"],
+            &["tip: a similar argument exists: '--shutdown-delay'"],
+        ),
     ];
-    for (extra, want) in cases {
+    for (extra, wants) in cases {
         let o = aws(extra);
         let err = stderr(&o);
         assert_eq!(o.status.code(), Some(2), "{extra:?}: {err}");
-        assert!(err.starts_with("lameduck: error: "), "{err}");
-        assert!(err.contains(want), "{extra:?}: {err}");
+        assert!(err.starts_with("error: "), "{err}");
+        for want in wants {
+            assert!(err.contains(want), "{extra:?}: {want:?} in {err}");
+        }
         assert!(stdout(&o).is_empty());
     }
     // Overlapping probes allow a timeout above the interval.
@@ -458,6 +495,7 @@ fn help_and_usage() {
     assert_eq!(o.status.code(), Some(0));
     assert!(stdout(&o).contains("lameduck plan [flags]"));
     assert!(stdout(&o).contains("Exit status: 0 safe, 1 unsafe, 2"));
+    assert!(stdout(&o).contains("completions"));
     for args in [&["plan", "--help"][..], &["help", "plan"], &["plan", "-h"]] {
         let o = lameduck(args);
         assert_eq!(o.status.code(), Some(0));
@@ -474,6 +512,8 @@ fn help_and_usage() {
             "--shutdown-send-retry-after",
             "--pre-shutdown-hooks",
             "--termination-grace-period",
+            "--deployment",
+            "--container",
             "--json",
             "--svg",
             "--kubernetes",
@@ -482,13 +522,37 @@ fn help_and_usage() {
             assert!(out.contains(flag), "{flag}");
         }
     }
+    // No command: the help on stderr, exit 2.
     let o = lameduck(&[]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("missing command"));
+    assert!(stderr(&o).contains("Usage: lameduck <COMMAND>"));
     let o = lameduck(&["deploy"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("unknown command \"deploy\""));
-    let o = lameduck(&["--version"]);
-    assert_eq!(o.status.code(), Some(0));
-    assert!(stdout(&o).starts_with("lameduck 0.1.0"));
+    assert!(stderr(&o).contains("unrecognized subcommand 'deploy'"));
+    let o = lameduck(&["pln"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("a similar subcommand exists: 'plan'"));
+    for flag in ["--version", "-V"] {
+        let o = lameduck(&[flag]);
+        assert_eq!(o.status.code(), Some(0));
+        assert!(stdout(&o).starts_with("lameduck 0.1.0"));
+    }
+}
+
+#[test]
+fn completions() {
+    for (shell, marker, flag) in [
+        ("bash", "complete -F", "--deployment"),
+        ("zsh", "#compdef lameduck", "--deployment"),
+        ("fish", "complete -c lameduck", "-l deployment"),
+    ] {
+        let o = lameduck(&["completions", shell]);
+        assert_eq!(o.status.code(), Some(0), "{shell}: {}", stderr(&o));
+        let script = stdout(&o);
+        assert!(script.contains(marker), "{shell}: {script}");
+        assert!(script.contains(flag), "{shell}: {script}");
+    }
+    let o = lameduck(&["completions", "tcsh"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("invalid value 'tcsh'"));
 }

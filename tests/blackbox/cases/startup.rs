@@ -32,7 +32,7 @@ pub fn help_lists_flags(bin: &'static str) {
     );
 }
 
-pub fn invalid_flags_exit_1(bin: &'static str) {
+pub fn invalid_flags_exit_2(bin: &'static str) {
     let cases: [(&[&str], &[&str]); 5] = [
         (
             &["--shutdown-delay", "-1s"],
@@ -60,7 +60,7 @@ pub fn invalid_flags_exit_1(bin: &'static str) {
         args.extend_from_slice(flags);
         let mut server = ServerProcess::spawn(bin, &args, &[]);
         let code = server.expect_exit(Duration::from_secs(10));
-        assert_eq!(code, 1, "{args:?} should exit 1\n{}", server.describe());
+        assert_eq!(code, 2, "{args:?} should exit 2\n{}", server.describe());
         let stderr = server.stderr_text();
         assert!(
             names.iter().any(|n| stderr.contains(n)),

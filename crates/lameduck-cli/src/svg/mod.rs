@@ -4,8 +4,8 @@
 //! where requests are lost shaded red.
 //!
 //! [`render`] lays the picture out top to bottom: the title, the marker labels
-//! ([`markers`]), the lanes ([`lanes`]), the time axis ([`axis`]) and the notes. Every
-//! element is drawn on a [`canvas::Canvas`].
+//! (`markers`), the lanes (`lanes`), the time axis (`axis`) and the notes. Every
+//! element is drawn on a `canvas::Canvas`.
 
 mod axis;
 mod canvas;

@@ -1,0 +1,311 @@
+//! `--json`: the plan as typed, documented objects serialized with `serde_json`; durations are
+//! exact decimal seconds (`30`, `1.5`, `0.000000001`). The schema is in `docs/planner.md`;
+//! the same types deserialize the output again.
+
+use std::fmt;
+use std::time::Duration;
+
+use lameduck::config::ShutdownMode;
+use lameduck::plan::{EventKind, Plan, PlanInput};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::value::RawValue;
+
+use crate::inputs::ManifestContext;
+
+/// A duration as a JSON number of exact decimal seconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Seconds(pub Duration);
+
+impl fmt::Display for Seconds {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let nanos = self.0.subsec_nanos();
+        if nanos == 0 {
+            return write!(f, "{}", self.0.as_secs());
+        }
+        let fraction = format!("{nanos:09}");
+        write!(f, "{}.{}", self.0.as_secs(), fraction.trim_end_matches('0'))
+    }
+}
+
+impl Serialize for Seconds {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let raw = RawValue::from_string(self.to_string()).map_err(serde::ser::Error::custom)?;
+        raw.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Seconds {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let raw = Box::<RawValue>::deserialize(deserializer)?;
+        parse_seconds(raw.get())
+            .map(Seconds)
+            .ok_or_else(|| serde::de::Error::custom(format!("not decimal seconds: {}", raw.get())))
+    }
+}
+
+/// `30`, `1.5`, `0.000000001` back into a duration; `None` for anything else.
+fn parse_seconds(text: &str) -> Option<Duration> {
+    let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if whole.is_empty() || !digits(whole) || !digits(fraction) || fraction.len() > 9 {
+        return None;
+    }
+    let nanos = format!("{fraction:0<9}").parse::<u32>().ok()?;
+    Some(Duration::new(whole.parse().ok()?, nanos))
+}
+
+/// The shutdown mode: `A` closes the listener, `B` answers 429.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Mode {
+    /// The listener closes at NotAcceptingNewRequest.
+    A,
+    /// New requests get 429 until the drain ends.
+    B,
+}
+
+/// The whole `--json` document.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PlanReport {
+    /// The exit status is 0 exactly when this is true.
+    pub safe: bool,
+    /// The one-line verdict of the text output.
+    pub verdict: String,
+    /// The shutdown mode.
+    pub mode: Mode,
+    /// Worst-case time from /readyz turning red to the load balancer's decision.
+    pub detection_worst_case_seconds: Seconds,
+    /// The shutdown delay planned with.
+    pub shutdown_delay_seconds: Seconds,
+    /// The smallest safe shutdown delay.
+    pub min_safe_shutdown_delay_seconds: Seconds,
+    /// When the server stops accepting, at the latest (after the delay and the hooks).
+    pub stop_accepting_worst_case_seconds: Seconds,
+    /// The end of the normal drain; `null` without a request timeout.
+    pub normal_drain_worst_case_seconds: Option<Seconds>,
+    /// The worst-case termination; `null` without a request timeout.
+    pub total_worst_case_seconds: Option<Seconds>,
+    /// The budget checked against (the server's part of it with `--deployment`), or `null`.
+    pub termination_grace_period_seconds: Option<Seconds>,
+    /// The worst case rounded up plus 5 s, or `null`.
+    pub suggested_termination_grace_period_seconds: Option<Seconds>,
+    /// The merged input.
+    pub input: InputReport,
+    /// Why it is unsafe; empty when safe.
+    pub problems: Vec<ProblemReport>,
+    /// The worst-case timeline from the stop signal.
+    pub timeline: Vec<EventReport>,
+    /// With `--kubernetes`: the Deployment as YAML.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubernetes: Option<String>,
+    /// With `--deployment`: what was read and what to change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployment: Option<DeploymentReport>,
+}
+
+/// The planner's input after merging flags, manifest and defaults.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputReport {
+    /// `--probe-interval`.
+    pub probe_interval_seconds: Seconds,
+    /// `--probe-timeout`.
+    pub probe_timeout_seconds: Seconds,
+    /// `--unhealthy-threshold`.
+    pub unhealthy_threshold: u32,
+    /// `--propagation-delay`.
+    pub propagation_delay_seconds: Seconds,
+    /// `--overlapping-probes`.
+    pub overlapping_probes: bool,
+    /// `--shutdown-delay`.
+    pub shutdown_delay_seconds: Seconds,
+    /// `--request-timeout`.
+    pub request_timeout_seconds: Seconds,
+    /// `--shutdown-watch-termination-grace-period`.
+    pub shutdown_watch_termination_grace_period_seconds: Seconds,
+    /// `--shutdown-send-retry-after`.
+    pub shutdown_send_retry_after: bool,
+    /// `--pre-shutdown-hooks`.
+    pub pre_shutdown_hooks_seconds: Seconds,
+    /// The budget checked against, or `null`.
+    pub termination_grace_period_seconds: Option<Seconds>,
+}
+
+/// One reason the plan is unsafe.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProblemReport {
+    /// A stable name, such as `detection_after_stop_accepting`.
+    pub kind: String,
+    /// The text output's sentence.
+    pub message: String,
+}
+
+/// One event of the worst-case timeline.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventReport {
+    /// When it starts, from the stop signal.
+    pub at_seconds: Seconds,
+    /// How long it lasts (0 for an instant).
+    pub duration_seconds: Seconds,
+    /// `at + duration`.
+    pub end_seconds: Seconds,
+    /// The short tag of the text table (`E1`, `P2`, `LB`).
+    pub tag: String,
+    /// A stable name, such as `probe_fails`.
+    pub kind: String,
+    /// For `probe_fails`: the probe's number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe: Option<u32>,
+    /// For `probes_fail`: the first and last probe's numbers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probes: Option<[u32; 2]>,
+    /// What happens.
+    pub label: String,
+}
+
+/// With `--deployment`: the manifest's part.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeploymentReport {
+    /// The file.
+    pub file: String,
+    /// The Deployment's name.
+    pub name: String,
+    /// The container checked.
+    pub container: String,
+    /// The whole terminationGracePeriodSeconds (the preStop sleep included).
+    pub termination_grace_period_seconds: Seconds,
+    /// The preStop sleep, or `null`.
+    pub pre_stop_sleep_seconds: Option<Seconds>,
+    /// Defaults that applied and other remarks.
+    pub notes: Vec<String>,
+    /// What to change for the plan to be safe; empty when safe.
+    pub changes: Vec<String>,
+}
+
+/// Builds the report.
+pub fn build(
+    input: &PlanInput,
+    plan: &Plan,
+    verdict: &str,
+    kubernetes: Option<&str>,
+    manifest: Option<(&ManifestContext, Vec<String>)>,
+) -> PlanReport {
+    let probes = &input.probes;
+    let config = &input.config;
+    PlanReport {
+        safe: plan.is_safe(),
+        verdict: verdict.to_string(),
+        mode: match plan.mode {
+            ShutdownMode::CloseListener => Mode::A,
+            ShutdownMode::SendRetryAfter => Mode::B,
+        },
+        detection_worst_case_seconds: Seconds(plan.detection_worst_case),
+        shutdown_delay_seconds: Seconds(plan.shutdown_delay),
+        min_safe_shutdown_delay_seconds: Seconds(plan.min_safe_shutdown_delay),
+        stop_accepting_worst_case_seconds: Seconds(plan.stop_accepting_worst_case),
+        normal_drain_worst_case_seconds: plan.normal_drain_worst_case.map(Seconds),
+        total_worst_case_seconds: plan.total_worst_case.map(Seconds),
+        termination_grace_period_seconds: plan.termination_grace_period.map(Seconds),
+        suggested_termination_grace_period_seconds: plan
+            .suggested_termination_grace_period
+            .map(Seconds),
+        input: InputReport {
+            probe_interval_seconds: Seconds(probes.interval),
+            probe_timeout_seconds: Seconds(probes.timeout),
+            unhealthy_threshold: probes.unhealthy_threshold,
+            propagation_delay_seconds: Seconds(probes.propagation_delay),
+            overlapping_probes: probes.allow_overlapping_probes,
+            shutdown_delay_seconds: Seconds(config.shutdown_delay()),
+            request_timeout_seconds: Seconds(config.request_timeout()),
+            shutdown_watch_termination_grace_period_seconds: Seconds(
+                config.shutdown_watch_termination_grace_period(),
+            ),
+            shutdown_send_retry_after: config.shutdown_send_retry_after(),
+            pre_shutdown_hooks_seconds: Seconds(input.pre_shutdown_hooks),
+            termination_grace_period_seconds: input.termination_grace_period.map(Seconds),
+        },
+        problems: plan
+            .problems
+            .iter()
+            .map(|p| ProblemReport {
+                kind: p.name().to_string(),
+                message: p.to_string(),
+            })
+            .collect(),
+        timeline: plan
+            .timeline
+            .iter()
+            .map(|e| EventReport {
+                at_seconds: Seconds(e.at),
+                duration_seconds: Seconds(e.duration),
+                end_seconds: Seconds(e.end()),
+                tag: e.tag.clone(),
+                kind: e.kind.name().to_string(),
+                probe: match e.kind {
+                    EventKind::ProbeFails { index } => Some(index),
+                    _ => None,
+                },
+                probes: match e.kind {
+                    EventKind::ProbesFail { first, last } => Some([first, last]),
+                    _ => None,
+                },
+                label: e.label.clone(),
+            })
+            .collect(),
+        kubernetes: kubernetes.map(str::to_string),
+        deployment: manifest.map(|(context, changes)| DeploymentReport {
+            file: context.file.clone(),
+            name: context.manifest.deployment.clone(),
+            container: context.manifest.container.clone(),
+            termination_grace_period_seconds: Seconds(context.termination_grace_period),
+            pre_stop_sleep_seconds: context.manifest.pre_stop_sleep.map(Seconds),
+            notes: context.notes.clone(),
+            changes,
+        }),
+    }
+}
+
+/// The report as pretty JSON with a final newline.
+///
+/// # Errors
+///
+/// `serde_json`'s error (not expected: every field is serializable).
+pub fn render(report: &PlanReport) -> Result<String, serde_json::Error> {
+    let mut text = serde_json::to_string_pretty(report)?;
+    text.push('\n');
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exact_seconds_both_ways() {
+        for (d, text) in [
+            (Duration::from_secs(30), "30"),
+            (Duration::from_millis(1500), "1.5"),
+            (Duration::from_nanos(1), "0.000000001"),
+            (Duration::ZERO, "0"),
+        ] {
+            assert_eq!(Seconds(d).to_string(), text);
+            assert_eq!(serde_json::to_string(&Seconds(d)).unwrap(), text);
+            assert_eq!(serde_json::from_str::<Seconds>(text).unwrap(), Seconds(d));
+        }
+        for bad in ["-1", "1e3", "\"1\"", "1.0000000001", ".5"] {
+            assert!(serde_json::from_str::<Seconds>(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn strings_are_escaped() {
+        let problem = ProblemReport {
+            kind: String::from("k"),
+            message: String::from("a\"b\\c\n\u{1}×"),
+        };
+        let text = serde_json::to_string(&problem).unwrap();
+        assert!(text.contains(r#""a\"b\\c\n\u0001×""#), "{text}");
+        assert_eq!(
+            serde_json::from_str::<ProblemReport>(&text).unwrap(),
+            problem
+        );
+    }
+}
