@@ -30,8 +30,6 @@ import json
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -54,135 +52,22 @@ DETECTION_MS = FALL * INTER_MS + CHECK_TIMEOUT_MS
 MARGIN_MS = max(DETECTION_MS, 500)
 SHUTDOWN_DELAY_MS = DETECTION_MS + MARGIN_MS
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-# Children alive right now, by PID: killed on the way out, however the script ends.
-_children = {}
-_children_lock = threading.Lock()
-
-
-def log(msg):
-    print(msg, flush=True)
-
-
-def fmt_ms(ms):
-    return f"{ms / 1000:g}s" if ms % 1000 == 0 else f"{ms}ms"
-
-
-def spawn(args, stdout, stderr):
-    proc = subprocess.Popen(
-        args,
-        stdin=subprocess.DEVNULL,
-        stdout=stdout,
-        stderr=stderr,
-        env=dict(os.environ, NO_COLOR="1"),
-    )
-    with _children_lock:
-        _children[proc.pid] = proc
-    return proc
-
-
-def reap(proc, timeout):
-    """Waits up to `timeout` seconds for `proc`; kills it (by PID) if it is still running."""
-    try:
-        return proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        kill(proc)
-        return None
-    finally:
-        with _children_lock:
-            _children.pop(proc.pid, None)
-
-
-def kill(proc):
-    if proc.poll() is None:
-        try:
-            os.kill(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
-    with _children_lock:
-        _children.pop(proc.pid, None)
-
-
-def kill_all_children():
-    with _children_lock:
-        procs = list(_children.values())
-    for proc in procs:
-        kill(proc)
-
-
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def target_dir():
-    if os.environ.get("CARGO_TARGET_DIR"):
-        return os.path.abspath(os.environ["CARGO_TARGET_DIR"])
-    out = subprocess.run(
-        ["cargo", "metadata", "--format-version", "1", "--no-deps"],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    ).stdout
-    return json.loads(out)["target_directory"]
-
-
-class Instance:
-    """One example-server process on a fixed port, with its logs in `workdir`."""
-
-    def __init__(self, binary, name, port, flags, workdir):
-        self.binary, self.name, self.port, self.flags = binary, name, port, flags
-        self.workdir = workdir
-        self.generation = 0
-        self.proc = None
-
-    def start(self, timeout=30.0):
-        self.generation += 1
-        base = os.path.join(self.workdir, f"{self.name}.{self.generation}")
-        self.stdout_path, self.stderr_path = base + ".stdout", base + ".stderr"
-        with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
-            args = [self.binary, "--listen", f"127.0.0.1:{self.port}", *self.flags]
-            self.proc = spawn(args, out, err)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with open(self.stdout_path, "r", errors="replace") as f:
-                line = f.readline()
-            if line.endswith("\n"):
-                expected = f"listening on http://127.0.0.1:{self.port}"
-                if line.strip() != expected:
-                    raise RuntimeError(f"{self.name}: first stdout line {line!r}, want {expected!r}")
-                return
-            if self.proc.poll() is not None:
-                raise RuntimeError(
-                    f"{self.name} exited with {self.proc.returncode} before listening:\n"
-                    + self.stderr_tail()
-                )
-            time.sleep(0.01)
-        raise RuntimeError(f"{self.name}: no `listening on` line within {timeout}s")
-
-    def terminate_and_wait(self, timeout):
-        os.kill(self.proc.pid, signal.SIGTERM)
-        code = reap(self.proc, timeout)
-        if code is None:
-            raise RuntimeError(
-                f"{self.name} still running {timeout}s after SIGTERM (killed):\n" + self.stderr_tail()
-            )
-        return code
-
-    def stderr_tail(self, n=30):
-        try:
-            with open(self.stderr_path, "r", errors="replace") as f:
-                return "".join(f.readlines()[-n:])
-        except OSError:
-            return ""
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# The shared helpers, re-exported: rolling_restart_grpc.py reaches them as rolling_restart.X.
+from harness import (  # noqa: E402,F401
+    ROOT,
+    Instance,
+    fmt_ms,
+    free_port,
+    kill,
+    kill_all_children,
+    log,
+    reap,
+    run_main,
+    show_stat,
+    spawn,
+    target_dir,
+)
 
 
 class HAProxy:
@@ -242,26 +127,7 @@ class HAProxy:
             kill(self.proc)
 
     def show_stat(self):
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-            s.settimeout(2)
-            s.connect(self.sock_path)
-            s.sendall(b"show stat\n")
-            data = b""
-            while True:
-                chunk = s.recv(65536)
-                if not chunk:
-                    break
-                data += chunk
-        rows = data.decode(errors="replace").splitlines()
-        if not rows or not rows[0].startswith("# "):
-            return {}
-        header = rows[0][2:].split(",")
-        out = {}
-        for row in rows[1:]:
-            fields = dict(zip(header, row.split(",")))
-            if fields.get("pxname") == "be" and fields.get("svname") not in ("BACKEND", None):
-                out[fields["svname"]] = fields
-        return out
+        return show_stat(self.sock_path)
 
     def _watch(self):
         while not self._stop.is_set():
@@ -590,16 +456,5 @@ def main():
     return 0
 
 
-def _on_signal(signum, _frame):
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, _on_signal)
-    try:
-        code = main()
-    except KeyboardInterrupt:
-        code = 130
-    finally:
-        kill_all_children()
-    sys.exit(code)
+    run_main(main)

@@ -26,7 +26,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -203,16 +202,5 @@ def main():
     return 0
 
 
-def _on_signal(signum, _frame):
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, _on_signal)
-    try:
-        code = main()
-    except KeyboardInterrupt:
-        code = 130
-    finally:
-        rr.kill_all_children()
-    sys.exit(code)
+    rr.run_main(main)

@@ -1,0 +1,192 @@
+"""Helpers shared by the rolling-restart proofs (rolling_restart.py, rolling_restart_grpc.py,
+rolling_restart_l4.py): child processes tracked by PID and killed on every exit path, the
+example-server instance, free loopback ports, and HAProxy's runtime API (stats socket).
+
+Stdlib only. Loopback only.
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# Children alive right now, by PID: killed on the way out, however the script ends.
+_children = {}
+_children_lock = threading.Lock()
+
+
+def log(msg):
+    print(msg, flush=True)
+
+
+def fmt_ms(ms):
+    return f"{ms / 1000:g}s" if ms % 1000 == 0 else f"{ms}ms"
+
+
+def spawn(args, stdout, stderr):
+    proc = subprocess.Popen(
+        args,
+        stdin=subprocess.DEVNULL,
+        stdout=stdout,
+        stderr=stderr,
+        env=dict(os.environ, NO_COLOR="1"),
+    )
+    with _children_lock:
+        _children[proc.pid] = proc
+    return proc
+
+
+def reap(proc, timeout):
+    """Waits up to `timeout` seconds for `proc`; kills it (by PID) if it is still running."""
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill(proc)
+        return None
+    finally:
+        with _children_lock:
+            _children.pop(proc.pid, None)
+
+
+def kill(proc):
+    if proc.poll() is None:
+        try:
+            os.kill(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+    with _children_lock:
+        _children.pop(proc.pid, None)
+
+
+def kill_all_children():
+    with _children_lock:
+        procs = list(_children.values())
+    for proc in procs:
+        kill(proc)
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def target_dir():
+    if os.environ.get("CARGO_TARGET_DIR"):
+        return os.path.abspath(os.environ["CARGO_TARGET_DIR"])
+    out = subprocess.run(
+        ["cargo", "metadata", "--format-version", "1", "--no-deps"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    ).stdout
+    return json.loads(out)["target_directory"]
+
+
+class Instance:
+    """One example-server process on a fixed port, with its logs in `workdir`."""
+
+    def __init__(self, binary, name, port, flags, workdir):
+        self.binary, self.name, self.port, self.flags = binary, name, port, flags
+        self.workdir = workdir
+        self.generation = 0
+        self.proc = None
+
+    def start(self, timeout=30.0):
+        self.generation += 1
+        base = os.path.join(self.workdir, f"{self.name}.{self.generation}")
+        self.stdout_path, self.stderr_path = base + ".stdout", base + ".stderr"
+        with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
+            args = [self.binary, "--listen", f"127.0.0.1:{self.port}", *self.flags]
+            self.proc = spawn(args, out, err)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with open(self.stdout_path, "r", errors="replace") as f:
+                line = f.readline()
+            if line.endswith("\n"):
+                expected = f"listening on http://127.0.0.1:{self.port}"
+                if line.strip() != expected:
+                    raise RuntimeError(f"{self.name}: first stdout line {line!r}, want {expected!r}")
+                return
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"{self.name} exited with {self.proc.returncode} before listening:\n"
+                    + self.stderr_tail()
+                )
+            time.sleep(0.01)
+        raise RuntimeError(f"{self.name}: no `listening on` line within {timeout}s")
+
+    def terminate_and_wait(self, timeout):
+        os.kill(self.proc.pid, signal.SIGTERM)
+        code = reap(self.proc, timeout)
+        if code is None:
+            raise RuntimeError(
+                f"{self.name} still running {timeout}s after SIGTERM (killed):\n" + self.stderr_tail()
+            )
+        return code
+
+    def stderr_tail(self, n=30):
+        try:
+            with open(self.stderr_path, "r", errors="replace") as f:
+                return "".join(f.readlines()[-n:])
+        except OSError:
+            return ""
+
+
+def haproxy_command(sock_path, command, timeout=2.0):
+    """Sends one command to HAProxy's stats socket (the runtime API); returns its answer."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        s.connect(sock_path)
+        s.sendall(command.encode() + b"\n")
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    return data.decode(errors="replace")
+
+
+def show_stat(sock_path, backend="be"):
+    """`show stat` of `backend`'s servers: {server name: {field: value}} (BACKEND row left out)."""
+    rows = haproxy_command(sock_path, "show stat").splitlines()
+    if not rows or not rows[0].startswith("# "):
+        return {}
+    header = rows[0][2:].split(",")
+    out = {}
+    for row in rows[1:]:
+        fields = dict(zip(header, row.split(",")))
+        if fields.get("pxname") == backend and fields.get("svname") not in ("BACKEND", None):
+            out[fields["svname"]] = fields
+    return out
+
+
+def _on_signal(signum, _frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def run_main(main):
+    """Runs `main()` as the script's body: SIGTERM ends it like Ctrl-C, and every child still
+    running is killed by its PID however it ends. Exits with main's status (130 when
+    interrupted)."""
+    signal.signal(signal.SIGTERM, _on_signal)
+    try:
+        code = main()
+    except KeyboardInterrupt:
+        code = 130
+    finally:
+        kill_all_children()
+    sys.exit(code)

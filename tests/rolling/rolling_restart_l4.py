@@ -1,0 +1,474 @@
+#!/usr/bin/env python3
+"""Long-lived connections behind a layer-4 balancer: a Kubernetes-style rolling update of two
+pods under a real HTTP/2 (or HTTP/1 keep-alive) client, through HAProxy in `mode tcp`.
+
+A TCP balancer (kube-proxy, IPVS, a cloud network load balancer) never moves an open
+connection: removing an endpoint only stops new connections from reaching it. Only the pod
+itself, with an HTTP/2 GOAWAY or an HTTP/1 `Connection: close`, moves its clients. And once
+every connection has landed somewhere, nothing spreads them again unless the pods close a
+few of them now and then (`--goaway-chance`, kube-apiserver's answer).
+
+Per run, for one example server, one protocol, one shutdown mode and one goaway chance:
+
+  1. pods p1 and p2 start on 127.0.0.1; HAProxy (`mode tcp`, `balance roundrobin`, no health
+     checks, `retries 0`, no redispatch: as kube-proxy behaves) has them as endpoints, and the
+     slots of the pods to come (p3, p4) declared `disabled`;
+  2. tests/l4/h2client (Go: golang.org/x/net/http2 prior-knowledge h2c, or net/http HTTP/1
+     keep-alive) runs several independent transports with several workers each, on `/` and
+     `/sleep?duration=20ms`, retrying after a Retry-After as client-go does (a 429 or 5xx
+     answer with Retry-After: client-go's checkWait), nothing else;
+  3. for each old pod: the new pod starts, its /readyz answers 200, its endpoint is enabled
+     (runtime API, `enable server`); the old pod gets SIGTERM, its endpoint is disabled 1 s
+     later (`disable server`), and it must exit 0 within its shutdown delay plus a bound;
+  4. from the end of the rollout, 10 s of load: each pod's share of the traffic is the bytes
+     HAProxy forwarded from it to clients over the window, read at both ends of the window
+     (see `Balancer.bytes_out`). Bytes, not `stot`: `stot` counts connections, and with a few
+     long-lived connections a connection says nothing about how much traffic it carries. All
+     responses here are small and alike, so bytes track requests;
+  5. the client stops and reports requests, failures, retries and dials (connections).
+
+Asserted: 0 failed requests, the replaced pods exit 0, and with a goaway chance > 0 every pod's
+share within 25% of an even share, with at least 10 new connections in the window per client
+connection (an even share from connections that never moved would be the rollout's luck). With chance 0 the skew is printed, not asserted. The
+control (`bare_axum --graceful-shutdown`: axum's own graceful shutdown, no lame-duck window)
+goes through the same rollout and must lose requests: it shows the test can fail.
+
+Stdlib only. Loopback only. Every process started here is killed by its PID when the script
+ends, however it ends; every wait is bounded.
+
+Exit status: 0 when every run passed; 1 otherwise; 2 on a setup problem.
+"""
+
+import argparse
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness as h  # noqa: E402
+
+RUNTIMES = ["tokio_server", "axum_server", "smol_server", "actix_server"]
+PROTOCOLS = ["h2c", "http1"]
+MODES = ["A", "B"]
+CONTROL = "bare_axum"
+# The lame-duck window: the endpoint is removed 1 s after SIGTERM, as kube-proxy would
+# (endpoint update after the pod turns Terminating); 3 s leaves a margin for a loaded machine.
+ENDPOINT_REMOVAL_S = 1.0
+SHUTDOWN_DELAY = "3s"
+# A share within 25% of even passes (two pods: between 37.5% and 62.5%).
+SHARE_TOLERANCE = 0.25
+# With a goaway chance, each of the client's connections must have been replaced this many times
+# on average during the window (a chance of 0.02 replaces one every ~50 requests: hundreds).
+REPLACED_PER_CONN = 10
+CLIENT_DIR = os.path.join(h.ROOT, "tests", "l4", "h2client")
+
+
+class Balancer:
+    """HAProxy in `mode tcp` with fixed server slots, changed through its runtime API."""
+
+    def __init__(self, workdir, port, slots):
+        self.port = port
+        self.sock_path = os.path.join(workdir, "haproxy.sock")
+        self.cfg_path = os.path.join(workdir, "haproxy.cfg")
+        self.log_path = os.path.join(workdir, "haproxy.log")
+        lines = [
+            "global",
+            "    maxconn 512",
+            f"    stats socket {self.sock_path} mode 600 level admin",
+            "",
+            "defaults",
+            "    mode tcp",
+            "    retries 0",
+            "    timeout connect 2s",
+            "    timeout client 60s",
+            "    timeout server 60s",
+            "",
+            "frontend fe",
+            f"    bind 127.0.0.1:{port}",
+            "    default_backend be",
+            "",
+            "backend be",
+            "    balance roundrobin",
+        ]
+        for name, pod_port, enabled in slots:
+            lines.append(f"    server {name} 127.0.0.1:{pod_port}" + ("" if enabled else " disabled"))
+        with open(self.cfg_path, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        self.proc = None
+
+    def start(self):
+        subprocess.run(["haproxy", "-c", "-q", "-f", self.cfg_path], check=True, timeout=30)
+        with open(self.log_path, "wb") as out:
+            self.proc = h.spawn(["haproxy", "-db", "-f", self.cfg_path], out, subprocess.STDOUT)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                if self.stats():
+                    return
+            except OSError:
+                pass
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise RuntimeError("haproxy did not answer on its stats socket:\n" + tail(self.log_path))
+
+    def command(self, cmd):
+        answer = h.haproxy_command(self.sock_path, cmd).strip()
+        if answer:
+            raise RuntimeError(f"haproxy `{cmd}`: {answer}")
+
+    def stats(self):
+        return h.show_stat(self.sock_path)
+
+    def bytes_out(self):
+        """Bytes forwarded from each server to clients so far: `show stat`'s `bout` (a session's
+        bytes, added when it ends: in `mode tcp` HAProxy forwards without waking the session,
+        so `bout` stands still while a long-lived connection lives) plus each live session's
+        response-channel total (`show sess all`, counted as data arrives)."""
+        live = {}
+        for block in re.split(r"\n(?=0x[0-9a-f]+: \[)", h.haproxy_command(self.sock_path, "show sess all")):
+            server = re.search(r"^  server=(\S+) ", block, re.M)
+            total = re.search(r"^  res=\S+ \(.*\btotal=(\d+)\)", block, re.M)
+            if server and total:
+                live[server.group(1)] = live.get(server.group(1), 0) + int(total.group(1))
+        return {n: int(f["bout"]) + live.get(n, 0) for n, f in self.stats().items()}, self.stats()
+
+    def stop(self):
+        if self.proc:
+            h.kill(self.proc)
+
+
+def tail(path, n=20):
+    try:
+        with open(path, "r", errors="replace") as f:
+            return "".join(f.readlines()[-n:])
+    except OSError:
+        return ""
+
+
+def wait_ready(port, path, timeout=15.0):
+    """Waits until GET `path` on the pod answers 200."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
+            conn.request("GET", path)
+            status = conn.getresponse().status
+            conn.close()
+            if status == 200:
+                return
+        except OSError:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"127.0.0.1:{port}{path} not 200 within {timeout}s")
+
+
+def shares(before, after, names):
+    """Each server's share of the bytes sent to clients between two `bytes_out` readings."""
+    sent = {n: after[0][n] - before[0][n] for n in names}
+    conns = {n: int(after[1][n]["stot"]) - int(before[1][n]["stot"]) for n in names}
+    total = sum(sent.values())
+    return {n: (sent[n] / total if total else 0.0) for n in names}, sent, conns
+
+
+def run_one(binary, case, args, client_bin):
+    """One rolling update under load. `case`: runtime, protocol, mode, chance, control."""
+    runtime, proto, mode, chance = case["runtime"], case["protocol"], case["mode"], case["chance"]
+    workdir = tempfile.mkdtemp(prefix=f"rolling-l4-{runtime}-{proto}-{mode}-")
+    if case["control"]:
+        flags, ready_path = ["--graceful-shutdown"], "/"
+    else:
+        flags = ["--shutdown-delay", SHUTDOWN_DELAY, "--shutdown-watch-termination-grace-period", "1s"]
+        if mode == "B":
+            flags.append("--shutdown-send-retry-after")
+        if chance > 0:
+            flags += ["--goaway-chance", f"{chance:g}"]
+        ready_path = "/readyz"
+    pods = [h.Instance(binary, f"p{i}", h.free_port(), flags, workdir) for i in (1, 2, 3, 4)]
+    lb = Balancer(workdir, h.free_port(), [(p.name, p.port, p.name in ("p1", "p2")) for p in pods])
+    client = None
+    events, problems = [], []
+    result = dict(case, ok=None, failed=None, retries=None, dials=None, exits={}, shares={}, workdir=workdir)
+    t0 = time.monotonic()
+
+    def note(msg):
+        events.append(f"{time.monotonic() - t0:6.2f}s {msg}")
+
+    try:
+        for pod in pods[:2]:
+            pod.start()
+            wait_ready(pod.port, ready_path)
+        lb.start()
+        client_out = os.path.join(workdir, "client.out")
+        with open(client_out, "wb") as out, open(os.path.join(workdir, "client.err"), "wb") as err:
+            client = h.spawn(
+                [
+                    client_bin,
+                    "-addr", f"127.0.0.1:{lb.port}",
+                    "-proto", proto,
+                    "-transports", str(args.transports),
+                    "-workers", str(args.workers),
+                    "-http1-conns", str(args.http1_conns),
+                    "-duration", "300s",
+                ],
+                out,
+                err,
+            )
+        note(f"p1, p2 ready; client started ({args.transports} transports x {args.workers} workers, {proto})")
+        time.sleep(args.warmup)
+
+        for old, new in ((pods[0], pods[2]), (pods[1], pods[3])):
+            if client.poll() is not None:
+                raise RuntimeError(f"client exited early with {client.returncode}")
+            new.start()
+            wait_ready(new.port, ready_path)
+            lb.command(f"enable server be/{new.name}")
+            note(f"{new.name} ready, endpoint added")
+            term_at = time.monotonic()
+            os.kill(old.proc.pid, signal.SIGTERM)
+            exit_at = None
+            while time.monotonic() < term_at + ENDPOINT_REMOVAL_S:
+                if exit_at is None and old.proc.poll() is not None:
+                    exit_at = time.monotonic()
+                time.sleep(0.01)
+            lb.command(f"disable server be/{old.name}")
+            note(f"SIGTERM {old.name}; endpoint removed +{time.monotonic() - term_at:.2f}s")
+            code = h.reap(old.proc, args.exit_timeout)
+            exit_at = exit_at or time.monotonic()
+            result["exits"][old.name] = code
+            note(f"{old.name} exited {code} +{exit_at - term_at:.2f}s after SIGTERM")
+            if code is None:
+                problems.append(f"{old.name} still running {args.exit_timeout}s after SIGTERM (killed)")
+            elif code != 0 and not case["control"]:
+                problems.append(f"{old.name} exited {code}:\n{old.stderr_tail()}")
+
+        live = [pods[2].name, pods[3].name]
+        before = lb.bytes_out()
+        time.sleep(args.window)
+        share, sent, conns = shares(before, lb.bytes_out(), live)
+        result["shares"] = share
+        result["window_conns"] = sum(conns.values())
+        result["client_conns"] = args.transports * (1 if proto == "h2c" else args.http1_conns)
+        even = 1 / len(live)
+        skew = max(abs(s - even) / even for s in share.values())
+        result["skew"] = skew
+        note(
+            f"{args.window:g}s window after the rollout: "
+            + ", ".join(f"{n} {share[n]:.1%} ({sent[n]} B, {conns[n]} new conns)" for n in live)
+            + f"; largest deviation from even {skew:.1%}"
+        )
+
+        os.kill(client.pid, signal.SIGINT)
+        code = h.reap(client, 60)
+        with open(client_out, "r", errors="replace") as f:
+            out = f.read().strip()
+        if code != 0 or not out:
+            raise RuntimeError(f"client exited {code}: {out}\n{tail(os.path.join(workdir, 'client.err'))}")
+        report = json.loads(out.splitlines()[-1])
+        for k in ("ok", "failed", "retries", "dials"):
+            result[k] = report[k]
+        result["errors"] = report["errors"]
+        note(
+            f"client: {report['ok']} ok, {report['failed']} failed, retries by status {report['retries']}, "
+            f"{report['dials']} dials (per transport {[t['dials'] for t in report['per_transport']]})"
+        )
+        for e in report["errors"]:
+            note(f"  client error: {e}")
+    except Exception as e:  # reported as a failed run, with the logs kept
+        problems.append(f"{type(e).__name__}: {e}")
+    finally:
+        if client:
+            h.kill(client)
+        lb.stop()
+        for pod in pods:
+            if pod.proc:
+                h.kill(pod.proc)
+    result["events"], result["problems"] = events, problems
+    return result
+
+
+def verdict(r):
+    """Why run `r` failed, or None."""
+    if r["problems"] or r["failed"] is None:
+        return "run problems"
+    if r["control"]:
+        return None if r["failed"] > 0 else "the control lost no request (the test should be able to fail)"
+    if r["failed"] != 0:
+        return f"{r['failed']} failed requests (want 0)"
+    if r["chance"] > 0 and r["skew"] > SHARE_TOLERANCE:
+        return f"a pod's share is {r['skew']:.1%} off even (want within {SHARE_TOLERANCE:.0%})"
+    if r["chance"] > 0 and r["window_conns"] < REPLACED_PER_CONN * r["client_conns"]:
+        # An even share with connections that never moved is the rollout's luck, not rebalancing.
+        return (
+            f"{r['window_conns']} new connections in the window, fewer than {REPLACED_PER_CONN} x the "
+            f"client's {r['client_conns']}: the goaway chance did not rebalance, whatever the shares"
+        )
+    return None
+
+
+def table(results):
+    head = ["server", "proto", "mode", "goaway", "ok", "failed", "retries", "dials", "exits", "shares p3/p4", "window conns"]
+    rows = []
+    for r in results:
+        fmt = lambda v: "error" if v is None else str(v)  # noqa: E731
+        rows.append(
+            [
+                r["runtime"] + (" (control)" if r["control"] else ""),
+                r["protocol"],
+                "-" if r["control"] else r["mode"],
+                f"{r['chance']:g}",
+                fmt(r["ok"]),
+                fmt(r["failed"]),
+                "error" if r["retries"] is None else (",".join(f"{k}x{v}" for k, v in sorted(r["retries"].items())) or "0"),
+                fmt(r["dials"]),
+                ",".join(f"{k}={v}" for k, v in r["exits"].items()),
+                "/".join(f"{v:.1%}" for v in r["shares"].values()) or "-",
+                str(r.get("window_conns", "-")),
+            ]
+        )
+    widths = [max(len(x) for x in col) for col in zip(head, *rows)]
+    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
+    return "\n".join([line(head), line(["-" * w for w in widths])] + [line(r) for r in rows])
+
+
+def supports(binary, flag):
+    out = subprocess.run([binary, "--help"], capture_output=True, text=True, timeout=30).stdout
+    return flag in out
+
+
+def split(value, known, what, parser):
+    items = [x for x in value.split(",") if x]
+    for x in items:
+        if x not in known:
+            parser.error(f"unknown {what} {x!r} (known: {', '.join(known)})")
+    return items
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--runtimes", default=",".join(RUNTIMES), help="comma-separated example servers")
+    p.add_argument("--protocols", default=",".join(PROTOCOLS), help="h2c, http1")
+    p.add_argument(
+        "--pairs", default="", help="runtime:protocol pairs to run instead of --runtimes x --protocols"
+    )
+    p.add_argument("--modes", default="A,B", help="lameduck modes (A, B)")
+    p.add_argument("--goaway-chances", default="0,0.02", help="comma-separated --goaway-chance values")
+    p.add_argument("--control", default="h2c,http1", help="protocols of the control run ('' for none)")
+    p.add_argument("--actix-h2c", action="store_true", help="also run actix_server over h2c")
+    p.add_argument("--transports", type=int, default=4, help="independent client transports")
+    p.add_argument("--workers", type=int, default=8, help="workers per transport")
+    p.add_argument("--http1-conns", type=int, default=4, help="http1: connections per transport")
+    p.add_argument("--warmup", type=float, default=2.0, help="seconds of load before the rollout")
+    p.add_argument("--window", type=float, default=10.0, help="seconds of measured load after the rollout")
+    p.add_argument("--exit-timeout", type=float, default=30.0, help="bound on a pod's exit after SIGTERM")
+    p.add_argument("--no-build", action="store_true", help="use the existing release build")
+    p.add_argument("--keep", action="store_true", help="keep every run's logs (failed runs always keep them)")
+    p.add_argument("--json", help="also write all results as JSON to this file")
+    args = p.parse_args()
+
+    runtimes = split(args.runtimes, RUNTIMES, "runtime", p)
+    protocols = split(args.protocols, PROTOCOLS, "protocol", p)
+    pairs = [(r, q) for r in runtimes for q in protocols]
+    if args.pairs:
+        pairs = [tuple(x.split(":", 1)) for x in args.pairs.split(",") if x]
+        for r, q in pairs:
+            split(r, RUNTIMES, "runtime", p)
+            split(q, PROTOCOLS, "protocol", p)
+    modes = split(args.modes, MODES, "mode", p)
+    controls = split(args.control, PROTOCOLS, "protocol", p)
+    try:
+        chances = [float(c) for c in args.goaway_chances.split(",") if c]
+    except ValueError:
+        p.error("--goaway-chances: comma-separated numbers")
+
+    for tool in ("haproxy", "go"):
+        if not shutil.which(tool):
+            h.log(f"error: {tool} not found (apt-get install -y haproxy golang-go golang-golang-x-net-dev)")
+            return 2
+    if not args.no_build:
+        h.log("==> cargo build --release --examples; cargo build --release -p lameduck-bench --bin bare_axum")
+        for cmd in (["--examples"], ["-p", "lameduck-bench", "--bin", CONTROL]):
+            if subprocess.run(["cargo", "build", "--release", *cmd], cwd=h.ROOT).returncode != 0:
+                return 2
+    release = os.path.join(h.target_dir(), "release")
+    build_dir = tempfile.mkdtemp(prefix="h2client-")
+    try:
+        return run_all(args, release, build_dir, pairs, modes, chances, controls)
+    finally:
+        shutil.rmtree(build_dir, ignore_errors=True)
+
+
+def run_all(args, release, build_dir, pairs, modes, chances, controls):
+    client_bin = os.path.join(build_dir, "h2client")
+    h.log("==> go build tests/l4/h2client (GOPATH mode, Debian's golang-golang-x-net-dev)")
+    env = dict(os.environ, GO111MODULE="off", GOPATH="/usr/share/gocode", GOCACHE=os.path.join(build_dir, "cache"))
+    built = subprocess.run(["go", "build", "-o", client_bin, "."], cwd=CLIENT_DIR, env=env, timeout=600)
+    if built.returncode != 0:
+        return 2
+
+    plan = []
+    for runtime, proto in pairs:
+        binary = os.path.join(release, "examples", runtime)
+        if not os.path.isfile(binary):
+            h.log(f"error: {binary} does not exist")
+            return 2
+        runtime_chances = chances
+        if any(c > 0 for c in chances) and not supports(binary, "--goaway-chance"):
+            h.log(f"note: {runtime} has no --goaway-chance: its runs use chance 0 only")
+            runtime_chances = [0.0]
+        if runtime == "actix_server" and proto == "h2c" and not args.actix_h2c:
+            h.log("note: actix h2c: GOAWAY not yet supported (skipped; --actix-h2c runs it)")
+            continue
+        for mode in modes:
+            for chance in runtime_chances:
+                plan.append((binary, dict(runtime=runtime, protocol=proto, mode=mode, chance=chance, control=False)))
+    for proto in controls:
+        binary = os.path.join(release, CONTROL)
+        plan.append((binary, dict(runtime=CONTROL, protocol=proto, mode="-", chance=0.0, control=True)))
+
+    h.log(
+        f"HAProxy mode tcp, balance roundrobin, no health checks, retries 0; endpoint removed "
+        f"{ENDPOINT_REMOVAL_S:g}s after SIGTERM; --shutdown-delay {SHUTDOWN_DELAY}; client "
+        f"{args.transports} transports x {args.workers} workers on / and /sleep?duration=20ms"
+    )
+    results = []
+    for binary, case in plan:
+        what = "control, axum's graceful shutdown" if case["control"] else f"mode {case['mode']}"
+        h.log(f"\n==> {case['runtime']}, {case['protocol']}, {what}, goaway chance {case['chance']:g}")
+        r = run_one(binary, case, args, client_bin)
+        for e in r["events"]:
+            h.log("    " + e)
+        for problem in r["problems"]:
+            h.log("    PROBLEM: " + problem)
+        if verdict(r) or args.keep:
+            h.log(f"    logs kept in {r['workdir']}")
+        else:
+            shutil.rmtree(r["workdir"], ignore_errors=True)
+        results.append(r)
+
+    h.log("\n" + table(results))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+    bad = []
+    for r in results:
+        why = verdict(r)
+        if why:
+            bad.append(f"{r['runtime']} {r['protocol']} mode {r['mode']} chance {r['chance']:g}: {why}")
+    if bad:
+        h.log("\nFAILED:\n  " + "\n  ".join(bad))
+        return 1
+    control = "; the control lost requests" if any(r["control"] for r in results) else ""
+    h.log(f"\nOK: 0 failed requests and exit 0 through every rollout{control}.")
+    return 0
+
+
+if __name__ == "__main__":
+    h.run_main(main)
