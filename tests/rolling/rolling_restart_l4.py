@@ -338,11 +338,6 @@ def table(results):
     return "\n".join([line(head), line(["-" * w for w in widths])] + [line(r) for r in rows])
 
 
-def supports(binary, flag):
-    out = subprocess.run([binary, "--help"], capture_output=True, text=True, timeout=30).stdout
-    return flag in out
-
-
 def split(value, known, what, parser):
     items = [x for x in value.split(",") if x]
     for x in items:
@@ -361,7 +356,6 @@ def main():
     p.add_argument("--modes", default="A,B", help="lameduck modes (A, B)")
     p.add_argument("--goaway-chances", default="0,0.02", help="comma-separated --goaway-chance values")
     p.add_argument("--control", default="h2c,http1", help="protocols of the control run ('' for none)")
-    p.add_argument("--actix-h2c", action="store_true", help="also run actix_server over h2c")
     p.add_argument("--transports", type=int, default=4, help="independent client transports")
     p.add_argument("--workers", type=int, default=8, help="workers per transport")
     p.add_argument("--http1-conns", type=int, default=4, help="http1: connections per transport")
@@ -419,15 +413,8 @@ def run_all(args, release, build_dir, pairs, modes, chances, controls):
         if not os.path.isfile(binary):
             h.log(f"error: {binary} does not exist")
             return 2
-        runtime_chances = chances
-        if any(c > 0 for c in chances) and not supports(binary, "--goaway-chance"):
-            h.log(f"note: {runtime} has no --goaway-chance: its runs use chance 0 only")
-            runtime_chances = [0.0]
-        if runtime == "actix_server" and proto == "h2c" and not args.actix_h2c:
-            h.log("note: actix h2c: GOAWAY not yet supported (skipped; --actix-h2c runs it)")
-            continue
         for mode in modes:
-            for chance in runtime_chances:
+            for chance in chances:
                 plan.append((binary, dict(runtime=runtime, protocol=proto, mode=mode, chance=chance, control=False)))
     for proto in controls:
         binary = os.path.join(release, CONTROL)
