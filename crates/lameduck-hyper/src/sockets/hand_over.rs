@@ -336,6 +336,113 @@ fn parse_message(message: &[u8], fds: usize) -> Result<Vec<String>, HandOverErro
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::TcpListener;
+
+    fn temp_path(tag: &str) -> PathBuf {
+        let p = std::env::temp_dir().join(format!("lameduck-{tag}-{}.sock", std::process::id()));
+        let _ = std::fs::remove_file(&p);
+        p
+    }
+
+    /// A successor at `path` that takes the sockets and then answers with `answer`
+    /// (`None`: closes without a word, as one that died).
+    fn fake_successor(path: &Path, answer: Option<&'static str>) -> std::thread::JoinHandle<()> {
+        let listener = UnixListener::bind(path).unwrap();
+        std::thread::spawn(move || {
+            let (stream, _) = listener.accept().unwrap();
+            let (message, fds) = read_message(&stream).unwrap();
+            assert_eq!(parse_message(&message, fds.len()).unwrap(), ["api"]);
+            if let Some(answer) = answer {
+                (&stream).write_all(answer.as_bytes()).unwrap();
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        })
+    }
+
+    fn send(path: &Path, timeout: Duration) -> Result<u32, HandOverError> {
+        let socket = TcpListener::bind("127.0.0.1:0").unwrap();
+        send_listeners(
+            &HandOver::new(path, timeout),
+            &[("api".to_string(), socket.as_fd())],
+        )
+    }
+
+    #[test]
+    fn the_predecessor_gets_the_successors_pid() {
+        let path = temp_path("ok");
+        let successor = fake_successor(&path, Some("ready 4242\n"));
+        assert_eq!(send(&path, Duration::from_secs(5)).unwrap(), 4242);
+        successor.join().unwrap();
+    }
+
+    #[test]
+    fn every_failure_of_the_successor_is_its_own_error() {
+        let path = temp_path("gone");
+        let successor = fake_successor(&path, None);
+        let e = send(&path, Duration::from_secs(5)).unwrap_err();
+        assert!(matches!(e, HandOverError::SuccessorGone), "{e}");
+        successor.join().unwrap();
+
+        let path = temp_path("bad");
+        let successor = fake_successor(&path, Some("nope\n"));
+        let e = send(&path, Duration::from_secs(5)).unwrap_err();
+        assert!(
+            matches!(e, HandOverError::BadAnswer(ref a) if a == "nope"),
+            "{e}"
+        );
+        successor.join().unwrap();
+
+        let path = temp_path("slow");
+        let listener = UnixListener::bind(&path).unwrap();
+        let e = send(&path, Duration::from_millis(200)).unwrap_err();
+        assert!(matches!(e, HandOverError::NotReady(_)), "{e}");
+        drop(listener);
+
+        let e = send(&temp_path("none"), Duration::from_millis(100)).unwrap_err();
+        assert!(matches!(e, HandOverError::NoSuccessor { .. }), "{e}");
+        assert!(
+            e.to_string().starts_with("no successor is waiting at "),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_successor_without_a_predecessor_gives_up_and_frees_its_path() {
+        let path = temp_path("alone");
+        let e = receive_listeners(&path, Duration::from_millis(100)).unwrap_err();
+        assert!(matches!(e, HandOverError::NoPredecessor(_)), "{e}");
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn a_received_socket_that_is_not_listening_is_refused() {
+        let path = temp_path("udp");
+        let receiver = {
+            let path = path.clone();
+            std::thread::spawn(move || receive_listeners(&path, Duration::from_secs(5)))
+        };
+        while !path.exists() {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let e = send_listeners(
+            &HandOver::new(&path, Duration::from_millis(500)),
+            &[("api".to_string(), udp.as_fd())],
+        )
+        .unwrap_err();
+        assert!(matches!(e, HandOverError::SuccessorGone), "{e}");
+        let e = receiver.join().unwrap().unwrap_err();
+        assert!(
+            matches!(
+                e,
+                HandOverError::NotListeningTcp {
+                    reason: NotListening::NotTcp,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+    }
 
     #[test]
     fn a_message_names_every_socket_after_the_header() {
