@@ -47,7 +47,7 @@ async fn run(flags: flags::Flags, sockets: lameduck_suite::listen::Sockets) -> i
         eprintln!("error: {e}");
         return 1;
     }
-    server::configure_hand_over(&flags, &mut server, sockets.predecessor);
+    server::configure_sockets(&flags, &mut server, sockets.predecessor, sockets.outlive);
     server::announce_and_run(server, &addrs).await
 }
 

@@ -50,7 +50,7 @@ fn main() {
                 listener,
                 lameduck_suite::grpc::with_http(grpc, http),
             );
-        server::configure_hand_over(&flags, &mut server, sockets.predecessor);
+        server::configure_sockets(&flags, &mut server, sockets.predecessor, sockets.outlive);
         match served {
             Ok(addr) => server::announce_and_run(server, &[addr]).await,
             Err(e) => {

@@ -63,6 +63,8 @@ pub struct Sockets {
     pub listeners: Vec<InheritedListener>,
     /// In hand-over mode, the predecessor to tell once this process is up.
     pub predecessor: Option<Predecessor>,
+    /// Whether the sockets outlive this process (systemd keeps its copy).
+    pub outlive: bool,
 }
 
 /// Opens the sockets `listen` names; `hand_over` is `--handover-socket` and
@@ -94,6 +96,7 @@ pub fn open(listen: &Listen, hand_over: Option<(&PathBuf, Duration)>) -> Result<
     Ok(Sockets {
         listeners,
         predecessor,
+        outlive: matches!(listen, Listen::Systemd(_)),
     })
 }
 

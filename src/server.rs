@@ -60,17 +60,22 @@ pub fn open_sockets_or_exit(flags: &Flags) -> Sockets {
     }
 }
 
-/// Hands over to `--handover-socket` on SIGUSR2, and reports to `predecessor` once up.
-pub fn configure_hand_over<R: Runtime>(
+/// Hands over to `--handover-socket` on SIGUSR2, reports to `predecessor` once up, and tells
+/// the lifecycle when the sockets outlive this process (systemd's).
+pub fn configure_sockets<R: Runtime>(
     flags: &Flags,
     server: &mut Server<R>,
     predecessor: Option<Predecessor>,
+    outlive: bool,
 ) {
     if let Some(path) = &flags.handover_socket {
         server.hand_over_to(HandOver::new(path, flags.handover_timeout));
     }
     if let Some(predecessor) = predecessor {
         server.report_up_to(predecessor);
+    }
+    if outlive {
+        server.sockets_outlive_process();
     }
 }
 
@@ -124,7 +129,7 @@ pub async fn run<R: Runtime, L: Listener, S: HttpService>(
             }
         }
     }
-    configure_hand_over(flags, &mut server, sockets.predecessor);
+    configure_sockets(flags, &mut server, sockets.predecessor, sockets.outlive);
     announce_and_run(server, &addrs).await
 }
 

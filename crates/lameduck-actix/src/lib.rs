@@ -75,7 +75,7 @@ use actix_web::http::{ConnectionType, StatusCode};
 use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
 use bytes::Bytes;
 use lameduck::responses::{CannedResponse, REQUEST_TIMEOUT, ROUTES_NOT_READY};
-use lameduck::{RequestInfo, Shared, Signal, StdClock};
+use lameduck::{RequestInfo, Shared, StdClock};
 use lameduck_hyper::{
     decide, Classifier, Deadline, Decision, LifecycleResponse, RequestTracker, Runtime,
 };
@@ -199,9 +199,10 @@ fn canned<B>(req: HttpRequest, c: &CannedResponse) -> ServiceResponse<LameduckBo
     )
 }
 
-/// Once new requests are no longer accepted, every response closes its keep-alive connection.
+/// Once new requests are no longer accepted (or, when the sockets outlive this process, once
+/// termination started), every response closes its keep-alive connection.
 fn close_if_draining<B>(shared: &Shared, res: &mut ServiceResponse<B>) {
-    if shared.has_fired(Signal::NotAcceptingNewRequest) {
+    if shared.keep_alive_ended() {
         close_connection_after(res);
     }
 }

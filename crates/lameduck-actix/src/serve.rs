@@ -209,7 +209,15 @@ pub fn serve<H: ActixServer>(
         // The actix server runs (its accept thread and workers) while this future is polled.
         let mut running = tokio::spawn(http);
         ctx.report_serving();
-        if let Either::Left(_) = select(&mut running, pin!(ctx.stop_listening())).await {
+        let stopped = async {
+            let elsewhere = pin!(ctx.accepting_elsewhere());
+            if let Either::Left(_) = select(elsewhere, pin!(ctx.stop_listening())).await {
+                // Another process accepts on the sockets: stop accepting, keep serving.
+                handle.pause().await;
+                ctx.stop_listening().await;
+            }
+        };
+        if let Either::Left(_) = select(&mut running, pin!(stopped)).await {
             // actix stopped on its own: the listener failed.
             tracing::error!(listener = %ctx.name(), "the actix server stopped on its own");
             ctx.report_listener_stopped();

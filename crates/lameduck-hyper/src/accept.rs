@@ -46,7 +46,8 @@ pub(crate) async fn accept_loop<R, L, S>(
         let accepted = {
             let accept = pin!(listener.accept());
             let stop = pin!(ctx.stop_listening());
-            match select(accept, stop).await {
+            let elsewhere = pin!(ctx.accepting_elsewhere());
+            match select(accept, select(stop, elsewhere)).await {
                 Either::Left((r, _)) => r,
                 Either::Right(_) => break,
             }
@@ -74,6 +75,12 @@ pub(crate) async fn accept_loop<R, L, S>(
     }
     let addr = listener.local_addr().ok();
     drop(listener);
+    if !ctx.is_stopping() {
+        // The socket lives on in another process, which accepts from now on: this process
+        // serves its open connections until the lifecycle stops listening.
+        logging::accepting_elsewhere(ctx.name(), addr);
+        ctx.stop_listening().await;
+    }
     logging::stopped_listening(ctx.name(), addr);
     ctx.report_listener_stopped();
     connections.wait_zero().await;

@@ -232,14 +232,15 @@ pub fn decide(
             tracker: ticket.map(|t| RequestTracker(Tracker::Normal(t))),
             signal: None,
             upgrade: None,
-            close_connection: false,
+            close_connection: shared.keep_alive_ended(),
         },
         Admission::Normal(ticket) => Decision::Serve {
             tracker: Some(RequestTracker(Tracker::Normal(ticket))),
             timeout: request_timeout(shared),
             signal: None,
             upgrade: None,
-            close_connection: goaway::draw(shared.config().goaway_chance()),
+            close_connection: goaway::draw(shared.config().goaway_chance())
+                || shared.keep_alive_ended(),
         },
         Admission::LongRunning(ticket) => {
             let slot = LongRunningSlot::new(ticket, clock);
@@ -248,7 +249,8 @@ pub fn decide(
                 tracker: Some(RequestTracker(Tracker::LongRunning(slot))),
                 timeout: None,
                 signal: Some(ShutdownSignal::new(Arc::clone(shared))),
-                close_connection: goaway::draw(shared.config().goaway_chance()),
+                close_connection: goaway::draw(shared.config().goaway_chance())
+                || shared.keep_alive_ended(),
             }
         }
     }
@@ -347,7 +349,8 @@ impl<R: Runtime> AdmissionLayer<R> {
         // A normal (or tracked exempt) request is bounded by the request timeout, armed by
         // its end the first time it waits. Exempt requests never end their connection.
         Admitted::Serve {
-            close_connection: !is_exempt && goaway::draw(self.goaway_chance),
+            close_connection: (!is_exempt && goaway::draw(self.goaway_chance))
+                || self.shared.keep_alive_ended(),
             end: BodyEnd::new(tracker, self.runtime.clone()),
         }
     }
@@ -389,7 +392,7 @@ impl<R: Runtime> AdmissionLayer<R> {
         let tracker = Some(RequestTracker(Tracker::LongRunning(slot)));
         Admitted::Serve {
             end: BodyEnd::new(tracker, self.runtime.clone()),
-            close_connection: goaway::draw(self.goaway_chance),
+            close_connection: goaway::draw(self.goaway_chance) || self.shared.keep_alive_ended(),
         }
     }
 }

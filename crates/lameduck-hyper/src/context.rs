@@ -17,6 +17,9 @@ use crate::runtime::{BoxFuture, Runtime};
 pub(crate) struct ServeControl {
     /// `StopListening`: close the listener, shut connections down gracefully.
     pub(crate) stop: Flag,
+    /// Another process accepts on the listening sockets now (they outlive this one): stop
+    /// accepting, keep serving the open connections.
+    pub(crate) accepting_elsewhere: Flag,
 }
 
 /// A server task, registered with [`crate::Server::serve`] or [`crate::Server::serve_with`]
@@ -116,6 +119,15 @@ impl<R: Runtime> ListenerContext<R> {
     /// gracefully.
     pub async fn stop_listening(&self) {
         self.control.stop.wait().await;
+    }
+
+    /// Resolves when another process accepts on this listener's socket, from
+    /// `ShutdownInitiated` on when the sockets outlive this process (systemd socket
+    /// activation, or a hand-over; see [`Shared::set_sockets_outlive`]): stop accepting (close
+    /// or pause the listener) but keep serving the open connections, and report the listener
+    /// stopped only after [`ListenerContext::stop_listening`]. Never resolves otherwise.
+    pub async fn accepting_elsewhere(&self) {
+        self.control.accepting_elsewhere.wait().await;
     }
 
     /// Whether the lifecycle has said to stop listening.

@@ -276,6 +276,16 @@ pub(crate) fn hand_over_failed(error: &dyn Display) {
     );
 }
 
+/// A listener stopped accepting: its socket lives on in another process, which accepts.
+pub(crate) fn accepting_elsewhere(listener: &str, addr: Option<SocketAddr>) {
+    info!(
+        target: TARGET,
+        listener,
+        addr = ?addr,
+        "[graceful-termination] stopped accepting: another process accepts on the socket"
+    );
+}
+
 /// This process, a successor, is up and told its predecessor.
 pub(crate) fn told_predecessor(result: &std::io::Result<()>) {
     match result {

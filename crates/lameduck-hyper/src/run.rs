@@ -198,6 +198,11 @@ impl<R: Runtime> RunLoop<R> {
                     self.log_signal(Signal::HasBeenReady, ready_at, now);
                 }
                 self.log_signal(signal, at, now);
+                if signal == Signal::ShutdownInitiated && self.shared.sockets_outlive() {
+                    // Another process accepts on the sockets: this one stops, and drains.
+                    self.upgrade.release_sockets();
+                    self.control.accepting_elsewhere.set();
+                }
             }
             Event::NotifyReady => notify_systemd(&[sd_notify::NotifyState::Ready]),
             Event::NotifyStopping => notify_systemd(&[sd_notify::NotifyState::Stopping]),

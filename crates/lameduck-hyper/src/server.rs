@@ -97,6 +97,16 @@ impl<R: Runtime> Server<R> {
         self.upgrade.keep(listener, socket)
     }
 
+    /// Says that the listening sockets outlive this process: they were inherited from
+    /// systemd socket activation ([`crate::sockets::systemd_listeners`]), whose copy keeps
+    /// listening. From `ShutdownInitiated` on this process then stops accepting (connections
+    /// wait in the socket's backlog, or go to the next generation) and ends keep-alive after
+    /// each response, then drains as usual. A completed hand-over says it by itself.
+    pub fn sockets_outlive_process(&mut self) -> &mut Self {
+        self.shared().set_sockets_outlive();
+        self
+    }
+
     /// This process is a successor: tells `predecessor` (from
     /// [`receive_listeners`](crate::sockets::hand_over::receive_listeners)) once it is up
     /// (every listener serves and every post-start hook succeeded), and systemd that it is

@@ -175,7 +175,14 @@ pub struct Shared {
     post_start: Vec<AtomicU8>,
     /// Requests turned away, by reason (counted on the rejection paths only).
     rejections: RejectionCounters,
+    /// [`SOCKETS_OUTLIVE`] and [`KEEP_ALIVE_ENDED`].
+    sockets: AtomicU8,
 }
+
+/// A bit of `Shared::sockets`: the listening sockets outlive this process.
+const SOCKETS_OUTLIVE: u8 = 1;
+/// A bit of `Shared::sockets`: every response ends its keep-alive connection.
+const KEEP_ALIVE_ENDED: u8 = 2;
 
 impl fmt::Debug for Shared {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -201,6 +208,7 @@ impl Shared {
             signal_event: Event::new(),
             started_at: AtomicU64::new(NOT_YET),
             run_stage: AtomicU8::new(RunStage::Prepared as u8),
+            sockets: AtomicU8::new(0),
             checks,
             post_start: (0..post_start_hooks)
                 .map(|_| AtomicU8::new(PostStartState::Pending as u8))
@@ -406,6 +414,38 @@ impl Shared {
     #[must_use]
     pub fn rejections(&self) -> RejectionCounts {
         self.rejections.snapshot()
+    }
+
+    /// Says that the listening sockets outlive this process: systemd keeps them (socket
+    /// activation), or a successor process took them over (the machine says so itself after
+    /// a hand-over). From [`Signal::ShutdownInitiated`] on, then, the drivers stop accepting
+    /// (the other process accepts on the same sockets) and every response ends its
+    /// keep-alive connection, so that clients move to the other process during the shutdown
+    /// delay instead of finding their connection closed at
+    /// [`Signal::NotAcceptingNewRequest`].
+    pub fn set_sockets_outlive(&self) {
+        self.sockets.fetch_or(SOCKETS_OUTLIVE, Ordering::AcqRel);
+    }
+
+    /// Whether the listening sockets outlive this process ([`Shared::set_sockets_outlive`]).
+    #[must_use]
+    pub fn sockets_outlive(&self) -> bool {
+        self.sockets.load(Ordering::Acquire) & SOCKETS_OUTLIVE != 0
+    }
+
+    /// Whether every response from now on ends its keep-alive connection (HTTP/1
+    /// `Connection: close`, HTTP/2 GOAWAY): from [`Signal::NotAcceptingNewRequest`] on, and
+    /// from [`Signal::ShutdownInitiated`] on when the sockets outlive this process. One
+    /// relaxed load: adapters may ask it for every response.
+    #[must_use]
+    #[inline]
+    pub fn keep_alive_ended(&self) -> bool {
+        self.sockets.load(Ordering::Relaxed) & KEEP_ALIVE_ENDED != 0
+    }
+
+    /// Ends keep-alive ([`Shared::keep_alive_ended`]); the machine calls it.
+    pub(crate) fn end_keep_alive(&self) {
+        self.sockets.fetch_or(KEEP_ALIVE_ENDED, Ordering::AcqRel);
     }
 
     /// Whether every registered readiness-of-routes signal has fired. Before that, adapters

@@ -78,6 +78,10 @@ impl Machine {
         // The lame-duck window.
         if self.stop != StopRequest::NotRequested && !fired(Signal::ShutdownInitiated) {
             self.fire(Signal::ShutdownInitiated, now);
+            if shared.sockets_outlive() {
+                // Clients move to the process that keeps the sockets during the delay.
+                shared.end_keep_alive();
+            }
             self.events.push_back(Event::NotifyStopping);
             self.timers.set(
                 Timer::ShutdownDelay,
@@ -237,6 +241,7 @@ impl Machine {
         // long-running handler woken by the signal must already find its paced slot.
         let gate = shared.gate();
         let (normal, long_running) = gate.close();
+        shared.end_keep_alive();
         self.normal_drain = DrainState::Running { before: normal };
         self.long_running_drain = DrainState::Running {
             before: long_running,

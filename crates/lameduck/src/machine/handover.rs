@@ -42,6 +42,9 @@ impl Machine {
         match outcome {
             HandOverOutcome::SuccessorReady => {
                 self.hand_over = HandOverState::Done;
+                if let Some(shared) = &self.shared {
+                    shared.set_sockets_outlive();
+                }
                 // A stop that came while the sockets were on their way already started
                 // the termination; the hand-over then is not its cause.
                 if self.stop == StopRequest::NotRequested {
