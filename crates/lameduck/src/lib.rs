@@ -58,8 +58,8 @@ pub use gate::{Gate, LongRunningTicket, NormalTicket, Rejection};
 pub use health::{CheckOutcome, Endpoint, HealthQuery, HealthResponse, HealthTarget};
 pub use lifecycle::{Configuring, Lifecycle, Prepared, Running, Stage};
 pub use machine::{
-    DrainPlan, Event, ExitReason, HookId, HookKind, HookOutcome, Input, InputError, ListenerId,
-    Machine, MachineStage, MuxSignalId, Phase, RegisterError, StopSource,
+    DrainPlan, Event, ExitReason, HandOverOutcome, HookId, HookKind, HookOutcome, Input,
+    InputError, ListenerId, Machine, MachineStage, MuxSignalId, Phase, RegisterError, StopSource,
 };
 pub use rejections::{RejectionCounts, RejectionReason};
 pub use shared::{Admission, CheckFn, EndpointSet, Shared, SignalFired};

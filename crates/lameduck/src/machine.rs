@@ -66,13 +66,15 @@ use crate::time::{duration_nanos_saturating, Instant};
 // one place signals fire; `timer`, the deadline table. This file holds the state and the
 // input handling.
 mod dag;
+mod handover;
 mod io;
 mod register;
 mod timer;
 
+use self::handover::HandOverState;
 pub use self::io::{
-    DrainPlan, Event, ExitReason, HookId, HookKind, HookOutcome, Input, InputError, ListenerId,
-    MuxSignalId, RegisterError, StopSource,
+    DrainPlan, Event, ExitReason, HandOverOutcome, HookId, HookKind, HookOutcome, Input,
+    InputError, ListenerId, MuxSignalId, RegisterError, StopSource,
 };
 use self::timer::TimerTable;
 
@@ -183,6 +185,8 @@ pub struct Machine {
     server_wait: ServerWait,
     /// The exit decided once the termination completed, while the destroy hooks run.
     exiting: Option<(u8, ExitReason)>,
+    /// The hand-over of the listening sockets to a successor.
+    hand_over: HandOverState,
 }
 
 impl fmt::Debug for Machine {
@@ -218,6 +222,7 @@ impl Machine {
             long_running_drain: DrainState::NotStarted,
             server_wait: ServerWait::NotStarted,
             exiting: None,
+            hand_over: HandOverState::Idle,
         }
     }
 
@@ -446,6 +451,8 @@ impl Machine {
                 self.stop_after_failure();
                 self.events.push_back(Event::ConnectionsCut(id));
             }
+            Input::HandOverRequested => self.request_hand_over()?,
+            Input::HandOverFinished(outcome) => self.finish_hand_over(outcome)?,
         }
         self.advance(now);
         Ok(())

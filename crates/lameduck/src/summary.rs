@@ -38,10 +38,13 @@ pub enum StopCause {
     PostStartHookFailed,
     /// A listener stopped on its own, or a runtime cut its connections.
     ListenerFailed,
+    /// The listening sockets were handed to a successor process.
+    HandOver,
 }
 
 impl StopCause {
-    /// The cause as logged: `signal`, `api`, `post_start_hook_failed`, `listener_failed`.
+    /// The cause as logged: `signal`, `api`, `post_start_hook_failed`, `listener_failed`,
+    /// `hand_over`.
     #[must_use]
     pub const fn name(self) -> &'static str {
         match self {
@@ -49,6 +52,7 @@ impl StopCause {
             StopCause::Api => "api",
             StopCause::PostStartHookFailed => "post_start_hook_failed",
             StopCause::ListenerFailed => "listener_failed",
+            StopCause::HandOver => "hand_over",
         }
     }
 
@@ -58,6 +62,7 @@ impl StopCause {
             StopCause::Api,
             StopCause::PostStartHookFailed,
             StopCause::ListenerFailed,
+            StopCause::HandOver,
         ]
         .into_iter()
         .find(|c| c.name() == name)
@@ -301,6 +306,7 @@ impl TerminationSummary {
             Event::ListenerFailed(_) | Event::ConnectionsCut(_) => {
                 self.note_cause(StopCause::ListenerFailed);
             }
+            Event::HandedOver => self.note_cause(StopCause::HandOver),
             Event::DrainStarted(plan) => {
                 self.normal_at_start = plan.normal_in_flight;
                 self.long_running_at_start = plan.long_running_in_flight;

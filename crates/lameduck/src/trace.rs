@@ -26,6 +26,8 @@ pub enum TraceEvent {
     Signal(Signal),
     /// The listeners were told to stop (optional in a trace: logs need not show it).
     StopListening,
+    /// The listening sockets were handed to a ready successor, which starts the termination.
+    HandedOver,
     /// The process exited with this code.
     Exit(u8),
 }
@@ -35,6 +37,7 @@ impl fmt::Display for TraceEvent {
         match self {
             TraceEvent::Signal(s) => f.write_str(s.name()),
             TraceEvent::StopListening => f.write_str("StopListening"),
+            TraceEvent::HandedOver => f.write_str("HandedOver"),
             TraceEvent::Exit(code) => write!(f, "Exit({code})"),
         }
     }
@@ -71,6 +74,7 @@ impl TracedEvent {
         match *event {
             Event::Signal { signal, at } => Some(Self::at(TraceEvent::Signal(signal), at)),
             Event::StopListening { .. } => Some(Self::at(TraceEvent::StopListening, now)),
+            Event::HandedOver => Some(Self::at(TraceEvent::HandedOver, now)),
             Event::Exit { code, .. } => Some(Self::at(TraceEvent::Exit(code), now)),
             _ => None,
         }
@@ -105,6 +109,10 @@ pub enum Rule {
     ExitCode,
     /// Timestamps never go back.
     TimeGoesBack,
+    /// The listeners are handed over at most once.
+    HandOverOnce,
+    /// A hand-over starts the termination, so it comes before `ShutdownInitiated`.
+    HandOverAfterShutdown,
     /// `AfterShutdownDelayDuration` came sooner than `shutdown_delay` after
     /// `ShutdownInitiated`.
     DelayTooShort {
@@ -140,6 +148,10 @@ impl fmt::Display for Rule {
             ),
             Rule::ExitCode => f.write_str("exit code other than 0 or 1"),
             Rule::TimeGoesBack => f.write_str("an event is timed before the one preceding it"),
+            Rule::HandOverOnce => f.write_str("the listeners were handed over twice"),
+            Rule::HandOverAfterShutdown => {
+                f.write_str("the listeners were handed over after ShutdownInitiated")
+            }
             Rule::DelayTooShort { expected, observed } => write!(
                 f,
                 "AfterShutdownDelayDuration came {observed:?} after ShutdownInitiated, \
@@ -205,6 +217,7 @@ pub fn check_trace(config: &Config, events: &[TracedEvent]) -> Result<TraceSumma
     let mut seen = SignalSet::EMPTY;
     let mut times: [Option<Instant>; Signal::COUNT] = [None; Signal::COUNT];
     let mut stop_listening = false;
+    let mut handed_over = false;
     let mut exit_code = None;
     let mut last_at: Option<Instant> = None;
 
@@ -281,6 +294,15 @@ pub fn check_trace(config: &Config, events: &[TracedEvent]) -> Result<TraceSumma
                     return fail(Rule::Predecessor { event: None, needs });
                 }
                 stop_listening = true;
+            }
+            TraceEvent::HandedOver => {
+                if handed_over {
+                    return fail(Rule::HandOverOnce);
+                }
+                if seen.contains(Signal::ShutdownInitiated) {
+                    return fail(Rule::HandOverAfterShutdown);
+                }
+                handed_over = true;
             }
             TraceEvent::Exit(code) => match code {
                 0 => {

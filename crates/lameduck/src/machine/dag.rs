@@ -24,7 +24,7 @@ impl Machine {
         self.timers.is_due(t, now)
     }
 
-    fn hooks_of(&self, kind: HookKind) -> impl Iterator<Item = &Hook> {
+    pub(super) fn hooks_of(&self, kind: HookKind) -> impl Iterator<Item = &Hook> {
         self.hooks.iter().filter(move |h| h.kind == kind)
     }
 

@@ -120,6 +120,18 @@ pub enum StopSource {
     Api,
 }
 
+/// How a hand-over of the listening sockets to a successor process ended; see
+/// [`Input::HandOverFinished`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum HandOverOutcome {
+    /// The successor holds every listening socket and reported ready: this process
+    /// terminates, through the same DAG as on SIGTERM.
+    SuccessorReady,
+    /// No successor took the sockets, or it went away or timed out before it was ready:
+    /// this process keeps serving.
+    Failed,
+}
+
 /// Why the process exits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ExitReason {
@@ -188,6 +200,12 @@ pub enum Input {
     /// own, say) while lameduck still allowed them to run. Termination starts if it has
     /// not, and the exit code will be 1.
     ConnectionsCut(ListenerId),
+    /// Hand the listening sockets to a successor process (a hot upgrade, asked for by a
+    /// signal or from code). Legal once every listener serves and before termination has
+    /// started; the machine answers [`Event::HandOverListeners`].
+    HandOverRequested,
+    /// The hand-over asked for by [`Event::HandOverListeners`] ended.
+    HandOverFinished(HandOverOutcome),
 }
 
 /// An output of the machine; see [`Machine::poll_event`](crate::Machine::poll_event).
@@ -256,6 +274,15 @@ pub enum Event {
     /// (reported with [`Input::ConnectionsCut`]): the drain is not complete, and the exit
     /// code will be 1.
     ConnectionsCut(ListenerId),
+    /// Send every listening socket to the successor and wait, bounded, for it to report
+    /// ready, while this process keeps serving; report with [`Input::HandOverFinished`].
+    HandOverListeners,
+    /// The successor is ready with every listening socket: termination starts now
+    /// ([`Signal::ShutdownInitiated`] follows), as on SIGTERM. Log it.
+    HandedOver,
+    /// The hand-over failed: this process keeps serving, and a later hand-over may be
+    /// asked for. Log why (the driver knows).
+    HandOverFailed,
     /// Run every after-drain hook; report each with [`Input::HookFinished`].
     RunAfterDrainHooks,
     /// A hook failed or panicked; the process will exit 1 at the end.
@@ -350,6 +377,18 @@ pub enum InputError {
     /// No such readiness-of-routes signal.
     #[error("unknown readiness-of-routes signal {0:?}")]
     UnknownMuxSignal(MuxSignalId),
+    /// A hand-over was asked for before every listener served.
+    #[error("cannot hand the listeners over before every listener serves")]
+    HandOverBeforeServing,
+    /// A hand-over was asked for while another one is under way.
+    #[error("a hand-over is already under way")]
+    HandOverInProgress,
+    /// A hand-over was asked for after termination started.
+    #[error("cannot hand the listeners over once termination has started")]
+    HandOverAfterStop,
+    /// A hand-over's end was reported, but none was under way.
+    #[error("no hand-over is under way")]
+    NoHandOver,
 }
 
 impl Input {
@@ -366,6 +405,8 @@ impl Input {
             Input::ListenerStopped(_) => "ListenerStopped",
             Input::ServerStopped(_) => "ServerStopped",
             Input::ConnectionsCut(_) => "ConnectionsCut",
+            Input::HandOverRequested => "HandOverRequested",
+            Input::HandOverFinished(_) => "HandOverFinished",
         }
     }
 }

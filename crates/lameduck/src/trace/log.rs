@@ -18,8 +18,9 @@
 //!
 //! [`parse_log_line`] reads one line: lines without the [`LOG_MARKER`] are not the lifecycle's
 //! and give `Ok(None)`; a marked line is a [`LogRecord`] when it names a signal
-//! (`name=<Signal>`, quoted or not), reports an OS signal (`received signal`) or the exit
-//! (`is exiting`, with `code=<n>`). The line's time is its leading RFC 3339 timestamp
+//! (`name=<Signal>`, quoted or not), reports an OS signal (`received signal`), the hand-over
+//! of the listeners to a successor (`listeners handed over`) or the exit (`is exiting`, with
+//! `code=<n>`). The line's time is its leading RFC 3339 timestamp
 //! ([`parse_log_timestamp`]), as an [`Instant`] in nanoseconds since the Unix epoch; a line
 //! that does not start with a digit has no time (its events are untimed, and the timing rules
 //! are not checked on them).
@@ -27,7 +28,8 @@
 //! [`LogTrace`] reads a whole log (line by line, as it arrives, or at once with [`parse_log`])
 //! and, given the process's exit status, gives the events to check:
 //!
-//! * every signal line is a [`TraceEvent::Signal`], in log order;
+//! * every signal line is a [`TraceEvent::Signal`], in log order, and a hand-over line a
+//!   [`TraceEvent::HandedOver`];
 //! * the exit status is the final [`TraceEvent::Exit`], timed no earlier than the last line; an
 //!   exit line whose code differs from the status is an error;
 //! * `ShutdownInitiated` is timed by the `received signal` line before it (no earlier than the
@@ -94,6 +96,9 @@ pub enum LogRecord {
     Signal(Signal),
     /// An OS signal arrived, before the lifecycle took it (`received signal`).
     ReceivedSignal,
+    /// The listening sockets went to a ready successor, which starts the termination
+    /// (`listeners handed over`).
+    HandedOver,
     /// The process is about to exit (`is exiting`), with the code when the line shows one
     /// (`code=<n>`).
     Exiting {
@@ -181,6 +186,8 @@ pub fn parse_log_line(line: &str) -> Result<Option<LogLine>, LineError> {
     }
     let record = if line.contains("received signal") {
         LogRecord::ReceivedSignal
+    } else if line.contains("listeners handed over") {
+        LogRecord::HandedOver
     } else if line.contains("is exiting") {
         let code = match field(line, "code") {
             None => None,
@@ -330,6 +337,10 @@ impl LogTrace {
                 self.received_signal_at = self.received_signal_at.or(at);
             }
             LogRecord::Exiting { code } => self.exit_line = Some((at, code)),
+            LogRecord::HandedOver => self.events.push(TracedEvent {
+                event: TraceEvent::HandedOver,
+                at,
+            }),
             LogRecord::Signal(signal) => {
                 let at = match (signal, at) {
                     // The `received signal` line may come from another task than the
