@@ -25,8 +25,8 @@ Per example server, one case each:
   fake-stalls         the fake successor takes the message and never answers
                       (--handover-timeout 1s): `hand-over failed` within 1 s + 3 s, still
                       serving, SIGTERM: exit 0
-  successor-alone     `--listen handover` with no predecessor (--handover-timeout 1s): exits
-                      non-zero with `error:` within 1 s + a bound
+  successor-alone     `--listen handover` with no predecessor (--handover-timeout 1s): waits
+                      about 1 s, then exits 1 with `error:`
 
 Stdlib only. Loopback only. Every process started here is killed by its PID when the script
 ends, however it ends; every wait is bounded.
@@ -348,11 +348,13 @@ def case_successor_alone(binary, workdir):
     gen = c.Generation(binary, "successor", workdir)
     gen.start(["--listen", "handover", "--handover-socket", path, "--handover-timeout", "1s"])
     code = gen.wait_exit(1 + EXIT_BOUND)
+    took = time.monotonic() - gen.started_at
     expect(code is not None, f"still running {1 + EXIT_BOUND:g}s after start (killed)")
-    expect(code != 0, f"exit 0 without a predecessor; stderr:\n{gen.stderr_tail()}")
+    expect(code == 1, f"exit {code} without a predecessor (want 1); stderr:\n{gen.stderr_tail()}")
+    expect(took >= 0.9, f"exit {code} after {took:.2f}s: it did not wait for its --handover-timeout 1s")
     lines = [line.strip() for line in gen.stderr_text().splitlines() if "error:" in line]
     expect(lines, f"exit {code} without an `error:` line:\n{gen.stderr_tail()}")
-    return f"exit {code}: {lines[0]}"
+    return f"exit {code} after {took:.2f}s: {lines[0]}"
 
 
 CASES = [
