@@ -227,9 +227,9 @@ def wrk_result(proc, out_path, timeout):
 class WatchStream:
     """A `GET /watch` on its own connection, read to its end by a thread.
 
-    Each read waits at most `timeout`. `ended_at` is when the body ended;
-    `clean` is True when it ended with HTTP/1.1's final chunk, False when the connection was
-    cut (or timed out)."""
+    Each read waits at most `timeout`. `ended_at` is when the body ended; `clean` is True when
+    it ended with HTTP/1.1's final chunk (`0` CRLF CRLF), False when the connection was cut (or
+    a read timed out) before it."""
 
     def __init__(self, port, timeout=30.0):
         self.port = port
@@ -238,28 +238,59 @@ class WatchStream:
         self.clean = None
         self.error = None
         self.status = None
-        self._conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-        self._conn.request("GET", "/watch")
-        self._res = self._conn.getresponse()
-        self.status = self._res.status
+        self._sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self._sock.sendall(b"GET /watch HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        self._file = self._sock.makefile("rb")
+        status_line = self._file.readline(1024)
+        parts = status_line.split()
+        self.status = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else None
+        headers = {}
+        for _ in range(100):
+            line = self._file.readline(8192)
+            if line in (b"\r\n", b"\n", b""):
+                break
+            name, _, value = line.decode("latin-1").partition(":")
+            headers[name.strip().lower()] = value.strip().lower()
+        self.chunked = headers.get("transfer-encoding") == "chunked"
         self._thread = threading.Thread(target=self._read, daemon=True)
         self._thread.start()
 
     def _read(self):
         try:
+            if not self.chunked:
+                raise ValueError("the response is not chunked")
             while True:
-                line = self._res.readline()
-                if not line:
-                    break
-                self.lines += 1
-            # http.client reads the final chunk (and raises IncompleteRead without it).
-            self.clean = True
-        except (http.client.IncompleteRead, OSError, http.client.HTTPException) as e:
+                size_line = self._file.readline(1024)
+                if not size_line.endswith(b"\n"):
+                    raise ConnectionError("cut before the final chunk")
+                size = int(size_line.split(b";")[0].strip(), 16)
+                if size == 0:
+                    # Trailers (none expected), then the empty line.
+                    for _ in range(100):
+                        line = self._file.readline(8192)
+                        if line in (b"\r\n", b"\n"):
+                            break
+                        if not line.endswith(b"\n"):
+                            raise ConnectionError("cut inside the final chunk")
+                    self.clean = True
+                    return
+                data = self._file.read(size + 2)
+                if len(data) != size + 2:
+                    raise ConnectionError("cut inside a chunk")
+                self.lines += data.count(b"\n") - 1
+        except (OSError, ValueError) as e:
             self.clean = False
             self.error = f"{type(e).__name__}: {e}"
         finally:
             self.ended_at = time.monotonic()
-            self._conn.close()
+            self._close()
+
+    def _close(self):
+        for closable in (self._file, self._sock):
+            try:
+                closable.close()
+            except OSError:
+                pass
 
     def wait(self, timeout):
         self._thread.join(timeout)
@@ -267,8 +298,7 @@ class WatchStream:
 
     def close(self):
         try:
-            if self._conn.sock is not None:
-                self._conn.sock.shutdown(socket.SHUT_RDWR)
+            self._sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
         self._thread.join(5)
