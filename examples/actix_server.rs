@@ -7,7 +7,7 @@ use lameduck_actix::{Admission, AutoH2cServer};
 use lameduck_suite::{actix_routes, flags, logging, metrics, routes, server};
 use lameduck_tokio::TokioRuntime;
 
-async fn run(flags: flags::Flags) -> i32 {
+async fn run(flags: flags::Flags, sockets: lameduck_suite::listen::Sockets) -> i32 {
     let mut server = match server::builder(&flags, TokioRuntime) {
         Ok(b) => b.prepare(),
         Err(e) => {
@@ -15,14 +15,12 @@ async fn run(flags: flags::Flags) -> i32 {
             return 1;
         }
     };
-    let listener = match std::net::TcpListener::bind(flags.listen) {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("error: failed to listen on {}: {e}", flags.listen);
-            return 1;
-        }
-    };
-    let addr = listener.local_addr().unwrap_or(flags.listen);
+    let listeners: Vec<std::net::TcpListener> =
+        sockets.listeners.into_iter().map(|l| l.listener).collect();
+    let addrs: Vec<_> = listeners
+        .iter()
+        .filter_map(|l| l.local_addr().ok())
+        .collect();
     let (shared, clock) = (server.shared().clone(), server.clock());
     let admission = Admission::new(shared.clone(), clock).long_running(routes::is_long_running);
     // HTTP/1 and h2c, the HTTP/2 connections told GOAWAY when kube-apiserver's would be.
@@ -41,21 +39,25 @@ async fn run(flags: flags::Flags) -> i32 {
     // lameduck configures the actix server (signals, shutdown timeout, connection counting)
     // before this closure binds it, and runs it.
     let served = lameduck_actix::serve(&mut server, "api", http, move |http| {
-        http.workers(workers).listen(listener)
+        listeners
+            .into_iter()
+            .try_fold(http.workers(workers), |http, l| http.listen(l))
     });
     if let Err(e) = served {
         eprintln!("error: {e}");
         return 1;
     }
-    server::announce_and_run(server, addr).await
+    server::configure_hand_over(&flags, &mut server, sockets.predecessor);
+    server::announce_and_run(server, &addrs).await
 }
 
 fn main() {
     let flags = flags::from_env_or_exit();
     logging::init();
     metrics::install(); // the Prometheus recorder, before the lifecycle records anything
+    let sockets = server::open_sockets_or_exit(&flags);
     actix_web::rt::System::new().block_on(async move {
-        let code = run(flags).await;
+        let code = run(flags, sockets).await;
         // Exit from inside the runtime: dropping actix's system first would join its worker
         // threads, which only notice the stop at their next one-second shutdown poll.
         std::process::exit(code)

@@ -16,9 +16,9 @@ fn main() {
     let flags = flags::from_env_or_exit();
     logging::init();
     metrics::install(); // the Prometheus recorder, before the lifecycle records anything
+    let sockets = server::open_sockets_or_exit(&flags);
     server::exit_with_tokio(|| async move {
-        let listener = lameduck_tokio::bind(flags.listen).await;
-        server::run(&flags, TokioRuntime, listener, app).await
+        server::run(&flags, TokioRuntime, sockets, lameduck_tokio::from_std, app).await
     })
 }
 

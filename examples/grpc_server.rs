@@ -15,8 +15,8 @@ use lameduck_tokio::TokioRuntime;
 fn main() {
     let flags = flags::from_env_or_exit();
     logging::init();
+    let mut sockets = server::open_sockets_or_exit(&flags);
     server::exit_with_tokio(|| async move {
-        let listener = lameduck_tokio::bind(flags.listen).await;
         let mut server = match server::builder(&flags, TokioRuntime) {
             Ok(b) => b.prepare(),
             Err(e) => {
@@ -24,10 +24,16 @@ fn main() {
                 return 1;
             }
         };
-        let listener = match listener {
-            Ok(l) => l,
-            Err(e) => {
-                eprintln!("error: failed to listen on {}: {e}", flags.listen);
+        // The gRPC example serves one socket: the first one opened.
+        let first = sockets.listeners.drain(..).next().map(|l| l.listener);
+        let listener = match first.map(lameduck_tokio::from_std) {
+            Some(Ok(l)) => l,
+            None => {
+                eprintln!("error: no socket to serve");
+                return 1;
+            }
+            Some(Err(e)) => {
+                eprintln!("error: cannot serve the socket: {e}");
                 return 1;
             }
         };
@@ -44,8 +50,9 @@ fn main() {
                 listener,
                 lameduck_suite::grpc::with_http(grpc, http),
             );
+        server::configure_hand_over(&flags, &mut server, sockets.predecessor);
         match served {
-            Ok(addr) => server::announce_and_run(server, addr).await,
+            Ok(addr) => server::announce_and_run(server, &[addr]).await,
             Err(e) => {
                 eprintln!("error: {e}");
                 1

@@ -10,10 +10,11 @@ fn main() {
     let flags = flags::from_env_or_exit();
     logging::init();
     metrics::install(); // the Prometheus recorder, before the lifecycle records anything
+    let sockets = server::open_sockets_or_exit(&flags);
     server::exit_with_smol(2, |executor| async move {
         let runtime = SmolRuntime::with_executor(executor);
-        let listener = lameduck_smol::bind(flags.listen).await;
-        server::run(&flags, runtime.clone(), listener, |server| {
+        let adopt = lameduck_smol::from_std;
+        server::run(&flags, runtime.clone(), sockets, adopt, |server| {
             server.long_running(routes::is_long_running);
             routes::service_with_metrics(runtime, server.shared().clone())
         })

@@ -9,9 +9,10 @@ fn main() {
     let flags = flags::from_env_or_exit();
     logging::init();
     metrics::install(); // the Prometheus recorder, before the lifecycle records anything
+    let sockets = server::open_sockets_or_exit(&flags);
     server::exit_with_tokio(|| async move {
-        let listener = lameduck_tokio::bind(flags.listen).await;
-        server::run(&flags, TokioRuntime, listener, |server| {
+        let adopt = lameduck_tokio::from_std;
+        server::run(&flags, TokioRuntime, sockets, adopt, |server| {
             server.long_running(routes::is_long_running);
             routes::service_with_metrics(TokioRuntime, server.shared().clone())
         })

@@ -5,12 +5,18 @@
 //! An invalid flag is a usage error: the servers exit 2, as `clap` and `lameduck plan` do
 //! (`docs/design.md#example-servers`).
 
-use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::error::ErrorKind;
 use clap::{CommandFactory as _, Parser};
 use lameduck::{parse_duration, Config, ConfigBuilder, ConfigError, ConfigOption, DurationError};
+
+pub use crate::listen::Listen;
+
+/// How long a hand-over may take, from the request to the successor's `ready`, unless
+/// `--handover-timeout` says otherwise.
+pub const DEFAULT_HANDOVER_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The exit status after an invalid flag (`docs/design.md#example-servers`).
 pub const EXIT_INVALID_FLAG: i32 = 2;
@@ -18,8 +24,13 @@ pub const EXIT_INVALID_FLAG: i32 = 2;
 /// What the example servers accept.
 #[derive(Clone, Debug)]
 pub struct Flags {
-    /// `--listen ADDR`.
-    pub listen: SocketAddr,
+    /// `--listen ADDR|systemd[:NAME]|handover`.
+    pub listen: Listen,
+    /// `--handover-socket PATH`: where SIGUSR2 hands the listening sockets over (and, with
+    /// `--listen handover`, where this process waits for them).
+    pub handover_socket: Option<PathBuf>,
+    /// `--handover-timeout D`: the bound on a hand-over.
+    pub handover_timeout: Duration,
     /// The lifecycle configuration from the `--shutdown-*`, `--request-timeout`,
     /// `--livez-grace-period`, `--min-watch-drain-qps`, `--exempt-path-prefix` and
     /// `--goaway-chance` flags.
@@ -36,7 +47,7 @@ pub struct Flags {
 #[derive(Debug)]
 pub enum Parsed {
     /// Run with these flags.
-    Run(Flags),
+    Run(Box<Flags>),
     /// `--help` was given: print this and exit 0.
     Help(String),
 }
@@ -61,9 +72,18 @@ impl From<ConfigError> for FlagError {
     args_override_self = true
 )]
 struct ServerArgs {
-    /// Address to listen on; port 0 picks a free one
+    /// Address to listen on (port 0 picks a free one); `systemd` or `systemd:NAME` for the
+    /// sockets of systemd socket activation; `handover` to take a running server's sockets
+    /// through --handover-socket
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
-    listen: SocketAddr,
+    listen: Listen,
+    /// Unix socket of the hand-over: on SIGUSR2 the sockets go to the successor waiting
+    /// there (which was started with --listen handover)
+    #[arg(long, value_name = "PATH")]
+    handover_socket: Option<PathBuf>,
+    /// Bound on a hand-over, from SIGUSR2 to the successor's ready [default: 30s]
+    #[arg(long, value_name = "D", value_parser = duration, allow_hyphen_values = true)]
+    handover_timeout: Option<Duration>,
     /// Lame-duck window after SIGTERM: /readyz fails, requests are served [default: 0s]
     #[arg(long, value_name = "D", value_parser = duration, allow_hyphen_values = true)]
     shutdown_delay: Option<Duration>,
@@ -190,13 +210,20 @@ pub fn parse(program: &str, args: impl IntoIterator<Item = String>) -> Result<Pa
             builder.set(option, text)?;
         }
     }
-    Ok(Parsed::Run(Flags {
+    if args.listen == Listen::HandOver && args.handover_socket.is_none() {
+        return Err(FlagError(
+            "error: --listen handover needs --handover-socket PATH\n".to_string(),
+        ));
+    }
+    Ok(Parsed::Run(Box::new(Flags {
         listen: args.listen,
+        handover_socket: args.handover_socket,
+        handover_timeout: args.handover_timeout.unwrap_or(DEFAULT_HANDOVER_TIMEOUT),
         config: builder.build()?,
         pre_shutdown_hook_duration: args.pre_shutdown_hook_duration,
         destroy_hook_duration: args.destroy_hook_duration,
         workers: args.workers,
-    }))
+    })))
 }
 
 /// Parses the process's arguments; prints help or the error and exits as
@@ -206,7 +233,7 @@ pub fn from_env_or_exit() -> Flags {
     let mut args = std::env::args();
     let program = args.next().unwrap_or_else(|| "server".into());
     match parse(&program, args) {
-        Ok(Parsed::Run(flags)) => flags,
+        Ok(Parsed::Run(flags)) => *flags,
         Ok(Parsed::Help(text)) => {
             print!("{text}");
             std::process::exit(0);
@@ -224,9 +251,28 @@ mod tests {
 
     fn run(args: &[&str]) -> Result<Flags, FlagError> {
         match parse("t", args.iter().map(|s| s.to_string()))? {
-            Parsed::Run(f) => Ok(f),
+            Parsed::Run(f) => Ok(*f),
             Parsed::Help(_) => Err(FlagError("help".into())),
         }
+    }
+
+    #[test]
+    fn hand_over_flags() {
+        let f = run(&[
+            "--listen",
+            "handover",
+            "--handover-socket",
+            "/tmp/h.sock",
+            "--handover-timeout=5s",
+        ])
+        .unwrap();
+        assert_eq!(f.listen, Listen::HandOver);
+        assert_eq!(f.handover_socket, Some(PathBuf::from("/tmp/h.sock")));
+        assert_eq!(f.handover_timeout, Duration::from_secs(5));
+        let e = run(&["--listen", "handover"]).unwrap_err();
+        assert!(e.0.contains("--handover-socket"), "{e}");
+        let f = run(&["--listen", "systemd:web"]).unwrap();
+        assert_eq!(f.listen, Listen::Systemd(Some("web".into())));
     }
 
     #[test]
@@ -258,7 +304,9 @@ mod tests {
             "4",
         ])
         .unwrap();
-        assert_eq!(f.listen.port(), 0);
+        assert_eq!(f.listen, "127.0.0.1:0".parse().unwrap());
+        assert_eq!(f.handover_socket, None);
+        assert_eq!(f.handover_timeout, DEFAULT_HANDOVER_TIMEOUT);
         assert_eq!(f.config.shutdown_delay(), Duration::from_secs(90));
         assert!(f.config.shutdown_send_retry_after());
         assert_eq!(
@@ -274,7 +322,7 @@ mod tests {
         assert_eq!(f.destroy_hook_duration, Some(Duration::from_secs(60)));
         assert_eq!(f.workers, Some(4));
         let defaults = run(&[]).unwrap();
-        assert_eq!(defaults.listen, SocketAddr::from(([127, 0, 0, 1], 8080)));
+        assert_eq!(defaults.listen, "127.0.0.1:8080".parse().unwrap());
         assert_eq!(defaults.config, Config::default());
         assert_eq!(defaults.pre_shutdown_hook_duration, None);
         assert_eq!(defaults.destroy_hook_duration, None);

@@ -9,6 +9,7 @@
 pub mod actix_routes;
 pub mod flags;
 pub mod grpc;
+pub mod listen;
 pub mod logging;
 pub mod metrics;
 pub mod routes;

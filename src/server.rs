@@ -1,12 +1,18 @@
-//! What every example server does around its routes: register the demo hook, bind, serve,
-//! print the `listening on` line, run, and turn every error into exit 1 with a message.
+//! What every example server does around its routes: register the demo hooks, open the
+//! sockets (bound, inherited from systemd or handed over), serve, print a `listening on` line
+//! per socket, run, and turn every error into exit 1 with a message.
 
 use std::convert::Infallible;
 use std::io::{self, Write};
 
+use std::net::SocketAddr;
+
+use lameduck_hyper::sockets::hand_over::{HandOver, Predecessor};
+use lameduck_hyper::sockets::InheritedListener;
 use lameduck_hyper::{Builder, HttpService, Listener, Runtime, Server};
 
 use crate::flags::Flags;
+use crate::listen::{self, Sockets};
 
 /// A builder for `flags`, with the demo pre-shutdown hook when
 /// `--pre-shutdown-hook-duration` is given and the demo destroy hook when
@@ -37,9 +43,42 @@ pub fn builder<R: Runtime>(flags: &Flags, runtime: R) -> Result<Builder<R>, Stri
     Ok(builder)
 }
 
-/// Prints the `listening on` line and runs the lifecycle; returns the exit code.
-pub async fn announce_and_run<R: Runtime>(server: Server<R>, addr: std::net::SocketAddr) -> i32 {
-    println!("listening on http://{addr}");
+/// Opens the sockets `--listen` names (a successor waits here for its predecessor's); on
+/// failure prints the error and exits 1. Call it before the runtime starts.
+#[must_use]
+pub fn open_sockets_or_exit(flags: &Flags) -> Sockets {
+    let hand_over = flags
+        .handover_socket
+        .as_ref()
+        .map(|path| (path, flags.handover_timeout));
+    match listen::open(&flags.listen, hand_over) {
+        Ok(sockets) => sockets,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
+/// Hands over to `--handover-socket` on SIGUSR2, and reports to `predecessor` once up.
+pub fn configure_hand_over<R: Runtime>(
+    flags: &Flags,
+    server: &mut Server<R>,
+    predecessor: Option<Predecessor>,
+) {
+    if let Some(path) = &flags.handover_socket {
+        server.hand_over_to(HandOver::new(path, flags.handover_timeout));
+    }
+    if let Some(predecessor) = predecessor {
+        server.report_up_to(predecessor);
+    }
+}
+
+/// Prints a `listening on` line per address and runs the lifecycle; returns the exit code.
+pub async fn announce_and_run<R: Runtime>(server: Server<R>, addrs: &[SocketAddr]) -> i32 {
+    for addr in addrs {
+        println!("listening on http://{addr}");
+    }
     let _ = io::stdout().flush();
     match server.run().await {
         Ok(code) => i32::from(code),
@@ -50,13 +89,14 @@ pub async fn announce_and_run<R: Runtime>(server: Server<R>, addr: std::net::Soc
     }
 }
 
-/// Runs a hyper-based example server on `runtime`: `listener` is the result of binding
-/// `flags.listen`, `service` builds the routes (wrapped in the admission layer) from the
-/// prepared server. Returns the process exit code.
+/// Runs a hyper-based example server on `runtime`: `sockets` are the opened sockets,
+/// `adopt` makes each a listener of the runtime, `service` builds the routes (wrapped in the
+/// admission layer) from the prepared server. Returns the process exit code.
 pub async fn run<R: Runtime, L: Listener, S: HttpService>(
     flags: &Flags,
     runtime: R,
-    listener: io::Result<L>,
+    sockets: Sockets,
+    adopt: impl Fn(std::net::TcpListener) -> io::Result<L>,
     service: impl FnOnce(&mut Server<R>) -> S,
 ) -> i32 {
     let mut server = match builder(flags, runtime) {
@@ -66,21 +106,26 @@ pub async fn run<R: Runtime, L: Listener, S: HttpService>(
             return 1;
         }
     };
-    let listener = match listener {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("error: failed to listen on {}: {e}", flags.listen);
-            return 1;
-        }
-    };
     let service = service(&mut server);
-    match server.serve("api", listener, service) {
-        Ok(addr) => announce_and_run(server, addr).await,
-        Err(e) => {
-            eprintln!("error: {e}");
-            1
+    let mut addrs = Vec::new();
+    for InheritedListener { name, listener } in sockets.listeners {
+        let served = adopt(listener)
+            .map_err(|e| format!("cannot serve the {name} socket: {e}"))
+            .and_then(|l| {
+                server
+                    .serve(&name, l, service.clone())
+                    .map_err(|e| e.to_string())
+            });
+        match served {
+            Ok(addr) => addrs.push(addr),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return 1;
+            }
         }
     }
+    configure_hand_over(flags, &mut server, sockets.predecessor);
+    announce_and_run(server, &addrs).await
 }
 
 /// Runs `main` on a multi-threaded tokio runtime and exits the process with its code.

@@ -64,6 +64,8 @@ suite! {
         metrics_follow_the_drain_and_the_summary_counts_it,
         metrics_and_summary_in_mode_a,
         goaway_chance_ends_connections_by_chance,
+        hand_over_to_a_successor,
+        hand_over_without_successor_keeps_serving,
     ],
     servers: [tokio_server, axum_server, smol_server, actix_server, grpc_server],
 }

@@ -42,6 +42,12 @@ impl std::fmt::Debug for ServeSetup {
 pub trait ActixServer: Sized {
     /// The addresses bound so far.
     fn bound_addrs(&self) -> Vec<SocketAddr>;
+    /// The listening sockets bound so far, which a hand-over passes to a successor process
+    /// (`lameduck_hyper::sockets::hand_over`). The default, for servers that do not expose
+    /// them (actix-web's `HttpServer`): none, and a hand-over fails, the server serving on.
+    fn listening_sockets(&self) -> Vec<std::os::fd::BorrowedFd<'_>> {
+        Vec::new()
+    }
     /// Configures the server, not yet bound, for the lifecycle.
     fn configure(self, setup: ServeSetup) -> Self;
     /// Starts the bound server.
@@ -191,6 +197,11 @@ pub fn serve<H: ActixServer>(
     let http = bind(http).map_err(ActixServeError::Bind)?;
     if http.bound_addrs().is_empty() {
         return Err(ActixServeError::NothingBound);
+    }
+    for socket in http.listening_sockets() {
+        lifecycle
+            .hand_over_socket(name, socket)
+            .map_err(|e| ActixServeError::Serve(ServeError::HandOverSocket(e)))?;
     }
     let http = http.start().map_err(ActixServeError::Bind)?;
     lifecycle.serve_with(name, move |ctx| async move {

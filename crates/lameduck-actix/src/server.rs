@@ -241,6 +241,11 @@ where
         self.listeners.iter().map(|l| l.1).collect()
     }
 
+    fn listening_sockets(&self) -> Vec<std::os::fd::BorrowedFd<'_>> {
+        use std::os::fd::AsFd as _;
+        self.listeners.iter().map(|l| l.0.as_fd()).collect()
+    }
+
     fn configure(mut self, setup: ServeSetup) -> Self {
         self.setup = Some(setup);
         self

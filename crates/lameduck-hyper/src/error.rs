@@ -21,4 +21,7 @@ pub enum ServeError {
     /// Installing the signal handler failed.
     #[error("cannot install the signal handler: {0}")]
     Signals(#[source] io::Error),
+    /// The copy of a listening socket kept for a hand-over could not be made.
+    #[error("cannot keep a copy of the listening socket for a hand-over: {0}")]
+    HandOverSocket(#[source] io::Error),
 }

@@ -6,6 +6,8 @@ use std::sync::Arc;
 use futures_channel::mpsc;
 use lameduck::{Input, MuxSignalId, Phase, Shared, Signal, StopSource};
 
+use crate::logging;
+
 /// Controls a server from elsewhere: request termination, read its state.
 #[derive(Clone)]
 pub struct Handle {
@@ -34,6 +36,15 @@ impl Handle {
     /// signal handling.
     pub fn deliver_signal(&self) -> bool {
         self.send(Input::StopRequested(StopSource::Signal))
+    }
+
+    /// Hands the listening sockets to a successor process, as SIGUSR2 does (see
+    /// [`crate::sockets::hand_over`]); needs [`Server::hand_over_to`](crate::Server::hand_over_to).
+    /// The outcome is logged: on success the server terminates gracefully, otherwise it keeps
+    /// serving.
+    pub fn hand_over(&self) -> bool {
+        logging::hand_over_requested(None);
+        self.send(Input::HandOverRequested)
     }
 
     /// Reports that a readiness-of-routes signal registered with

@@ -65,8 +65,10 @@ mod run;
 mod runtime;
 mod server;
 mod signals;
+pub mod sockets;
 mod ticket;
 mod tracker;
+mod upgrade;
 
 pub use admission::{
     decide, request_info, AdmissionFuture, AdmissionLayer, AdmissionService, Classifier, Decision,

@@ -238,3 +238,55 @@ pub(crate) fn accept_failed(listener: &str, error: &dyn Display) {
 pub(crate) fn connection_error(peer: SocketAddr, error: &dyn Display) {
     debug!(target: TARGET, %peer, error = %error, "connection error");
 }
+
+/// A hand-over of the listeners was asked for (SIGUSR2 or the API).
+pub(crate) fn hand_over_requested(signal: Option<OsSignal>) {
+    info!(
+        target: TARGET,
+        signal = signal.map_or("none", OsSignal::name),
+        "[graceful-termination] hand-over requested"
+    );
+}
+
+/// The listeners are on their way to the successor at `path`.
+pub(crate) fn handing_over(path: &std::path::Path, sockets: usize) {
+    info!(
+        target: TARGET,
+        path = %path.display(),
+        sockets,
+        "[graceful-termination] handing the listeners over"
+    );
+}
+
+/// The successor is ready: this process terminates (the trace's `HandedOver`).
+pub(crate) fn handed_over(successor: Option<u32>) {
+    info!(
+        target: TARGET,
+        successor = successor.unwrap_or(0),
+        "[graceful-termination] listeners handed over to the successor"
+    );
+}
+
+/// The hand-over failed; the process keeps serving.
+pub(crate) fn hand_over_failed(error: &dyn Display) {
+    warn!(
+        target: TARGET,
+        error = %error,
+        "[graceful-termination] hand-over failed, still serving"
+    );
+}
+
+/// This process, a successor, is up and told its predecessor.
+pub(crate) fn told_predecessor(result: &std::io::Result<()>) {
+    match result {
+        Ok(()) => info!(
+            target: TARGET,
+            "[graceful-termination] up: the predecessor was told to terminate"
+        ),
+        Err(e) => warn!(
+            target: TARGET,
+            error = %e,
+            "[graceful-termination] up, but the predecessor could not be told"
+        ),
+    }
+}

@@ -20,6 +20,7 @@ use crate::hooks::{spawn_destroy_hooks, spawn_hooks, Hooks};
 use crate::logging;
 use crate::report::Report;
 use crate::runtime::Runtime;
+use crate::upgrade::Upgrade;
 
 /// The running lifecycle and what its events act on.
 pub(crate) struct RunLoop<R: Runtime> {
@@ -38,6 +39,8 @@ pub(crate) struct RunLoop<R: Runtime> {
     has_been_ready: Option<SignalFired>,
     /// The termination summary and the metrics.
     report: Report,
+    /// Hand-overs to a successor, and the predecessor to tell once up.
+    upgrade: Upgrade,
 }
 
 /// What woke the run loop.
@@ -75,7 +78,14 @@ impl<R: Runtime> RunLoop<R> {
             tx,
             has_been_ready: None,
             report: Report::default(),
+            upgrade: Upgrade::default(),
         }
+    }
+
+    /// Hands over with `upgrade`'s target and sockets, and reports to its predecessor.
+    pub(crate) fn with_upgrade(mut self, upgrade: Upgrade) -> Self {
+        self.upgrade = upgrade;
+        self
     }
 
     /// Starts a server task with its [`ListenerContext`].
@@ -106,6 +116,7 @@ impl<R: Runtime> RunLoop<R> {
                     return code;
                 }
             }
+            self.upgrade.tell_predecessor_when_up(self.lc.machine());
 
             // Wait for an input, a deadline or a drain notification. The gate listener is
             // created before the machine re-checks the counts, so no release is missed.
@@ -222,8 +233,16 @@ impl<R: Runtime> RunLoop<R> {
                 logging::stopping_listeners(
                     shutdown_deadline.map(|d| d.saturating_duration_since(now)),
                 );
+                self.upgrade.release_sockets();
                 self.control.stop.set();
             }
+            Event::HandOverListeners => self.upgrade.start(&self.tx),
+            Event::HandedOver => {
+                logging::handed_over(self.upgrade.successor());
+                self.upgrade.release_sockets();
+            }
+            // The reason was logged where the hand-over failed.
+            Event::HandOverFailed => {}
             Event::HttpShutdownTimedOut => logging::http_shutdown_timed_out(),
             Event::ConnectionsCut(id) => {
                 logging::connections_cut(self.lc.machine().listener_name(id).unwrap_or("?"));
@@ -264,7 +283,7 @@ impl<R: Runtime> RunLoop<R> {
 }
 
 /// Sends `state` to systemd, when the process runs under it (`NOTIFY_SOCKET` is set).
-fn notify_systemd(state: &[sd_notify::NotifyState<'_>]) {
+pub(crate) fn notify_systemd(state: &[sd_notify::NotifyState<'_>]) {
     if std::env::var_os("NOTIFY_SOCKET").is_none() {
         return;
     }

@@ -10,13 +10,16 @@ use std::time::Instant;
 
 use futures_util::Stream;
 
-/// An OS signal that asks the process to terminate.
+/// An OS signal the driver acts on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum OsSignal {
-    /// SIGTERM.
+    /// SIGTERM: terminate gracefully.
     Terminate,
-    /// SIGINT.
+    /// SIGINT: terminate gracefully.
     Interrupt,
+    /// SIGUSR2: hand the listening sockets to a successor, then terminate gracefully
+    /// (see [`crate::sockets::hand_over`]).
+    HandOver,
 }
 
 impl OsSignal {
@@ -26,6 +29,7 @@ impl OsSignal {
         match self {
             OsSignal::Terminate => "SIGTERM",
             OsSignal::Interrupt => "SIGINT",
+            OsSignal::HandOver => "SIGUSR2",
         }
     }
 }
@@ -39,7 +43,7 @@ pub trait Runtime: Clone + Send + Sync + 'static {
     type Sleep: Future<Output = ()> + Send + 'static;
     /// The runtime's timer for hyper (header read timeouts, HTTP/2 keep-alive).
     type HyperTimer: hyper::rt::Timer + Clone + Send + Sync + 'static;
-    /// A stream of SIGTERM/SIGINT deliveries.
+    /// A stream of SIGTERM, SIGINT and SIGUSR2 deliveries.
     type Signals: Stream<Item = OsSignal> + Send + Unpin + 'static;
 
     /// The current time on the runtime's clock.
@@ -52,7 +56,7 @@ pub trait Runtime: Clone + Send + Sync + 'static {
         F: Future<Output = ()> + Send + 'static;
     /// hyper's timer.
     fn hyper_timer(&self) -> Self::HyperTimer;
-    /// Starts listening for SIGTERM and SIGINT.
+    /// Starts listening for SIGTERM, SIGINT and SIGUSR2.
     fn signals(&self) -> io::Result<Self::Signals>;
 }
 
@@ -66,6 +70,12 @@ pub trait Listener: Send + 'static {
 
     /// The bound address.
     fn local_addr(&self) -> io::Result<SocketAddr>;
+
+    /// The listening socket, so that a hand-over can pass it to a successor process
+    /// (`None`, the default: this listener is not handed over).
+    fn socket(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        None
+    }
 }
 
 /// hyper's executor over a [`Runtime`].

@@ -20,6 +20,8 @@ use crate::hooks::Hooks;
 use crate::run::RunLoop;
 use crate::runtime::{Listener, Runtime};
 use crate::signals::InstalledSignals;
+use crate::sockets::hand_over::{HandOver, Predecessor};
+use crate::upgrade::Upgrade;
 
 /// A prepared server: add listeners with [`Server::serve`], then [`Server::run`] it.
 ///
@@ -36,6 +38,8 @@ pub struct Server<R: Runtime> {
     hooks: Hooks,
     signals: Option<Result<InstalledSignals<R>, ServeError>>,
     serves: Vec<ServeTask<R>>,
+    /// The hand-over: its target, the listening sockets, the predecessor.
+    upgrade: Upgrade,
     tx: mpsc::UnboundedSender<Input>,
     rx: mpsc::UnboundedReceiver<Input>,
 }
@@ -67,9 +71,40 @@ impl<R: Runtime> Server<R> {
             hooks,
             signals,
             serves: Vec::new(),
+            upgrade: Upgrade::default(),
             tx,
             rx,
         }
+    }
+
+    /// Hands the listening sockets over to a successor waiting at `target` when asked
+    /// (SIGUSR2, or [`Handle::hand_over`]), then terminates gracefully once the successor
+    /// is ready; see [`crate::sockets::hand_over`]. Without it, a hand-over request is
+    /// logged as failed and the server keeps serving.
+    pub fn hand_over_to(&mut self, target: HandOver) -> &mut Self {
+        self.upgrade.target = Some(target);
+        self
+    }
+
+    /// Adds `socket`, the listening socket of a listener served with
+    /// [`Server::serve_with`], to those a hand-over passes on ([`Server::serve`] adds its
+    /// listeners' own). A copy is kept until the listeners stop.
+    pub fn hand_over_socket(
+        &mut self,
+        listener: &str,
+        socket: std::os::fd::BorrowedFd<'_>,
+    ) -> std::io::Result<()> {
+        self.upgrade.keep(listener, socket)
+    }
+
+    /// This process is a successor: tells `predecessor` (from
+    /// [`receive_listeners`](crate::sockets::hand_over::receive_listeners)) once it is up
+    /// (every listener serves and every post-start hook succeeded), and systemd that it is
+    /// the service's main process (`MAINPID=`, with `NotifyAccess=all` in the unit). If it
+    /// terminates before, the predecessor learns it and keeps serving.
+    pub fn report_up_to(&mut self, predecessor: Predecessor) -> &mut Self {
+        self.upgrade.predecessor = Some(predecessor);
+        self
     }
 
     /// The shared state.
@@ -168,6 +203,11 @@ impl<R: Runtime> Server<R> {
             })
         })?;
         let id = self.lifecycle.add_listener(name)?;
+        if let Some(socket) = listener.socket() {
+            self.upgrade
+                .keep(name, socket)
+                .map_err(ServeError::HandOverSocket)?;
+        }
         let admission = Arc::new(self.admission.clone());
         self.serves.push(ServeTask {
             id,
@@ -189,6 +229,7 @@ impl<R: Runtime> Server<R> {
             hooks,
             signals,
             serves,
+            upgrade,
             tx,
             rx,
             admission: _,
@@ -198,7 +239,8 @@ impl<R: Runtime> Server<R> {
             .transpose()?
             .map(|signals| signals.forward(&runtime, tx.clone()));
         let control = Arc::new(ServeControl::default());
-        let run = RunLoop::start(lifecycle, runtime, clock, hooks, Arc::clone(&control), tx);
+        let run = RunLoop::start(lifecycle, runtime, clock, hooks, Arc::clone(&control), tx)
+            .with_upgrade(upgrade);
         for task in serves {
             run.spawn_server(task);
         }

@@ -1,6 +1,7 @@
-//! The process-wide SIGTERM/SIGINT handling: installed once per process (a second server
+//! The process-wide SIGTERM/SIGINT (terminate) and SIGUSR2 (hand over) handling: installed once per process (a second server
 //! gets [`ServeError::SignalsAlreadyInstalled`]), at prepare time so that a signal is caught
-//! even before the server runs, and forwarded to the run loop as [`Input::StopRequested`].
+//! even before the server runs, and forwarded to the run loop as [`Input::StopRequested`]
+//! or [`Input::HandOverRequested`].
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -10,7 +11,7 @@ use lameduck::{Input, StopSource};
 
 use crate::error::ServeError;
 use crate::logging;
-use crate::runtime::Runtime;
+use crate::runtime::{OsSignal, Runtime};
 
 /// Whether a server of this process holds the signal handlers.
 static SIGNALS_INSTALLED: AtomicBool = AtomicBool::new(false);
@@ -47,11 +48,14 @@ impl<R: Runtime> InstalledSignals<R> {
         let InstalledSignals { guard, mut stream } = self;
         runtime.spawn(async move {
             while let Some(signal) = stream.next().await {
-                logging::received_signal(signal);
-                if tx
-                    .unbounded_send(Input::StopRequested(StopSource::Signal))
-                    .is_err()
-                {
+                let input = if signal == OsSignal::HandOver {
+                    logging::hand_over_requested(Some(signal));
+                    Input::HandOverRequested
+                } else {
+                    logging::received_signal(signal);
+                    Input::StopRequested(StopSource::Signal)
+                };
+                if tx.unbounded_send(input).is_err() {
                     break;
                 }
             }

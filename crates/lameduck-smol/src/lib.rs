@@ -3,7 +3,7 @@
 //!
 //! This crate supplies only smol's pieces: async-io's clock and timers, a spawner (smol's
 //! global executor or your own multi-threaded [`async_executor::Executor`]), async-signal's
-//! SIGTERM/SIGINT, and async-net listeners. Everything else is [`lameduck_hyper`].
+//! SIGTERM/SIGINT/SIGUSR2, and async-net listeners. Everything else is [`lameduck_hyper`].
 //!
 //! [`async_executor::Executor`]: https://docs.rs/async-executor/1/async_executor/struct.Executor.html
 //!
@@ -91,6 +91,16 @@ impl Listener for SmolListener {
     fn local_addr(&self) -> io::Result<SocketAddr> {
         self.0.local_addr()
     }
+
+    fn socket(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        Some(std::os::fd::AsFd::as_fd(&self.0))
+    }
+}
+
+/// A listener for [`Server::serve`] from a listening socket opened elsewhere: inherited
+/// from systemd or a predecessor ([`lameduck_hyper::sockets`]), or bound by your own code.
+pub fn from_std(listener: std::net::TcpListener) -> io::Result<SmolListener> {
+    Ok(SmolListener(TcpListener::try_from(listener)?))
 }
 
 /// The smol runtime seam. Tasks go to smol's global executor, or to an executor of yours
@@ -164,11 +174,15 @@ impl Runtime for SmolRuntime {
     }
 
     fn signals(&self) -> io::Result<SmolSignals> {
-        Ok(SmolSignals(Signals::new([Signal::Term, Signal::Int])?))
+        Ok(SmolSignals(Signals::new([
+            Signal::Term,
+            Signal::Int,
+            Signal::Usr2,
+        ])?))
     }
 }
 
-/// SIGTERM and SIGINT from async-signal.
+/// SIGTERM, SIGINT and SIGUSR2 from async-signal.
 #[derive(Debug)]
 pub struct SmolSignals(Signals);
 
@@ -180,6 +194,7 @@ impl Stream for SmolSignals {
             return match Pin::new(&mut self.0).poll_next(cx) {
                 Poll::Ready(Some(Ok(Signal::Term))) => Poll::Ready(Some(OsSignal::Terminate)),
                 Poll::Ready(Some(Ok(Signal::Int))) => Poll::Ready(Some(OsSignal::Interrupt)),
+                Poll::Ready(Some(Ok(Signal::Usr2))) => Poll::Ready(Some(OsSignal::HandOver)),
                 // Other signals are not registered; errors are transient reads.
                 Poll::Ready(Some(_)) => continue,
                 Poll::Ready(None) => Poll::Ready(None),

@@ -84,6 +84,18 @@ impl Listener for TokioListener {
     fn local_addr(&self) -> io::Result<SocketAddr> {
         self.0.local_addr()
     }
+
+    fn socket(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        Some(std::os::fd::AsFd::as_fd(&self.0))
+    }
+}
+
+/// A listener for [`Server::serve`] from a listening socket opened elsewhere: inherited
+/// from systemd or a predecessor ([`lameduck_hyper::sockets`]), or bound by your own code.
+/// Call it inside the runtime.
+pub fn from_std(listener: std::net::TcpListener) -> io::Result<TokioListener> {
+    listener.set_nonblocking(true)?;
+    Ok(TokioListener(TcpListener::from_std(listener)?))
 }
 
 /// The tokio runtime seam: tokio's clock, `tokio::spawn`, tokio signals and hyper-util's
@@ -125,12 +137,13 @@ impl Runtime for TokioRuntime {
             pipes: [
                 SignalPipe::register(OsSignal::Terminate, signal_hook::consts::SIGTERM)?,
                 SignalPipe::register(OsSignal::Interrupt, signal_hook::consts::SIGINT)?,
+                SignalPipe::register(OsSignal::HandOver, signal_hook::consts::SIGUSR2)?,
             ],
         })
     }
 }
 
-/// SIGTERM and SIGINT as one stream, one item per delivery.
+/// SIGTERM, SIGINT and SIGUSR2 as one stream, one item per delivery.
 ///
 /// tokio's own `tokio::signal` merges deliveries that arrive before it is polled, so two
 /// quick SIGTERMs (or two sent before the server runs) would count as one; the second must
@@ -138,7 +151,7 @@ impl Runtime for TokioRuntime {
 /// self-pipe), read one byte at a time.
 #[derive(Debug)]
 pub struct TokioSignals {
-    pipes: [SignalPipe; 2],
+    pipes: [SignalPipe; 3],
 }
 
 /// The read end of one signal's self-pipe; unregisters the handler when dropped.

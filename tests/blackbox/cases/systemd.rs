@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use crate::support::*;
 
 /// Removes the socket file however the test ends.
-struct SocketPath(PathBuf);
+pub(super) struct SocketPath(pub(super) PathBuf);
 
 impl Drop for SocketPath {
     fn drop(&mut self) {
@@ -16,7 +16,12 @@ impl Drop for SocketPath {
     }
 }
 
-fn receive_until(socket: &UnixDatagram, needle: &str, within: Duration, got: &mut Vec<String>) {
+pub(super) fn receive_until(
+    socket: &UnixDatagram,
+    needle: &str,
+    within: Duration,
+    got: &mut Vec<String>,
+) {
     let deadline = Instant::now() + within;
     let mut buf = vec![0u8; 4096];
     loop {
@@ -43,7 +48,9 @@ fn receive_until(socket: &UnixDatagram, needle: &str, within: Duration, got: &mu
     }
 }
 
-pub fn systemd_ready_and_stopping(bin: &'static str) {
+/// A bound `NOTIFY_SOCKET` in the temporary directory: the socket, its path (removed when
+/// dropped) and the value for the variable.
+pub(super) fn notify_socket() -> (UnixDatagram, SocketPath, String) {
     static N: AtomicUsize = AtomicUsize::new(0);
     let path = SocketPath(std::env::temp_dir().join(format!(
         "lameduck-notify-{}-{}.sock",
@@ -53,6 +60,11 @@ pub fn systemd_ready_and_stopping(bin: &'static str) {
     let _ = std::fs::remove_file(&path.0);
     let socket = UnixDatagram::bind(&path.0).expect("bind the notify socket");
     let notify = path.0.to_str().expect("UTF-8 temp path").to_string();
+    (socket, path, notify)
+}
+
+pub fn systemd_ready_and_stopping(bin: &'static str) {
+    let (socket, _path, notify) = notify_socket();
 
     let mut server = ServerProcess::start_with_env(
         bin,
