@@ -304,6 +304,117 @@ class WatchStream:
         self._thread.join(5)
 
 
+class KeepAliveProbe:
+    """`connections` HTTP/1.1 keep-alive clients sending `GET /` one after the other (with
+    `pause` seconds between requests) to 127.0.0.1:`port` until `stop()`, and recording how
+    each connection ended. wrk only counts "read errors"; this says what they were:
+
+      clean             the server said `Connection: close` on a 2xx reply (the client then
+                        opens a new connection: no request lost)
+      eof               the server closed the connection after a request was sent and before
+                        any reply byte (a keep-alive connection closed while the client reused it)
+      reset             ECONNRESET/EPIPE while sending or reading
+      timeout           no reply within the timeout
+      status NNN        a non-2xx reply (with its `Connection` header and the start of its body)
+      refused           a new connection was refused
+    """
+
+    def __init__(self, port, connections=4, pause=0.005, timeout=5.0):
+        self.port, self.pause, self.timeout = port, pause, timeout
+        self.requests = 0
+        self.outcomes = {}
+        self.examples = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._run, daemon=True) for _ in range(connections)]
+        for t in self._threads:
+            t.start()
+
+    def _note(self, kind, example=None):
+        with self._lock:
+            self.outcomes[kind] = self.outcomes.get(kind, 0) + 1
+            if example and kind not in self.examples:
+                self.examples[kind] = example
+
+    def _run(self):
+        sock = None
+        while not self._stop.is_set():
+            try:
+                if sock is None:
+                    sock = socket.create_connection(("127.0.0.1", self.port), timeout=self.timeout)
+                sock.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    chunk = sock.recv(65536)
+                    if not chunk:
+                        raise EOFError
+                    data += chunk
+                head, _, body = data.partition(b"\r\n\r\n")
+                lines = head.decode("latin-1").split("\r\n")
+                status = lines[0].split(" ")[1]
+                fields = {k.strip().lower(): v.strip() for k, _, v in (l.partition(":") for l in lines[1:])}
+                length = int(fields.get("content-length", "0"))
+                deadline = time.monotonic() + self.timeout
+                while len(body) < length and time.monotonic() < deadline:
+                    chunk = sock.recv(65536)
+                    if not chunk:
+                        raise EOFError
+                    body += chunk
+                with self._lock:
+                    self.requests += 1
+                close = fields.get("connection", "").lower() == "close"
+                if not status.startswith("2"):
+                    self._note(
+                        f"status {status}",
+                        f"{lines[0]}; connection: {fields.get('connection', '-')}; body {body[:80]!r}",
+                    )
+                elif close:
+                    self._note("clean")
+                if close:
+                    sock.close()
+                    sock = None
+            except EOFError:
+                self._note("eof")
+                sock.close()
+                sock = None
+            except ConnectionRefusedError:
+                self._note("refused")
+                sock = None
+            except (ConnectionResetError, BrokenPipeError):
+                self._note("reset")
+                sock.close()
+                sock = None
+            except socket.timeout:
+                self._note("timeout")
+                sock.close()
+                sock = None
+            except OSError as e:
+                self._note(f"{type(e).__name__}", str(e))
+                if sock is not None:
+                    sock.close()
+                sock = None
+            if self.pause:
+                self._stop.wait(self.pause)
+        if sock is not None:
+            sock.close()
+
+    def stop(self):
+        self._stop.set()
+        for t in self._threads:
+            t.join(self.timeout + 5)
+
+    def bad(self):
+        """The outcomes that lost a request (all but `clean`)."""
+        return {k: v for k, v in self.outcomes.items() if k != "clean"}
+
+    def summary(self):
+        parts = [f"{k} {v}" for k, v in sorted(self.outcomes.items())] or ["no connection ended"]
+        text = f"{self.requests} requests; connection ends: " + ", ".join(parts)
+        for k, ex in sorted(self.examples.items()):
+            text += f"\n        e.g. {k}: {ex}"
+        return text
+
+
 def table(head, rows):
     widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
     line = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731

@@ -21,6 +21,12 @@ Per example server (tokio_server, axum_server, smol_server, actix_server):
 Asserted, besides the above: wrk saw no socket error of any kind (a refused connection would be
 a connect error) and no non-2xx reply, and completed at least --min-requests requests.
 
+Beside wrk, a keep-alive probe (--probe-connections, 4 Python clients sending GET / one after
+the other) classifies how each of its connections ended; wrk only counts "read errors". Every
+probe connection must end with a 2xx reply saying `Connection: close` (or stay open): a
+connection closed before the reply to a request already sent, a reset or a non-2xx reply is a
+lost request, reported with an example.
+
 Stdlib only. Loopback only. Every process started here is killed by its PID when the script
 ends, however it ends; every wait is bounded.
 
@@ -74,10 +80,11 @@ def run_one(binary, runtime, args):
     workdir = tempfile.mkdtemp(prefix=f"restart-ho-{runtime}-")
     problems, events, notes = [], [], []
     result = {"runtime": runtime, "problems": problems, "events": events, "workdir": workdir,
-              "wrk": None, "notes": notes, "watch": []}
+              "wrk": None, "probe": None, "notes": notes, "watch": []}
     t0 = time.monotonic()
     gens = []
     wrk_proc = None
+    probe = None
     watches = []
     path = os.path.join(workdir, "h.sock")
     flags = [
@@ -111,6 +118,8 @@ def run_one(binary, runtime, args):
 
         wrk_proc, wrk_out = c.wrk(port, args.duration, workdir, "wrk", connections=args.connections)
         load_start = time.monotonic()
+        if args.probe_connections:
+            probe = c.KeepAliveProbe(port, connections=args.probe_connections)
         for i in range(args.handovers):
             at = load_start + args.first + i * args.interval
             time.sleep(max(0.0, at - time.monotonic()))
@@ -172,6 +181,12 @@ def run_one(binary, runtime, args):
             if succ.proc.poll() is not None:
                 raise RuntimeError(f"{succ.name} exited {succ.proc.returncode}:\n{succ.stderr_tail()}")
             cur = succ
+        if probe:
+            probe.stop()
+            result["probe"] = probe.bad()
+            note("keep-alive probe: " + probe.summary())
+            if probe.bad():
+                problems.append(f"keep-alive probe: requests lost {probe.bad()} (want none)")
         if time.monotonic() - load_start > args.duration - 0.5:
             problems.append("the hand-overs outlasted the load: use a longer --duration or fewer --handovers")
         if socket_identity(path) is not None:
@@ -202,6 +217,8 @@ def run_one(binary, runtime, args):
     finally:
         if wrk_proc:
             h.kill(wrk_proc)
+        if probe:
+            probe.stop()
         for watch in watches:
             watch.close()
         for gen in gens:
@@ -223,7 +240,9 @@ def main():
                    help="seconds from SIGUSR2 to the successor's `listening on` line")
     p.add_argument("--exit-slack", type=float, default=10.0,
                    help="seconds an old generation may take to exit beyond its delay + grace period")
-    p.add_argument("--min-requests", type=int, default=5000, help="fewest wrk requests that pass")
+    p.add_argument("--min-requests", type=int, default=100000, help="fewest wrk requests that pass")
+    p.add_argument("--probe-connections", type=int, default=4,
+                   help="keep-alive probe connections beside wrk, which say how lost requests were lost (0: none)")
     c.add_build_flags(p)
     p.add_argument("--keep", action="store_true", help="keep every run's logs (failed runs always keep them)")
     args = p.parse_args()
@@ -268,11 +287,12 @@ def main():
             "-" if w is None else w["requests"],
             "-" if w is None else w["non2xx"],
             "-" if w is None else f"{w['connect']}/{w['read']}/{w['write']}/{w['timeout']}",
+            "-" if r["probe"] is None else (", ".join(f"{k} {v}" for k, v in sorted(r["probe"].items())) or "0"),
             " ".join("-" if x is None else f"{x:.1f}s" for x in r["watch"]) or "-",
             f"{r['seconds']:.1f}s",
             "FAIL" if r["problems"] else "ok",
         ])
-    h.log("\n" + c.table(["runtime", "requests", "non-2xx", "errors c/r/w/t", "/watch ends", "time", "result"], rows))
+    h.log("\n" + c.table(["runtime", "requests", "non-2xx", "errors c/r/w/t", "probe lost", "/watch ends", "time", "result"], rows))
     bad = [r["runtime"] for r in results if r["problems"]]
     if bad:
         h.log("\nFAILED: " + ", ".join(bad))

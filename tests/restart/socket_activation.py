@@ -18,6 +18,12 @@ actix_server):
 Asserted: wrk saw no socket error of any kind (connect, read, write, timeout) and no non-2xx
 reply, and completed at least --min-requests requests; every generation exited 0.
 
+Beside wrk, a keep-alive probe (--probe-connections, 4 Python clients sending GET / one after
+the other) classifies how each of its connections ended; wrk only counts "read errors". Every
+probe connection must end with a 2xx reply saying `Connection: close` (or stay open): a
+connection closed before the reply to a request already sent, a reset or a non-2xx reply is a
+lost request, reported with an example.
+
 Then, on tokio_server, the same socket-activation protocol from Debian's real
 `systemd-socket-activate -l 127.0.0.1:PORT --fdname=http`: it binds the port and execs the
 server (`--listen systemd`) on the first connection; that first GET / must get 200, the server
@@ -48,10 +54,11 @@ SYSTEMD_SOCKET_ACTIVATE = "/usr/bin/systemd-socket-activate"
 def run_one(binary, runtime, args):
     workdir = tempfile.mkdtemp(prefix=f"restart-sa-{runtime}-")
     problems, events = [], []
-    result = {"runtime": runtime, "problems": problems, "events": events, "workdir": workdir, "wrk": None}
+    result = {"runtime": runtime, "problems": problems, "events": events, "workdir": workdir, "wrk": None, "probe": None}
     t0 = time.monotonic()
     gens = []
     wrk_proc = None
+    probe = None
     sock = None
 
     def note(msg):
@@ -88,6 +95,8 @@ def run_one(binary, runtime, args):
 
         wrk_proc, wrk_out = c.wrk(port, args.duration, workdir, "wrk", connections=args.connections)
         load_start = time.monotonic()
+        if args.probe_connections:
+            probe = c.KeepAliveProbe(port, connections=args.probe_connections)
         for i in range(args.restarts):
             at = load_start + args.first + i * args.interval
             time.sleep(max(0.0, at - time.monotonic()))
@@ -105,6 +114,12 @@ def run_one(binary, runtime, args):
             )
             if code != 0:
                 problems.append(f"{old.name} exited {code} (want 0):\n{old.stderr_tail()}")
+        if probe:
+            probe.stop()
+            result["probe"] = probe.bad()
+            note("keep-alive probe: " + probe.summary())
+            if probe.bad():
+                problems.append(f"keep-alive probe: requests lost {probe.bad()} (want none)")
         if time.monotonic() - load_start > args.duration - 0.5:
             problems.append("the restarts outlasted the load: use a longer --duration or fewer --restarts")
 
@@ -133,6 +148,8 @@ def run_one(binary, runtime, args):
     finally:
         if wrk_proc:
             h.kill(wrk_proc)
+        if probe:
+            probe.stop()
         for gen in gens:
             gen.kill()
         if sock:
@@ -147,7 +164,7 @@ def run_systemd_socket_activate(binary, runtime, args):
     workdir = tempfile.mkdtemp(prefix=f"restart-ssa-{runtime}-")
     problems, events = [], []
     result = {"runtime": runtime + " (systemd-socket-activate)", "problems": problems, "events": events,
-              "workdir": workdir, "wrk": None}
+              "workdir": workdir, "wrk": None, "probe": None}
     t0 = time.monotonic()
 
     def note(msg):
@@ -197,7 +214,9 @@ def main():
     p.add_argument("--interval", type=float, default=4.0, help="seconds between restarts")
     p.add_argument("--shutdown-delay", default="1s", help="the servers' --shutdown-delay")
     p.add_argument("--exit-bound", type=float, default=15.0, help="seconds an old generation may take to exit")
-    p.add_argument("--min-requests", type=int, default=5000, help="fewest wrk requests that pass")
+    p.add_argument("--min-requests", type=int, default=100000, help="fewest wrk requests that pass")
+    p.add_argument("--probe-connections", type=int, default=4,
+                   help="keep-alive probe connections beside wrk, which say how lost requests were lost (0: none)")
     p.add_argument("--no-systemd-socket-activate", action="store_true",
                    help="skip the run under systemd-socket-activate")
     c.add_build_flags(p)
@@ -248,10 +267,11 @@ def main():
             "-" if w is None else w["requests"],
             "-" if w is None else w["non2xx"],
             "-" if w is None else f"{w['connect']}/{w['read']}/{w['write']}/{w['timeout']}",
+            "-" if r["probe"] is None else (", ".join(f"{k} {v}" for k, v in sorted(r["probe"].items())) or "0"),
             f"{r['seconds']:.1f}s",
             "FAIL" if r["problems"] else "ok",
         ])
-    h.log("\n" + c.table(["runtime", "requests", "non-2xx", "errors c/r/w/t", "time", "result"], rows))
+    h.log("\n" + c.table(["runtime", "requests", "non-2xx", "errors c/r/w/t", "probe lost", "time", "result"], rows))
     bad = [r["runtime"] for r in results if r["problems"]]
     if bad:
         h.log("\nFAILED: " + ", ".join(bad))
