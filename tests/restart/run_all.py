@@ -29,9 +29,9 @@ from common import h  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 # (script, estimated seconds per runtime, fixed seconds, bound in seconds per runtime)
 SCRIPTS = [
-    ("socket_activation.py", 17, 2, 90),
-    ("handover.py", 18, 0, 90),
-    ("bad_inputs.py", 9, 0, 120),
+    ("socket_activation.py", 16, 1, 90),
+    ("handover.py", 16, 1, 90),
+    ("bad_inputs.py", 5, 0, 120),
 ]
 
 
