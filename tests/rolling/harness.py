@@ -7,6 +7,7 @@ Stdlib only. Loopback only.
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -29,13 +30,22 @@ def fmt_ms(ms):
     return f"{ms / 1000:g}s" if ms % 1000 == 0 else f"{ms}ms"
 
 
-def spawn(args, stdout, stderr):
+def spawn(args, stdout, stderr, env=None, pass_fds=()):
+    """Starts `args` with NO_COLOR=1 and `env` (name: value, or None to remove the name) over
+    this process's environment, and with the descriptors `pass_fds` left open."""
+    environ = dict(os.environ, NO_COLOR="1")
+    for name, value in (env or {}).items():
+        if value is None:
+            environ.pop(name, None)
+        else:
+            environ[name] = value
     proc = subprocess.Popen(
         args,
         stdin=subprocess.DEVNULL,
         stdout=stdout,
         stderr=stderr,
-        env=dict(os.environ, NO_COLOR="1"),
+        env=environ,
+        pass_fds=pass_fds,
     )
     with _children_lock:
         _children[proc.pid] = proc
@@ -143,6 +153,32 @@ class Instance:
                 return "".join(f.readlines()[-n:])
         except OSError:
             return ""
+
+
+WRK_SUMMARY = re.compile(r"(\d+) requests in ([\d.]+)(\w+)")
+WRK_SOCKET = re.compile(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)")
+WRK_NON2XX = re.compile(r"Non-2xx or 3xx responses: (\d+)")
+
+
+def parse_wrk(text):
+    """wrk's summary: requests, non-2xx/3xx replies, socket errors by kind, and their sum."""
+    m = WRK_SUMMARY.search(text)
+    if not m:
+        raise RuntimeError("cannot read wrk's summary:\n" + text)
+    requests = int(m.group(1))
+    sock = WRK_SOCKET.search(text)
+    errors = [int(x) for x in sock.groups()] if sock else [0, 0, 0, 0]
+    non2xx = WRK_NON2XX.search(text)
+    non2xx = int(non2xx.group(1)) if non2xx else 0
+    return {
+        "requests": requests,
+        "non2xx": non2xx,
+        "connect": errors[0],
+        "read": errors[1],
+        "write": errors[2],
+        "timeout": errors[3],
+        "failed": non2xx + sum(errors),
+    }
 
 
 def haproxy_command(sock_path, command, timeout=2.0):

@@ -28,7 +28,6 @@ otherwise; 2 on a setup problem (missing haproxy/wrk, build failure).
 import argparse
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -62,6 +61,7 @@ from harness import (  # noqa: E402,F401
     kill,
     kill_all_children,
     log,
+    parse_wrk,
     reap,
     run_main,
     show_stat,
@@ -176,31 +176,6 @@ class HAProxy:
             if n == name and s == status and at >= after:
                 return at
         return None
-
-
-WRK_SUMMARY = re.compile(r"(\d+) requests in ([\d.]+)(\w+)")
-WRK_SOCKET = re.compile(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)")
-WRK_NON2XX = re.compile(r"Non-2xx or 3xx responses: (\d+)")
-
-
-def parse_wrk(text):
-    m = WRK_SUMMARY.search(text)
-    if not m:
-        raise RuntimeError("cannot read wrk's summary:\n" + text)
-    requests = int(m.group(1))
-    sock = WRK_SOCKET.search(text)
-    errors = [int(x) for x in sock.groups()] if sock else [0, 0, 0, 0]
-    non2xx = WRK_NON2XX.search(text)
-    non2xx = int(non2xx.group(1)) if non2xx else 0
-    return {
-        "requests": requests,
-        "non2xx": non2xx,
-        "connect": errors[0],
-        "read": errors[1],
-        "write": errors[2],
-        "timeout": errors[3],
-        "failed": non2xx + sum(errors),
-    }
 
 
 def run_one(binary, runtime, mode, delay_ms, args, keep_dir):

@@ -1,0 +1,284 @@
+#!/usr/bin/env python3
+"""Zero-downtime restarts without a load balancer: systemd socket activation.
+
+This script plays systemd's part. Per example server (tokio_server, axum_server, smol_server,
+actix_server):
+
+  1. it binds 127.0.0.1:0 with a backlog of 1024 and keeps that socket for the whole run;
+  2. it starts generation 1 with the socket at descriptor 3, LISTEN_FDS=1, LISTEN_FDNAMES=http
+     and LISTEN_PID set to the server's own PID (`--listen systemd`), and checks that the
+     server prints `listening on http://127.0.0.1:PORT` for that socket and answers GET /;
+  3. it drives wrk (keep-alive, `-t2 -c32`) against the socket for --duration seconds;
+  4. during the load it restarts the server --restarts times, --interval seconds apart: SIGTERM
+     to the running generation and, at once, the next generation with the same socket. Each old
+     generation must exit 0 within its shutdown delay plus a bound. Connections arriving while
+     no generation accepts wait in the socket's backlog;
+  5. after the load, the last generation answers GET / and exits 0 on SIGTERM.
+
+Asserted: wrk saw no socket error of any kind (connect, read, write, timeout) and no non-2xx
+reply, and completed at least --min-requests requests; every generation exited 0.
+
+Beside wrk, a keep-alive probe (--probe-connections, 4 Python clients sending GET / one after
+the other) classifies how each of its connections ended; wrk only counts "read errors". Every
+probe connection must end with a 2xx reply saying `Connection: close` (or stay open): a
+connection closed before the reply to a request already sent, a reset or a non-2xx reply is a
+lost request, reported with an example.
+
+Then, on tokio_server, the same socket-activation protocol from Debian's real
+`systemd-socket-activate -l 127.0.0.1:PORT --fdname=http`: it binds the port and execs the
+server (`--listen systemd`) on the first connection; that first GET / must get 200, the server
+must print `listening on http://127.0.0.1:PORT`, and SIGTERM must end it with exit 0.
+
+Stdlib only. Loopback only. Every process started here is killed by its PID when the script
+ends, however it ends; every wait is bounded.
+
+Exit status: 0 when every run passed; 1 otherwise; 2 on a setup problem (missing wrk, build
+failure).
+"""
+
+import argparse
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common as c  # noqa: E402
+from common import h  # noqa: E402
+
+SYSTEMD_SOCKET_ACTIVATE = "/usr/bin/systemd-socket-activate"
+
+
+def run_one(binary, runtime, args):
+    workdir = tempfile.mkdtemp(prefix=f"restart-sa-{runtime}-")
+    problems, events = [], []
+    result = {"runtime": runtime, "problems": problems, "events": events, "workdir": workdir, "wrk": None, "probe": None}
+    t0 = time.monotonic()
+    gens = []
+    wrk_proc = None
+    probe = None
+    sock = None
+
+    def note(msg):
+        events.append(f"{time.monotonic() - t0:6.2f}s {msg}")
+
+    flags = [
+        "--listen",
+        "systemd",
+        "--shutdown-delay",
+        args.shutdown_delay,
+        "--shutdown-watch-termination-grace-period",
+        "3s",
+    ]
+    env = {"LISTEN_FDS": "1", "LISTEN_FDNAMES": "http"}
+    exit_bound = args.exit_bound
+
+    def start_generation():
+        gen = c.Generation(binary, f"{runtime}.{len(gens) + 1}", workdir)
+        gen.start(flags, fds=[sock.fileno()], listen_pid="self", env=env)
+        gens.append(gen)
+        addrs = gen.wait_listening(1, timeout=15)
+        if addrs != [f"127.0.0.1:{port}"]:
+            problems.append(f"{gen.name}: listening on {addrs}, want [127.0.0.1:{port}]")
+        return gen
+
+    try:
+        sock = c.listening_socket(backlog=1024)
+        port = sock.getsockname()[1]
+        cur = start_generation()
+        note(f"generation 1 (pid {cur.pid}) listening on the inherited socket 127.0.0.1:{port}")
+        status, _ = c.http_get(port)
+        if status != 200:
+            problems.append(f"GET / before the load: {status}")
+
+        wrk_proc, wrk_out = c.wrk(port, args.duration, workdir, "wrk", connections=args.connections)
+        load_start = time.monotonic()
+        if args.probe_connections:
+            probe = c.KeepAliveProbe(port, connections=args.probe_connections)
+        for i in range(args.restarts):
+            at = load_start + args.first + i * args.interval
+            time.sleep(max(0.0, at - time.monotonic()))
+            old = cur
+            term_at = time.monotonic()
+            old.signal(signal.SIGTERM)
+            cur = start_generation()
+            up_at = time.monotonic()
+            code = old.wait_exit(exit_bound)
+            exit_at = time.monotonic()
+            note(
+                f"SIGTERM {old.name} (pid {old.pid}); {cur.name} (pid {cur.pid}) listening "
+                f"+{up_at - term_at:.2f}s; {old.name} "
+                + (f"exited {code} +{exit_at - term_at:.2f}s" if code is not None else f"still running after {exit_bound}s (killed)")
+            )
+            if code != 0:
+                problems.append(f"{old.name} exited {code} (want 0):\n{old.stderr_tail()}")
+        if probe:
+            probe.stop()
+            result["probe"] = probe.bad()
+            note("keep-alive probe: " + probe.summary())
+            if probe.bad():
+                problems.append(f"keep-alive probe: requests lost {probe.bad()} (want none)")
+        if time.monotonic() - load_start > args.duration - 0.5:
+            problems.append("the restarts outlasted the load: use a longer --duration or fewer --restarts")
+
+        res = c.wrk_result(wrk_proc, wrk_out, args.duration + 30)
+        wrk_proc = None
+        result["wrk"] = res
+        note(
+            f"wrk: {res['requests']} requests; non-2xx {res['non2xx']}, socket errors connect "
+            f"{res['connect']}, read {res['read']}, write {res['write']}, timeout {res['timeout']}"
+        )
+        for kind in ("connect", "read", "write", "timeout", "non2xx"):
+            if res[kind] != 0:
+                problems.append(f"wrk: {res[kind]} {kind} errors (want 0)")
+        if res["requests"] < args.min_requests:
+            problems.append(f"wrk: {res['requests']} requests, fewer than --min-requests {args.min_requests}")
+
+        status, _ = c.http_get(port)
+        if status != 200:
+            problems.append(f"GET / after the load: {status}")
+        code = c.term_and_wait(cur, exit_bound)
+        note(f"SIGTERM {cur.name}: exited {code}")
+        if code != 0:
+            problems.append(f"{cur.name} exited {code} (want 0):\n{cur.stderr_tail()}")
+    except Exception as e:  # reported as a failed run, with the logs kept
+        problems.append(f"{type(e).__name__}: {e}")
+    finally:
+        if wrk_proc:
+            h.kill(wrk_proc)
+        if probe:
+            probe.stop()
+        for gen in gens:
+            gen.kill()
+        if sock:
+            sock.close()
+        if not args.keep and not problems:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return result
+
+
+def run_systemd_socket_activate(binary, runtime, args):
+    """The real systemd-socket-activate hands the server its socket (exec on first connection)."""
+    workdir = tempfile.mkdtemp(prefix=f"restart-ssa-{runtime}-")
+    problems, events = [], []
+    result = {"runtime": runtime + " (systemd-socket-activate)", "problems": problems, "events": events,
+              "workdir": workdir, "wrk": None, "probe": None}
+    t0 = time.monotonic()
+
+    def note(msg):
+        events.append(f"{time.monotonic() - t0:6.2f}s {msg}")
+
+    gen = c.Generation(SYSTEMD_SOCKET_ACTIVATE, f"{runtime}.ssa", workdir)
+    try:
+        port = h.free_port()
+        gen.start(
+            ["-l", f"127.0.0.1:{port}", "--fdname=http", "-E", "NO_COLOR=1", binary, "--listen", "systemd"]
+        )
+        if not gen.wait_stderr(f"Listening on 127.0.0.1:{port}", 10):
+            raise RuntimeError("systemd-socket-activate did not bind:\n" + gen.stderr_tail())
+        note(f"systemd-socket-activate (pid {gen.pid}) listening on 127.0.0.1:{port}")
+        # The first connection makes systemd-socket-activate exec the server (same PID).
+        status, body = c.http_get(port, timeout=15)
+        note(f"first GET / -> {status}")
+        if status != 200:
+            problems.append(f"GET /: {status} {body[:200]!r}")
+        addrs = gen.wait_listening(1, timeout=10)
+        if addrs != [f"127.0.0.1:{port}"]:
+            problems.append(f"listening on {addrs}, want [127.0.0.1:{port}]")
+        status, _ = c.http_get(port)
+        if status != 200:
+            problems.append(f"second GET /: {status}")
+        code = c.term_and_wait(gen, args.exit_bound)
+        note(f"SIGTERM: exited {code}")
+        if code != 0:
+            problems.append(f"exited {code} (want 0):\n{gen.stderr_tail()}")
+    except Exception as e:
+        problems.append(f"{type(e).__name__}: {e}")
+        problems.append("stderr:\n" + gen.stderr_tail() if gen.proc else "not started")
+    finally:
+        gen.kill()
+        if not args.keep and not problems:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return result
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--runtimes", default=",".join(c.RUNTIMES), help="comma-separated example names")
+    p.add_argument("--duration", type=int, default=15, help="seconds of load per runtime")
+    p.add_argument("--connections", type=int, default=32, help="wrk connections")
+    p.add_argument("--restarts", type=int, default=3, help="restarts during the load")
+    p.add_argument("--first", type=float, default=2.5, help="seconds of load before the first restart")
+    p.add_argument("--interval", type=float, default=4.0, help="seconds between restarts")
+    p.add_argument("--shutdown-delay", default="1s", help="the servers' --shutdown-delay")
+    p.add_argument("--exit-bound", type=float, default=15.0, help="seconds an old generation may take to exit")
+    p.add_argument("--min-requests", type=int, default=100000, help="fewest wrk requests that pass")
+    p.add_argument("--probe-connections", type=int, default=4,
+                   help="keep-alive probe connections beside wrk, which say how lost requests were lost (0: none)")
+    p.add_argument("--no-systemd-socket-activate", action="store_true",
+                   help="skip the run under systemd-socket-activate")
+    c.add_build_flags(p)
+    p.add_argument("--keep", action="store_true", help="keep every run's logs (failed runs always keep them)")
+    args = p.parse_args()
+    runtimes = c.parse_runtimes(p, args.runtimes)
+
+    if not c.check_tools("wrk", "bash"):
+        return 2
+    examples = c.build(args)
+    if examples is None:
+        return 2
+    h.log(
+        f"load: wrk -t2 -c{args.connections} -d{args.duration}s (keep-alive) on GET /; {args.restarts} "
+        f"restarts {args.interval:g}s apart from +{args.first:g}s; --shutdown-delay {args.shutdown_delay}"
+    )
+
+    results = []
+    plan = [(r, run_one) for r in runtimes]
+    if not args.no_systemd_socket_activate:
+        if os.access(SYSTEMD_SOCKET_ACTIVATE, os.X_OK):
+            plan.append(("tokio_server", run_systemd_socket_activate))
+        else:
+            h.log(f"error: {SYSTEMD_SOCKET_ACTIVATE} not found (apt-get install -y systemd)")
+            return 2
+    for runtime, fn in plan:
+        binary = os.path.join(examples, runtime)
+        if not os.path.isfile(binary):
+            h.log(f"error: {binary} does not exist (build with cargo build --release --examples)")
+            return 2
+        started = time.monotonic()
+        r = fn(binary, runtime, args)
+        r["seconds"] = time.monotonic() - started
+        h.log(f"\n==> {r['runtime']} ({r['seconds']:.1f}s)")
+        for e in r["events"]:
+            h.log("    " + e)
+        for problem in r["problems"]:
+            h.log("    PROBLEM: " + problem)
+        if r["problems"] or args.keep:
+            h.log(f"    logs kept in {r['workdir']}")
+        results.append(r)
+
+    rows = []
+    for r in results:
+        w = r["wrk"]
+        rows.append([
+            r["runtime"],
+            "-" if w is None else w["requests"],
+            "-" if w is None else w["non2xx"],
+            "-" if w is None else f"{w['connect']}/{w['read']}/{w['write']}/{w['timeout']}",
+            "-" if r["probe"] is None else (", ".join(f"{k} {v}" for k, v in sorted(r["probe"].items())) or "0"),
+            f"{r['seconds']:.1f}s",
+            "FAIL" if r["problems"] else "ok",
+        ])
+    h.log("\n" + c.table(["runtime", "requests", "non-2xx", "errors c/r/w/t", "probe lost", "time", "result"], rows))
+    bad = [r["runtime"] for r in results if r["problems"]]
+    if bad:
+        h.log("\nFAILED: " + ", ".join(bad))
+        return 1
+    h.log("\nOK: every restart kept the socket open; wrk saw no error and no non-2xx reply.")
+    return 0
+
+
+if __name__ == "__main__":
+    h.run_main(main)
