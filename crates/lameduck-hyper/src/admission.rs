@@ -250,7 +250,7 @@ pub fn decide(
                 timeout: None,
                 signal: Some(ShutdownSignal::new(Arc::clone(shared))),
                 close_connection: goaway::draw(shared.config().goaway_chance())
-                || shared.keep_alive_ended(),
+                    || shared.keep_alive_ended(),
             }
         }
     }

@@ -181,3 +181,38 @@ fn the_hand_over_log_line_is_read_into_the_trace() {
     );
     check_trace(&Config::default(), &events).unwrap();
 }
+
+#[test]
+fn keep_alive_ends_at_shutdown_initiated_only_when_the_sockets_outlive_the_process() {
+    // Alone on its sockets: keep-alive ends when new requests are no longer accepted.
+    let mut alone = Sim::serving(config(), |_| {});
+    alone.stop();
+    assert!(
+        !alone.shared().keep_alive_ended(),
+        "during the shutdown delay"
+    );
+    alone.advance(secs(2));
+    assert!(alone.machine.has_fired(Signal::NotAcceptingNewRequest));
+    assert!(alone.shared().keep_alive_ended());
+
+    // Sockets inherited from systemd: clients move during the shutdown delay.
+    let mut inherited = Sim::serving(config(), |_| {});
+    inherited.shared().set_sockets_outlive();
+    assert!(!inherited.shared().keep_alive_ended(), "before termination");
+    inherited.stop();
+    assert!(inherited.shared().keep_alive_ended());
+
+    // Handed over: the machine says the sockets outlive the process by itself.
+    let mut handed = Sim::serving(config(), |_| {});
+    handed.input(Input::HandOverRequested);
+    handed.input(Input::HandOverFinished(HandOverOutcome::Failed));
+    assert!(
+        !handed.shared().sockets_outlive(),
+        "a failed hand-over keeps them"
+    );
+    handed.input(Input::HandOverRequested);
+    handed.input(Input::HandOverFinished(HandOverOutcome::SuccessorReady));
+    assert!(handed.shared().sockets_outlive());
+    assert!(handed.shared().keep_alive_ended());
+    assert!(!handed.machine.has_fired(Signal::NotAcceptingNewRequest));
+}
