@@ -21,7 +21,7 @@ use crate::body::BodyEnd;
 use crate::body::LameduckBody;
 use crate::goaway;
 use crate::head_watch::InFlight;
-use crate::response::http_response;
+use crate::response::{http_response, may_be_health};
 use crate::runtime::Runtime;
 use crate::ticket::{request_timeout, LongRunningSlot, RequestTracker, Tracker, UpgradeTicketSlot};
 
@@ -320,7 +320,10 @@ impl<R: Runtime> AdmissionLayer<R> {
     pub(crate) fn admit<B>(&self, req: &mut Request<B>) -> Admitted<R> {
         let shared = &self.shared;
         let info = request_info(req);
-        if self.serve_health && lameduck::health::route(info.path).is_some() {
+        if self.serve_health
+            && may_be_health(info.path)
+            && lameduck::health::route(info.path).is_some()
+        {
             if let Some((response, tracker)) = self.answer_health(&info) {
                 return Admitted::Answer(response, tracker);
             }
@@ -539,7 +542,7 @@ where
 /// hyper closes the connection after this response; HTTP/2 has no such header: the
 /// connection's `InFlight` turns it into a GOAWAY (without one, behind a bare tower layer,
 /// hyper drops the header).
-#[inline]
+#[inline(always)]
 fn before_response(headers: &mut http::HeaderMap, in_flight: Option<&InFlight>, close: bool) {
     if close {
         headers.insert(header::CONNECTION, http::HeaderValue::from_static("close"));
