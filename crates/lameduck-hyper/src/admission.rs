@@ -21,7 +21,7 @@ use crate::body::BodyEnd;
 use crate::body::LameduckBody;
 use crate::goaway;
 use crate::head_watch::InFlight;
-use crate::response::http_response;
+use crate::response::{http_response, may_be_health};
 use crate::runtime::Runtime;
 use crate::ticket::{request_timeout, LongRunningSlot, RequestTracker, Tracker, UpgradeTicketSlot};
 
@@ -322,7 +322,10 @@ impl<R: Runtime> AdmissionLayer<R> {
     pub(crate) fn admit<B>(&self, req: &mut Request<B>) -> Admitted<R> {
         let shared = &self.shared;
         let info = request_info(req);
-        if self.serve_health && lameduck::health::route(info.path).is_some() {
+        if self.serve_health
+            && may_be_health(info.path)
+            && lameduck::health::route(info.path).is_some()
+        {
             if let Some((response, tracker)) = self.answer_health(&info) {
                 return Admitted::Answer(response, tracker);
             }
@@ -498,64 +501,71 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        let (mut head, body) = match this.state.project() {
-            FutureProj::Ready { answer } => match answer.take() {
-                Some(answer) => {
-                    let (response, tracker) = *answer;
-                    let (head, body) = response.into_parts();
-                    (head, LameduckBody::canned_tracked(body, tracker))
-                }
-                // Polled after completion: stay pending rather than panic.
-                None => return Poll::Pending,
-            },
+        let close = *this.close_connection;
+        match this.state.project() {
             FutureProj::Call { future, end } => match future.poll(cx) {
-                Poll::Ready(result) => {
-                    let (head, body) = result?.into_parts();
-                    if head.status == StatusCode::NOT_FOUND && routes_pending(end) {
+                Poll::Ready(Ok(mut response)) => {
+                    if response.status() == StatusCode::NOT_FOUND && routes_pending(end) {
                         // An unknown path before every route is installed: 503, retry later.
                         end.clear();
-                        http_response::<Bytes>(&ROUTES_NOT_READY)
-                            .into_parts()
-                            .canned()
-                    } else {
-                        // The timer (armed or not) moves to the body with the rest of the
-                        // end: it bounds the whole response.
-                        (head, LameduckBody::tracked_with(body, end.take()))
+                        let response = http_response::<Bytes>(&ROUTES_NOT_READY);
+                        return Poll::Ready(Ok(answer(response, None, this.in_flight, close)));
                     }
+                    // The common case, kept straight: the handler's head is changed in place
+                    // and moved once. The timer (armed or not) moves to the body with the
+                    // rest of the end: it bounds the whole response.
+                    let in_flight = this.in_flight.take();
+                    before_response(response.headers_mut(), in_flight.as_ref(), close);
+                    let end = end.take();
+                    Poll::Ready(Ok(
+                        response.map(|body| LameduckBody::tracked_with(body, end, in_flight))
+                    ))
                 }
+                Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
                 Poll::Pending => {
                     ready!(Pin::new(&mut *end).poll_deadline(cx));
                     // The handler ran past `request_timeout`: answer 504 (released).
-                    http_response::<Bytes>(&REQUEST_TIMEOUT)
-                        .into_parts()
-                        .canned()
+                    let response = http_response::<Bytes>(&REQUEST_TIMEOUT);
+                    Poll::Ready(Ok(answer(response, None, this.in_flight, close)))
                 }
             },
-        };
-        if *this.close_connection {
-            // HTTP/1: hyper closes the connection after this response. HTTP/2 has no such
-            // header: the connection's `InFlight` turns it into a GOAWAY below (without one,
-            // behind a bare tower layer, hyper drops the header).
-            head.headers
-                .insert(header::CONNECTION, http::HeaderValue::from_static("close"));
+            FutureProj::Ready { answer: slot } => match slot.take() {
+                Some(boxed) => {
+                    let (response, tracker) = *boxed;
+                    Poll::Ready(Ok(answer(response, tracker, this.in_flight, close)))
+                }
+                // Polled after completion: stay pending rather than panic.
+                None => Poll::Pending,
+            },
         }
-        let in_flight = this.in_flight.take();
-        if let Some(in_flight) = &in_flight {
-            in_flight.before_response(&mut head);
-        }
-        Poll::Ready(Ok(Response::from_parts(head, body.in_flight(in_flight))))
     }
 }
 
-/// A response of the layer's own, as the head and body of an admitted response.
-trait Canned<B, R: Runtime> {
-    fn canned(self) -> (http::response::Parts, LameduckBody<B, R>);
+/// The last look at a response's head: with `close` (drawn at the goaway chance), HTTP/1's
+/// hyper closes the connection after this response; HTTP/2 has no such header: the
+/// connection's `InFlight` turns it into a GOAWAY (without one, behind a bare tower layer,
+/// hyper drops the header).
+#[inline(always)]
+fn before_response(headers: &mut http::HeaderMap, in_flight: Option<&InFlight>, close: bool) {
+    if close {
+        headers.insert(header::CONNECTION, http::HeaderValue::from_static("close"));
+    }
+    if let Some(in_flight) = in_flight {
+        in_flight.before_response(headers);
+    }
 }
 
-impl<B, R: Runtime> Canned<B, R> for (http::response::Parts, Bytes) {
-    fn canned(self) -> (http::response::Parts, LameduckBody<B, R>) {
-        (self.0, LameduckBody::canned_tracked(self.1, None))
-    }
+/// A response of the layer's own (tracked by `tracker` until its body ends), as an admitted
+/// response.
+fn answer<B, R: Runtime>(
+    mut response: Response<Bytes>,
+    tracker: Option<RequestTracker>,
+    in_flight: &mut Option<InFlight>,
+    close: bool,
+) -> Response<LameduckBody<B, R>> {
+    let in_flight = in_flight.take();
+    before_response(response.headers_mut(), in_flight.as_ref(), close);
+    response.map(|data| LameduckBody::canned_tracked(data, tracker).in_flight(in_flight))
 }
 
 /// Whether routes are still being installed (start-up only), so that a 404 means "not yet";

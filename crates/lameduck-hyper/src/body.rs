@@ -72,11 +72,12 @@ impl<B, R: Runtime> LameduckBody<B, R> {
         }
     }
 
-    /// The handler's `inner` body, ended by `end`.
-    pub(crate) fn tracked_with(inner: B, end: BodyEnd<R>) -> Self {
+    /// The handler's `inner` body, ended by `end`; holds `in_flight` until it is dropped.
+    #[inline]
+    pub(crate) fn tracked_with(inner: B, end: BodyEnd<R>, in_flight: Option<InFlight>) -> Self {
         LameduckBody {
             state: BodyState::Tracked { inner, end },
-            in_flight: None,
+            in_flight,
         }
     }
 

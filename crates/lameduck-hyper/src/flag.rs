@@ -20,6 +20,7 @@ impl Flag {
         }
     }
 
+    #[inline]
     pub(crate) fn is_set(&self) -> bool {
         self.set.load(Ordering::Acquire)
     }

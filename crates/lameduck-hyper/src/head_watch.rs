@@ -70,16 +70,15 @@ impl InFlight {
     /// Looks at the response about to be sent: on HTTP/2, which has no `Connection` header,
     /// `Connection: close` (mode B's 429) becomes a GOAWAY for the connection.
     #[inline]
-    pub(crate) fn before_response(&self, head: &mut http::response::Parts) {
+    pub(crate) fn before_response(&self, headers: &mut http::HeaderMap) {
         if !self.0.http2.load(Ordering::Relaxed) {
             return;
         }
-        let close = head
-            .headers
+        let close = headers
             .get(http::header::CONNECTION)
             .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"close"));
         if close {
-            head.headers.remove(http::header::CONNECTION);
+            headers.remove(http::header::CONNECTION);
             self.0.goaway.set();
         }
     }

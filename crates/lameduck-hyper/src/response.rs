@@ -80,3 +80,43 @@ pub fn http_response<B: From<Bytes>>(response: impl LifecycleResponse) -> Respon
     }
     res
 }
+
+/// The byte after the `/` of every health endpoint's path, as a set (bit `b` for byte `b`).
+const HEALTH_FIRST_BYTES: u128 = {
+    let mut set = 0u128;
+    let mut i = 0;
+    while i < lameduck::health::Endpoint::ALL.len() {
+        set |= 1 << lameduck::health::Endpoint::ALL[i].name().as_bytes()[0];
+        i += 1;
+    }
+    set
+};
+
+/// Whether `path` may be a health endpoint's (a look at one byte, before the full match).
+#[inline]
+pub(crate) fn may_be_health(path: &str) -> bool {
+    match path.as_bytes().get(1) {
+        Some(&b) if b < 128 => HEALTH_FIRST_BYTES >> b & 1 == 1,
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::may_be_health;
+    use lameduck::health::Endpoint;
+
+    #[test]
+    fn every_health_path_passes_the_filter_and_others_mostly_do_not() {
+        for endpoint in Endpoint::ALL {
+            let root = endpoint.path();
+            for path in [root.to_string(), format!("{root}/"), format!("{root}/ping")] {
+                assert!(may_be_health(&path), "{path}");
+                assert!(lameduck::health::route(&path).is_some(), "{path}");
+            }
+        }
+        for path in ["", "/", "/sleep", "/watch", "/metrics", "/\u{e9}"] {
+            assert!(!may_be_health(path), "{path}");
+        }
+    }
+}
