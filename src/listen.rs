@@ -9,7 +9,8 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use lameduck_hyper::sockets::hand_over::{receive_listeners, Predecessor};
-use lameduck_hyper::sockets::{systemd_listeners, InheritedListener};
+use lameduck_hyper::sockets::systemd::systemd_listeners;
+use lameduck_hyper::sockets::InheritedListener;
 
 /// The listen backlog of a socket bound here (tokio's, and more than `std`'s 128): bursts
 /// of connections during a restart wait in it.

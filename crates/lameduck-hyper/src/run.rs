@@ -11,8 +11,8 @@ use std::task::Poll;
 use futures_channel::mpsc;
 use futures_util::{FutureExt, StreamExt};
 use lameduck::{
-    Event, HookKind, Input, Lifecycle, Phase, Prepared, Running, Shared, Signal, SignalFired,
-    StdClock,
+    Event, HookKind, Input, InputError, Lifecycle, Phase, Prepared, Running, Shared, Signal,
+    SignalFired, StdClock,
 };
 
 use crate::context::{ListenerContext, ServeControl, ServeTask};
@@ -20,7 +20,7 @@ use crate::hooks::{spawn_destroy_hooks, spawn_hooks, Hooks};
 use crate::logging;
 use crate::report::Report;
 use crate::runtime::Runtime;
-use crate::upgrade::Upgrade;
+use crate::upgrade::{notify_systemd, Upgrade};
 
 /// The running lifecycle and what its events act on.
 pub(crate) struct RunLoop<R: Runtime> {
@@ -175,8 +175,13 @@ impl<R: Runtime> RunLoop<R> {
                     Ok(())
                 }
             };
-            if let Err(e) = result {
-                logging::input_ignored(&e);
+            match result {
+                Ok(()) => {}
+                // The operator asked for it: say why nothing happens.
+                Err(e @ (InputError::HandOverInProgress | InputError::HandOverAfterStop)) => {
+                    logging::hand_over_failed(&e);
+                }
+                Err(e) => logging::input_ignored(&e),
             }
         }
     }
@@ -284,15 +289,5 @@ impl<R: Runtime> RunLoop<R> {
 
     fn spawn_hooks(&mut self, kind: HookKind) {
         spawn_hooks(&self.runtime, &self.lc, kind, &mut self.hooks, &self.tx);
-    }
-}
-
-/// Sends `state` to systemd, when the process runs under it (`NOTIFY_SOCKET` is set).
-pub(crate) fn notify_systemd(state: &[sd_notify::NotifyState<'_>]) {
-    if std::env::var_os("NOTIFY_SOCKET").is_none() {
-        return;
-    }
-    if let Err(e) = sd_notify::notify(false, state) {
-        logging::systemd_notify_failed(&e);
     }
 }

@@ -98,7 +98,7 @@ impl<R: Runtime> Server<R> {
     }
 
     /// Says that the listening sockets outlive this process: they were inherited from
-    /// systemd socket activation ([`crate::sockets::systemd_listeners`]), whose copy keeps
+    /// systemd socket activation ([`crate::sockets::systemd::systemd_listeners`]), whose copy keeps
     /// listening. From `ShutdownInitiated` on this process then stops accepting (connections
     /// wait in the socket's backlog, or go to the next generation) and ends keep-alive after
     /// each response, then drains as usual. A completed hand-over says it by itself.

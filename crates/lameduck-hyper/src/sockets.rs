@@ -1,5 +1,5 @@
 //! Listening sockets this process did not bind: inherited from systemd socket activation
-//! ([`systemd_listeners`]) or received from a predecessor in a hand-over
+//! ([`systemd::systemd_listeners`]) or received from a predecessor in a hand-over
 //! ([`hand_over::receive_listeners`]). Both keep the socket alive across processes, so a
 //! restart on one host refuses no connection: what arrives while no process accepts waits in
 //! the socket's backlog.
@@ -11,9 +11,7 @@ use std::net::TcpListener;
 use std::os::fd::{AsFd, OwnedFd};
 
 pub mod hand_over;
-mod systemd;
-
-pub use self::systemd::{parse_activation, systemd_listeners, Activation, InheritError};
+pub mod systemd;
 
 /// A listening TCP socket this process inherited, with the name it was passed under
 /// (`LISTEN_FDNAMES`, or the predecessor's listener name).

@@ -96,7 +96,7 @@ impl Upgrade {
         }
         if machine.is_up() {
             if let Some(predecessor) = self.predecessor.take() {
-                crate::run::notify_systemd(&[
+                notify_systemd(&[
                     sd_notify::NotifyState::MainPid(std::process::id()),
                     sd_notify::NotifyState::Ready,
                 ]);
@@ -106,5 +106,15 @@ impl Upgrade {
             // Dropped unanswered: the predecessor keeps serving.
             self.predecessor = None;
         }
+    }
+}
+
+/// Sends `state` to systemd, when the process runs under it (`NOTIFY_SOCKET` is set).
+pub(crate) fn notify_systemd(state: &[sd_notify::NotifyState<'_>]) {
+    if std::env::var_os("NOTIFY_SOCKET").is_none() {
+        return;
+    }
+    if let Err(e) = sd_notify::notify(false, state) {
+        logging::systemd_notify_failed(&e);
     }
 }

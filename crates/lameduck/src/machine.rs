@@ -71,7 +71,6 @@ mod io;
 mod register;
 mod timer;
 
-use self::handover::HandOverState;
 pub use self::io::{
     DrainPlan, Event, ExitReason, HandOverOutcome, HookId, HookKind, HookOutcome, Input,
     InputError, ListenerId, MuxSignalId, RegisterError, StopSource,
@@ -159,6 +158,19 @@ enum StopRequest {
     Failure,
     /// A stop event (an OS signal or the API): a further OS signal exits at once.
     Event,
+}
+
+/// How far the hand-over of the listening sockets to a successor got (`handover`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum HandOverState {
+    /// None under way (none asked for, or the last one failed).
+    Idle,
+    /// Asked for before every listener served: starts once they do.
+    Pending,
+    /// The driver is sending the sockets and waiting for the successor.
+    InProgress,
+    /// The successor took over.
+    Done,
 }
 
 /// The lifecycle state machine. See the [module docs](self).

@@ -416,13 +416,10 @@ impl Shared {
         self.rejections.snapshot()
     }
 
-    /// Says that the listening sockets outlive this process: systemd keeps them (socket
-    /// activation), or a successor process took them over (the machine says so itself after
-    /// a hand-over). From [`Signal::ShutdownInitiated`] on, then, the drivers stop accepting
-    /// (the other process accepts on the same sockets) and every response ends its
-    /// keep-alive connection, so that clients move to the other process during the shutdown
-    /// delay instead of finding their connection closed at
-    /// [`Signal::NotAcceptingNewRequest`].
+    /// Says that the listening sockets outlive this process (systemd keeps them, or a
+    /// successor took them over: the machine says so itself after a hand-over). From
+    /// [`Signal::ShutdownInitiated`] on, the drivers then stop accepting and every response
+    /// ends its keep-alive connection, so that clients move to the other process.
     pub fn set_sockets_outlive(&self) {
         self.sockets.fetch_or(SOCKETS_OUTLIVE, Ordering::AcqRel);
     }
@@ -433,10 +430,9 @@ impl Shared {
         self.sockets.load(Ordering::Acquire) & SOCKETS_OUTLIVE != 0
     }
 
-    /// Whether every response from now on ends its keep-alive connection (HTTP/1
-    /// `Connection: close`, HTTP/2 GOAWAY): from [`Signal::NotAcceptingNewRequest`] on, and
-    /// from [`Signal::ShutdownInitiated`] on when the sockets outlive this process. One
-    /// relaxed load: adapters may ask it for every response.
+    /// Whether every response ends its keep-alive connection (`Connection: close`, GOAWAY):
+    /// from [`Signal::NotAcceptingNewRequest`], or [`Signal::ShutdownInitiated`] when the
+    /// sockets outlive this process. One relaxed load: ask it for every response.
     #[must_use]
     #[inline]
     pub fn keep_alive_ended(&self) -> bool {

@@ -14,16 +14,14 @@ use core::time::Duration;
 use crate::classify::RequestClass;
 use crate::config::Config;
 use crate::machine::{
-    Event, HandOverOutcome, HookId, HookKind, HookOutcome, Input, InputError, ListenerId, Machine,
-    MuxSignalId, Phase, StopSource,
+    Event, HookId, HookKind, HookOutcome, Input, InputError, ListenerId, Machine, Phase, StopSource,
 };
 use crate::shared::{Admission, OwnedLongRunningTicket, OwnedNormalTicket, Shared};
 use crate::signal::{Signal, SignalSet};
 use crate::time::Instant;
 use crate::trace::{check_trace, TraceSummary, TracedEvent, Violation};
 
-mod setup;
-pub use self::setup::Setup;
+mod apply;
 
 /// A request the simulator holds open.
 enum Held {
@@ -381,100 +379,6 @@ impl Simulator {
         }
         Ok(())
     }
-
-    /// Applies one random operation. Errors from illegal inputs are expected and returned.
-    pub fn apply(&mut self, op: Op) -> Result<(), InputError> {
-        let pick_hook = |m: &Machine, i: u8| -> HookId {
-            let all: Vec<HookId> = [
-                HookKind::PreShutdown,
-                HookKind::PostStart,
-                HookKind::AfterDrain,
-                HookKind::Destroy,
-            ]
-            .into_iter()
-            .flat_map(|k| m.hooks(k).map(|(id, _)| id).collect::<Vec<_>>())
-            .collect();
-            match all.get(usize::from(i)) {
-                Some(id) => *id,
-                None => HookId::from_raw(u16::from(i)),
-            }
-        };
-        let pick_listener = |s: &Self, i: u8| -> ListenerId {
-            s.listeners
-                .get(usize::from(i))
-                .copied()
-                .unwrap_or(ListenerId::from_raw(u16::from(i)))
-        };
-        match op {
-            Op::Advance { millis } => {
-                self.advance(Duration::from_millis(u64::from(millis)));
-                Ok(())
-            }
-            Op::Stop { os_signal } => self.input(Input::StopRequested(if os_signal {
-                StopSource::Signal
-            } else {
-                StopSource::Api
-            })),
-            Op::FinishHook { index, outcome } => {
-                let hook = pick_hook(&self.machine, index);
-                let outcome = match outcome % 4 {
-                    0 => HookOutcome::Failed,
-                    1 => HookOutcome::Panicked,
-                    _ => HookOutcome::Succeeded,
-                };
-                self.finish_hook(hook, outcome)
-            }
-            Op::ListenerServing { index } => {
-                let l = pick_listener(self, index);
-                self.input(Input::ListenerServing(l))
-            }
-            Op::ListenerStopped { index } => {
-                let l = pick_listener(self, index);
-                self.input(Input::ListenerStopped(l))
-            }
-            Op::ServerStopped { index } => {
-                let l = pick_listener(self, index);
-                self.input(Input::ServerStopped(l))
-            }
-            Op::ConnectionsCut { index } => {
-                let l = pick_listener(self, index);
-                self.input(Input::ConnectionsCut(l))
-            }
-            Op::OpenExempt => {
-                self.open_request(RequestClass::Exempt);
-                Ok(())
-            }
-            Op::MuxSignalFired { index } => self.input(Input::MuxSignalFired(
-                MuxSignalId::from_raw(u16::from(index)),
-            )),
-            Op::OpenRequest { long_running } => {
-                self.open_request(if long_running {
-                    RequestClass::LongRunning
-                } else {
-                    RequestClass::Normal
-                });
-                Ok(())
-            }
-            Op::EndRequest { index } => {
-                self.end_request(usize::from(index));
-                Ok(())
-            }
-            Op::DrainProgress => self.input(Input::DrainProgress),
-            Op::Health { endpoint } => {
-                if let Some(shared) = self.shared() {
-                    let path = ["/readyz", "/livez", "/healthz", "/readyz/shutdown"]
-                        [usize::from(endpoint % 4)];
-                    let _ = shared.health(path, Some("verbose"), self.now);
-                }
-                Ok(())
-            }
-            Op::HandOver { step } => self.input(match step % 3 {
-                0 => Input::HandOverRequested,
-                1 => Input::HandOverFinished(HandOverOutcome::SuccessorReady),
-                _ => Input::HandOverFinished(HandOverOutcome::Failed),
-            }),
-        }
-    }
 }
 
 /// One random step for property tests and fuzzers.
@@ -549,3 +453,65 @@ pub enum Op {
         step: u8,
     },
 }
+
+/// A random configuration and registrations for property tests and fuzzers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+pub struct Setup {
+    /// Shutdown delay in 100 ms units.
+    pub delay_tenths: u8,
+    /// Watch grace in 100 ms units.
+    pub grace_tenths: u8,
+    /// Request timeout in 100 ms units (0: none).
+    pub request_timeout_tenths: u8,
+    /// Mode B.
+    pub send_retry_after: bool,
+    /// Pre-shutdown, post-start, after-drain and destroy hooks (each modulo 4).
+    pub hooks: [u8; 4],
+    /// Extra listeners besides `api` (modulo 3).
+    pub extra_listeners: u8,
+    /// Readiness-of-routes signals (modulo 3).
+    pub mux_signals: u8,
+}
+
+impl Setup {
+    /// The configuration.
+    #[must_use]
+    pub fn config(&self) -> Config {
+        let tenths = |t: u8| Duration::from_millis(u64::from(t) * 100);
+        Config::builder()
+            .shutdown_delay(tenths(self.delay_tenths))
+            .shutdown_watch_termination_grace_period(tenths(self.grace_tenths))
+            .request_timeout(tenths(self.request_timeout_tenths))
+            .shutdown_send_retry_after(self.send_retry_after)
+            .build()
+            .unwrap_or_default()
+    }
+
+    /// A serving simulator with these registrations.
+    pub fn simulator(&self) -> Result<Simulator, InputError> {
+        let kinds = [
+            HookKind::PreShutdown,
+            HookKind::PostStart,
+            HookKind::AfterDrain,
+            HookKind::Destroy,
+        ];
+        let hooks = self.hooks;
+        let (extra, mux) = (self.extra_listeners % 3, self.mux_signals % 3);
+        Simulator::serving(self.config(), |m| {
+            for (kind, n) in kinds.into_iter().zip(hooks) {
+                for i in 0..n % 4 {
+                    let _ = m.add_hook(kind, HOOK_NAMES[usize::from(i)]);
+                }
+            }
+            for i in 0..extra {
+                let _ = m.add_listener(HOOK_NAMES[usize::from(i)]);
+            }
+            for i in 0..mux {
+                let _ = m.add_mux_signal(HOOK_NAMES[usize::from(i)]);
+            }
+        })
+    }
+}
+
+const HOOK_NAMES: [&str; 4] = ["a", "b", "c", "d"];

@@ -89,15 +89,33 @@ fn a_failed_hand_over_keeps_serving_and_may_be_retried() {
 
 #[test]
 fn a_hand_over_that_cannot_apply_is_a_typed_error_and_changes_nothing() {
-    // Before every listener serves.
+    // Before every listener serves: it waits for them (a signal right after start).
     let mut sim = Simulator::serving(config(), |m| {
         m.add_listener("admin").unwrap();
     })
     .unwrap();
+    sim.input(Input::HandOverRequested).unwrap();
+    assert_eq!(sim.count(|e| *e == Event::HandOverListeners), 0);
     assert_eq!(
         sim.input(Input::HandOverRequested),
-        Err(InputError::HandOverBeforeServing)
+        Err(InputError::HandOverInProgress)
     );
+    let admin = sim.listeners[1];
+    sim.input(Input::ListenerServing(admin)).unwrap();
+    assert_eq!(sim.count(|e| *e == Event::HandOverListeners), 1);
+    sim.input(Input::HandOverFinished(HandOverOutcome::Failed))
+        .unwrap();
+
+    // Pending when termination starts: dropped.
+    let mut sim = Simulator::serving(config(), |m| {
+        m.add_listener("admin").unwrap();
+    })
+    .unwrap();
+    sim.input(Input::HandOverRequested).unwrap();
+    sim.stop().unwrap();
+    let admin = sim.listeners[1];
+    sim.input(Input::ListenerServing(admin)).unwrap();
+    assert_eq!(sim.count(|e| *e == Event::HandOverListeners), 0);
     // A report with none under way.
     assert_eq!(
         sim.input(Input::HandOverFinished(HandOverOutcome::SuccessorReady)),

@@ -72,7 +72,7 @@ pub struct Activation {
 /// does (development tools such as `systemfd` set none).
 ///
 /// ```
-/// use lameduck_hyper::sockets::{parse_activation, InheritError};
+/// use lameduck_hyper::sockets::systemd::{parse_activation, InheritError};
 ///
 /// let ok = parse_activation(Some("42"), Some("2"), Some("http:admin"), 42)?;
 /// assert_eq!(ok.names, ["http", "admin"]);

@@ -57,6 +57,8 @@ impl Machine {
         };
         let gate = shared.gate();
         let fired = |s: Signal| shared.has_fired(s);
+        // A hand-over asked for before serving is dropped once termination starts.
+        self.start_pending_hand_over();
 
         // Start-up.
         if !fired(Signal::MuxAndDiscoveryComplete)
@@ -73,6 +75,7 @@ impl Machine {
             if self.start_hooks(HookKind::PostStart) {
                 self.events.push_back(Event::RunPostStartHooks);
             }
+            self.start_pending_hand_over();
         }
 
         // The lame-duck window.

@@ -4,18 +4,7 @@
 //! on SIGTERM, and [`Event::HandedOver`] marks the cause in the trace.
 
 use super::io::{Event, HandOverOutcome, HookKind, InputError};
-use super::{HookState, Machine, StopRequest};
-
-/// How far the hand-over got.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum HandOverState {
-    /// None under way (none asked for, or the last one failed).
-    Idle,
-    /// The driver is sending the sockets and waiting for the successor.
-    InProgress,
-    /// The successor took over.
-    Done,
-}
+use super::{HandOverState, HookState, Machine, StopRequest};
 
 impl Machine {
     /// [`Input::HandOverRequested`](super::Input::HandOverRequested).
@@ -23,15 +12,30 @@ impl Machine {
         if self.stop != StopRequest::NotRequested || self.hand_over == HandOverState::Done {
             return Err(InputError::HandOverAfterStop);
         }
-        if self.hand_over == HandOverState::InProgress {
+        if matches!(
+            self.hand_over,
+            HandOverState::InProgress | HandOverState::Pending
+        ) {
             return Err(InputError::HandOverInProgress);
         }
-        if !self.announced_serving {
-            return Err(InputError::HandOverBeforeServing);
-        }
-        self.hand_over = HandOverState::InProgress;
-        self.events.push_back(Event::HandOverListeners);
+        // Asked for before every listener serves (a signal right after start): it waits.
+        self.hand_over = HandOverState::Pending;
+        self.start_pending_hand_over();
         Ok(())
+    }
+
+    /// Starts a pending hand-over once every listener serves (and termination has not
+    /// started: then it is dropped).
+    pub(super) fn start_pending_hand_over(&mut self) {
+        if self.hand_over != HandOverState::Pending {
+            return;
+        }
+        if self.stop != StopRequest::NotRequested {
+            self.hand_over = HandOverState::Idle;
+        } else if self.announced_serving {
+            self.hand_over = HandOverState::InProgress;
+            self.events.push_back(Event::HandOverListeners);
+        }
     }
 
     /// [`Input::HandOverFinished`](super::Input::HandOverFinished).

@@ -201,8 +201,8 @@ pub enum Input {
     /// not, and the exit code will be 1.
     ConnectionsCut(ListenerId),
     /// Hand the listening sockets to a successor process (a hot upgrade, asked for by a
-    /// signal or from code). Legal once every listener serves and before termination has
-    /// started; the machine answers [`Event::HandOverListeners`].
+    /// signal or from code). Legal before termination has started; the machine answers
+    /// [`Event::HandOverListeners`] once every listener serves.
     HandOverRequested,
     /// The hand-over asked for by [`Event::HandOverListeners`] ended.
     HandOverFinished(HandOverOutcome),
@@ -377,9 +377,6 @@ pub enum InputError {
     /// No such readiness-of-routes signal.
     #[error("unknown readiness-of-routes signal {0:?}")]
     UnknownMuxSignal(MuxSignalId),
-    /// A hand-over was asked for before every listener served.
-    #[error("cannot hand the listeners over before every listener serves")]
-    HandOverBeforeServing,
     /// A hand-over was asked for while another one is under way.
     #[error("a hand-over is already under way")]
     HandOverInProgress,
