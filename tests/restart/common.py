@@ -431,3 +431,27 @@ def check_tools(*tools):
 def term_and_wait(gen, timeout):
     gen.signal(signal.SIGTERM)
     return gen.wait_exit(timeout)
+
+
+def finish_load(wrk_proc, wrk_out, args, port, last, exit_bound, note, problems):
+    """Ends a proof's load: wrk's result (0 errors of each kind, 0 non-2xx, at least
+    --min-requests), a GET / after it, then SIGTERM to the last generation (exit 0 within
+    `exit_bound`). Appends what is wrong to `problems`; returns wrk's result."""
+    res = wrk_result(wrk_proc, wrk_out, args.duration + 30)
+    note(
+        f"wrk: {res['requests']} requests; non-2xx {res['non2xx']}, socket errors connect "
+        f"{res['connect']}, read {res['read']}, write {res['write']}, timeout {res['timeout']}"
+    )
+    for kind in ("connect", "read", "write", "timeout", "non2xx"):
+        if res[kind] != 0:
+            problems.append(f"wrk: {res[kind]} {kind} errors (want 0)")
+    if res["requests"] < args.min_requests:
+        problems.append(f"wrk: {res['requests']} requests, fewer than --min-requests {args.min_requests}")
+    status, _ = http_get(port)
+    if status != 200:
+        problems.append(f"GET / after the load: {status}")
+    code = term_and_wait(last, exit_bound)
+    note(f"SIGTERM {last.name}: exited {code}")
+    if code != 0:
+        problems.append(f"{last.name} exited {code} (want 0):\n{last.stderr_tail()}")
+    return res

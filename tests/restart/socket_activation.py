@@ -123,26 +123,8 @@ def run_one(binary, runtime, args):
         if time.monotonic() - load_start > args.duration - 0.5:
             problems.append("the restarts outlasted the load: use a longer --duration or fewer --restarts")
 
-        res = c.wrk_result(wrk_proc, wrk_out, args.duration + 30)
+        result["wrk"] = c.finish_load(wrk_proc, wrk_out, args, port, cur, exit_bound, note, problems)
         wrk_proc = None
-        result["wrk"] = res
-        note(
-            f"wrk: {res['requests']} requests; non-2xx {res['non2xx']}, socket errors connect "
-            f"{res['connect']}, read {res['read']}, write {res['write']}, timeout {res['timeout']}"
-        )
-        for kind in ("connect", "read", "write", "timeout", "non2xx"):
-            if res[kind] != 0:
-                problems.append(f"wrk: {res[kind]} {kind} errors (want 0)")
-        if res["requests"] < args.min_requests:
-            problems.append(f"wrk: {res['requests']} requests, fewer than --min-requests {args.min_requests}")
-
-        status, _ = c.http_get(port)
-        if status != 200:
-            problems.append(f"GET / after the load: {status}")
-        code = c.term_and_wait(cur, exit_bound)
-        note(f"SIGTERM {cur.name}: exited {code}")
-        if code != 0:
-            problems.append(f"{cur.name} exited {code} (want 0):\n{cur.stderr_tail()}")
     except Exception as e:  # reported as a failed run, with the logs kept
         problems.append(f"{type(e).__name__}: {e}")
     finally:
