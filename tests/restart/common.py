@@ -455,3 +455,51 @@ def finish_load(wrk_proc, wrk_out, args, port, last, exit_bound, note, problems)
     if code != 0:
         problems.append(f"{last.name} exited {code} (want 0):\n{last.stderr_tail()}")
     return res
+
+
+def run_runtimes(plan, examples, args):
+    """Runs `fn(binary, runtime, args)` for each `(runtime, fn)` of `plan`, logging each run's
+    events, notes and problems as it ends; returns the results (each with `seconds`), or None
+    when a binary is missing."""
+    results = []
+    for runtime, fn in plan:
+        binary = os.path.join(examples, runtime)
+        if not os.path.isfile(binary):
+            h.log(f"error: {binary} does not exist (build with cargo build --release --examples)")
+            return None
+        started = time.monotonic()
+        r = fn(binary, runtime, args)
+        r["seconds"] = time.monotonic() - started
+        h.log(f"\n==> {r['runtime']} ({r['seconds']:.1f}s)")
+        for e in r["events"]:
+            h.log("    " + e)
+        for n in r.get("notes", []):
+            h.log("    note: " + n)
+        for problem in r["problems"]:
+            h.log("    PROBLEM: " + problem)
+        if r["problems"] or args.keep:
+            h.log(f"    logs kept in {r['workdir']}")
+        results.append(r)
+    return results
+
+
+# The result table's first and last columns, shared by the proofs.
+LOAD_HEAD = ["runtime", "requests", "non-2xx", "errors c/r/w/t", "probe lost"]
+END_HEAD = ["time", "result"]
+
+
+def load_columns(r):
+    """A run's runtime, wrk totals and probe losses, for LOAD_HEAD."""
+    w = r["wrk"]
+    return [
+        r["runtime"],
+        "-" if w is None else w["requests"],
+        "-" if w is None else w["non2xx"],
+        "-" if w is None else f"{w['connect']}/{w['read']}/{w['write']}/{w['timeout']}",
+        "-" if r["probe"] is None else (", ".join(f"{k} {v}" for k, v in sorted(r["probe"].items())) or "0"),
+    ]
+
+
+def end_columns(r):
+    """A run's time and verdict, for END_HEAD."""
+    return [f"{r['seconds']:.1f}s", "FAIL" if r["problems"] else "ok"]

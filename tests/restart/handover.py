@@ -241,40 +241,15 @@ def main():
         f"--shutdown-watch-termination-grace-period {GRACE_S:g}s"
     )
 
-    results = []
-    for runtime in runtimes:
-        binary = os.path.join(examples, runtime)
-        if not os.path.isfile(binary):
-            h.log(f"error: {binary} does not exist (build with cargo build --release --examples)")
-            return 2
-        started = time.monotonic()
-        r = run_one(binary, runtime, args)
-        r["seconds"] = time.monotonic() - started
-        h.log(f"\n==> {runtime} ({r['seconds']:.1f}s)")
-        for e in r["events"]:
-            h.log("    " + e)
-        for n in r["notes"]:
-            h.log("    note: " + n)
-        for problem in r["problems"]:
-            h.log("    PROBLEM: " + problem)
-        if r["problems"] or args.keep:
-            h.log(f"    logs kept in {r['workdir']}")
-        results.append(r)
-
-    rows = []
-    for r in results:
-        w = r["wrk"]
-        rows.append([
-            r["runtime"],
-            "-" if w is None else w["requests"],
-            "-" if w is None else w["non2xx"],
-            "-" if w is None else f"{w['connect']}/{w['read']}/{w['write']}/{w['timeout']}",
-            "-" if r["probe"] is None else (", ".join(f"{k} {v}" for k, v in sorted(r["probe"].items())) or "0"),
-            " ".join("-" if x is None else f"{x:.1f}s" for x in r["watch"]) or "-",
-            f"{r['seconds']:.1f}s",
-            "FAIL" if r["problems"] else "ok",
-        ])
-    h.log("\n" + c.table(["runtime", "requests", "non-2xx", "errors c/r/w/t", "probe lost", "/watch ends", "time", "result"], rows))
+    results = c.run_runtimes([(r, run_one) for r in runtimes], examples, args)
+    if results is None:
+        return 2
+    rows = [
+        c.load_columns(r) + [" ".join("-" if x is None else f"{x:.1f}s" for x in r["watch"]) or "-"]
+        + c.end_columns(r)
+        for r in results
+    ]
+    h.log("\n" + c.table(c.LOAD_HEAD + ["/watch ends"] + c.END_HEAD, rows))
     bad = [r["runtime"] for r in results if r["problems"]]
     if bad:
         h.log("\nFAILED: " + ", ".join(bad))

@@ -216,7 +216,6 @@ def main():
         f"restarts {args.interval:g}s apart from +{args.first:g}s; --shutdown-delay {args.shutdown_delay}"
     )
 
-    results = []
     plan = [(r, run_one) for r in runtimes]
     if not args.no_systemd_socket_activate:
         if os.access(SYSTEMD_SOCKET_ACTIVATE, os.X_OK):
@@ -224,36 +223,11 @@ def main():
         else:
             h.log(f"error: {SYSTEMD_SOCKET_ACTIVATE} not found (apt-get install -y systemd)")
             return 2
-    for runtime, fn in plan:
-        binary = os.path.join(examples, runtime)
-        if not os.path.isfile(binary):
-            h.log(f"error: {binary} does not exist (build with cargo build --release --examples)")
-            return 2
-        started = time.monotonic()
-        r = fn(binary, runtime, args)
-        r["seconds"] = time.monotonic() - started
-        h.log(f"\n==> {r['runtime']} ({r['seconds']:.1f}s)")
-        for e in r["events"]:
-            h.log("    " + e)
-        for problem in r["problems"]:
-            h.log("    PROBLEM: " + problem)
-        if r["problems"] or args.keep:
-            h.log(f"    logs kept in {r['workdir']}")
-        results.append(r)
-
-    rows = []
-    for r in results:
-        w = r["wrk"]
-        rows.append([
-            r["runtime"],
-            "-" if w is None else w["requests"],
-            "-" if w is None else w["non2xx"],
-            "-" if w is None else f"{w['connect']}/{w['read']}/{w['write']}/{w['timeout']}",
-            "-" if r["probe"] is None else (", ".join(f"{k} {v}" for k, v in sorted(r["probe"].items())) or "0"),
-            f"{r['seconds']:.1f}s",
-            "FAIL" if r["problems"] else "ok",
-        ])
-    h.log("\n" + c.table(["runtime", "requests", "non-2xx", "errors c/r/w/t", "probe lost", "time", "result"], rows))
+    results = c.run_runtimes(plan, examples, args)
+    if results is None:
+        return 2
+    rows = [c.load_columns(r) + c.end_columns(r) for r in results]
+    h.log("\n" + c.table(c.LOAD_HEAD + c.END_HEAD, rows))
     bad = [r["runtime"] for r in results if r["problems"]]
     if bad:
         h.log("\nFAILED: " + ", ".join(bad))
