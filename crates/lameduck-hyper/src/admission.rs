@@ -279,35 +279,40 @@ pub fn request_info<B>(req: &Request<B>) -> RequestInfo<'_> {
 }
 
 /// What admission decided for a request head, before the handler is called.
-pub(crate) enum Admitted<R: Runtime> {
-    /// Serve it; `end` ends its response body. With `close_connection` (drawn at the goaway
-    /// chance), the response ends its connection gracefully.
+pub(crate) enum Admitted {
+    /// Serve it; `tracker` keeps it counted until its response body ends. With
+    /// `close_connection` (drawn at the goaway chance), the response ends its connection
+    /// gracefully.
     Serve {
-        end: BodyEnd<R>,
+        tracker: Option<RequestTracker>,
         close_connection: bool,
     },
-    /// Answer it with this response of the layer's own (tracked until its body ends).
-    Answer(Response<Bytes>, Option<RequestTracker>),
+    /// Answer it with this response of the layer's own (tracked until its body ends); boxed,
+    /// to keep the common case small.
+    Answer(Box<LayerAnswer>),
 }
 
-impl<R: Runtime> Admitted<R> {
+/// A response of the layer's own, and what keeps it counted until its body ends.
+pub(crate) type LayerAnswer = (Response<Bytes>, Option<RequestTracker>);
+
+impl Admitted {
     /// The response future: `call` passes the request to the handler when it is served.
-    /// (Callers on the hot path build the future themselves, in one expression, so that the
-    /// request is not moved more than once.)
-    pub(crate) fn into_future<B, F>(
+    pub(crate) fn into_future<B, F, R: Runtime>(
         self,
         req: Request<B>,
         in_flight: Option<InFlight>,
+        runtime: R,
         call: impl FnOnce(Request<B>) -> F,
     ) -> AdmissionFuture<F, R> {
         match self {
             Admitted::Serve {
-                end,
+                tracker,
                 close_connection,
-            } => AdmissionFuture::call(call(req), end, in_flight, close_connection),
-            Admitted::Answer(response, tracker) => {
-                AdmissionFuture::ready(response, tracker, in_flight)
+            } => {
+                let end = BodyEnd::new(tracker, runtime);
+                AdmissionFuture::call(call(req), end, in_flight, close_connection)
             }
+            Admitted::Answer(answer) => AdmissionFuture::ready(answer, in_flight),
         }
     }
 }
@@ -319,7 +324,7 @@ impl<R: Runtime> AdmissionLayer<R> {
     /// The path of a normal request is kept short: no allocation, no clock read, no timer,
     /// one pass over the request's header names.
     #[inline]
-    pub(crate) fn admit<B>(&self, req: &mut Request<B>) -> Admitted<R> {
+    pub(crate) fn admit<B>(&self, req: &mut Request<B>) -> Admitted {
         let shared = &self.shared;
         let info = request_info(req);
         if self.serve_health
@@ -327,7 +332,7 @@ impl<R: Runtime> AdmissionLayer<R> {
             && lameduck::health::route(info.path).is_some()
         {
             if let Some((response, tracker)) = self.answer_health(&info) {
-                return Admitted::Answer(response, tracker);
+                return Admitted::Answer(Box::new((response, tracker)));
             }
         }
         let class = shared.classify(&info, |i| (self.classifier)(i));
@@ -337,7 +342,7 @@ impl<R: Runtime> AdmissionLayer<R> {
             Admission::Rejected(rejection) => {
                 // A gRPC call gets the gRPC form (read from the content-type, here only).
                 let response = crate::grpc::rejection_for(req.headers(), rejection.response());
-                return Admitted::Answer(response, None);
+                return Admitted::Answer(Box::new((response, None)));
             }
             // Health and metrics: tracked like a normal request while the gate is open (so
             // the drain waits for a scrape in flight), untracked once it closed; never
@@ -354,7 +359,7 @@ impl<R: Runtime> AdmissionLayer<R> {
         Admitted::Serve {
             close_connection: (!is_exempt && goaway::draw(self.goaway_chance))
                 || self.shared.keep_alive_ended(),
-            end: BodyEnd::new(tracker, self.runtime.clone()),
+            tracker,
         }
     }
 
@@ -385,16 +390,15 @@ impl<R: Runtime> AdmissionLayer<R> {
         req: &mut Request<B>,
         ticket: OwnedLongRunningTicket,
         upgrade: bool,
-    ) -> Admitted<R> {
+    ) -> Admitted {
         let slot = LongRunningSlot::new(ticket, self.clock);
         Decision::hand_over(
             Some(ShutdownSignal::new(Arc::clone(&self.shared))),
             upgrade.then(|| UpgradeTicketSlot(Arc::clone(&slot))),
             req.extensions_mut(),
         );
-        let tracker = Some(RequestTracker(Tracker::LongRunning(slot)));
         Admitted::Serve {
-            end: BodyEnd::new(tracker, self.runtime.clone()),
+            tracker: Some(RequestTracker(Tracker::LongRunning(slot))),
             close_connection: goaway::draw(self.goaway_chance) || self.shared.keep_alive_ended(),
         }
     }
@@ -416,9 +420,10 @@ where
 
     fn call(&mut self, mut req: Request<ReqBody>) -> Self::Future {
         let inner = &mut self.inner;
+        let runtime = self.layer.runtime.clone();
         self.layer
             .admit(&mut req)
-            .into_future(req, None, |req| inner.call(req))
+            .into_future(req, None, runtime, |req| inner.call(req))
     }
 }
 
@@ -442,7 +447,7 @@ pin_project! {
         /// Answered by the layer itself (health answers stay tracked until their body ends);
         /// boxed, to keep the common case small.
         Ready {
-            answer: Option<Box<(Response<Bytes>, Option<RequestTracker>)>>,
+            answer: Option<Box<LayerAnswer>>,
         },
         /// Passed to the handler.
         Call {
@@ -470,16 +475,12 @@ impl<F, R: Runtime> AdmissionFuture<F, R> {
         }
     }
 
-    pub(crate) fn ready(
-        response: Response<Bytes>,
-        tracker: Option<RequestTracker>,
-        in_flight: Option<InFlight>,
-    ) -> Self {
+    pub(crate) fn ready(answer: Box<LayerAnswer>, in_flight: Option<InFlight>) -> Self {
         AdmissionFuture {
             in_flight,
             close_connection: false,
             state: FutureState::Ready {
-                answer: Some(Box::new((response, tracker))),
+                answer: Some(answer),
             },
         }
     }
@@ -504,29 +505,13 @@ where
         let close = *this.close_connection;
         match this.state.project() {
             FutureProj::Call { future, end } => match future.poll(cx) {
-                Poll::Ready(Ok(mut response)) => {
-                    if response.status() == StatusCode::NOT_FOUND && routes_pending(end) {
-                        // An unknown path before every route is installed: 503, retry later.
-                        end.clear();
-                        let response = http_response::<Bytes>(&ROUTES_NOT_READY);
-                        return Poll::Ready(Ok(answer(response, None, this.in_flight, close)));
-                    }
-                    // The common case, kept straight: the handler's head is changed in place
-                    // and moved once. The timer (armed or not) moves to the body with the
-                    // rest of the end: it bounds the whole response.
-                    let in_flight = this.in_flight.take();
-                    before_response(response.headers_mut(), in_flight.as_ref(), close);
-                    let end = end.take();
-                    Poll::Ready(Ok(
-                        response.map(|body| LameduckBody::tracked_with(body, end, in_flight))
-                    ))
+                Poll::Ready(Ok(response)) => {
+                    Poll::Ready(Ok(handler_response(response, end, this.in_flight, close)))
                 }
                 Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
                 Poll::Pending => {
                     ready!(Pin::new(&mut *end).poll_deadline(cx));
-                    // The handler ran past `request_timeout`: answer 504 (released).
-                    let response = http_response::<Bytes>(&REQUEST_TIMEOUT);
-                    Poll::Ready(Ok(answer(response, None, this.in_flight, close)))
+                    Poll::Ready(Ok(timed_out(this.in_flight, close)))
                 }
             },
             FutureProj::Ready { answer: slot } => match slot.take() {
@@ -539,6 +524,42 @@ where
             },
         }
     }
+}
+
+/// The handler's `response` on its way out, its body ended by `end`: the common case, kept
+/// straight (the head is changed in place and moved once; the timer, armed or not, moves to
+/// the body with the rest of the end: it bounds the whole response). An unknown path before
+/// every route is installed is answered 503 instead (retry later).
+#[inline(always)]
+pub(crate) fn handler_response<B, R: Runtime>(
+    mut response: Response<B>,
+    end: &mut BodyEnd<R>,
+    in_flight: &mut Option<InFlight>,
+    close: bool,
+) -> Response<LameduckBody<B, R>> {
+    if response.status() == StatusCode::NOT_FOUND && routes_pending(end) {
+        end.clear();
+        let response = http_response::<Bytes>(&ROUTES_NOT_READY);
+        return answer(response, None, in_flight, close);
+    }
+    let in_flight = in_flight.take();
+    before_response(response.headers_mut(), in_flight.as_ref(), close);
+    let end = end.take();
+    response.map(|body| LameduckBody::tracked_with(body, end, in_flight))
+}
+
+/// The 504 for a handler that ran past the request timeout (the request is released).
+#[cold]
+pub(crate) fn timed_out<B, R: Runtime>(
+    in_flight: &mut Option<InFlight>,
+    close: bool,
+) -> Response<LameduckBody<B, R>> {
+    answer(
+        http_response::<Bytes>(&REQUEST_TIMEOUT),
+        None,
+        in_flight,
+        close,
+    )
 }
 
 /// The last look at a response's head: with `close` (drawn at the goaway chance), HTTP/1's
@@ -557,7 +578,7 @@ fn before_response(headers: &mut http::HeaderMap, in_flight: Option<&InFlight>, 
 
 /// A response of the layer's own (tracked by `tracker` until its body ends), as an admitted
 /// response.
-fn answer<B, R: Runtime>(
+pub(crate) fn answer<B, R: Runtime>(
     mut response: Response<Bytes>,
     tracker: Option<RequestTracker>,
     in_flight: &mut Option<InFlight>,

@@ -234,6 +234,15 @@ impl<R: Runtime> BodyEnd<R> {
         self
     }
 
+    /// Sets the tracker of an end made before admission decided (still untracked then).
+    #[inline]
+    pub(crate) fn set_tracker(&mut self, tracker: Option<RequestTracker>) {
+        // Dropped only if there was one: no drop call on the common path.
+        if let Some(earlier) = std::mem::replace(&mut self.tracker, tracker) {
+            drop(earlier);
+        }
+    }
+
     /// Moves the end out, leaving an untracked one.
     pub(crate) fn take(&mut self) -> Self {
         BodyEnd {

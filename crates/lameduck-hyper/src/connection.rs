@@ -2,7 +2,6 @@
 //! when the run loop says to stop listening, or (HTTP/2) when one of its own responses asks
 //! to close the connection.
 
-use std::cell::RefCell;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -11,16 +10,15 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use event_listener::EventListener;
-use futures_util::future::Either;
-use http::{Request, Response, Version};
+use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper_util::server::conn::auto;
 use pin_project_lite::pin_project;
-use tower::util::Oneshot;
 use tower_service::Service;
 
-use crate::admission::{AdmissionFuture, AdmissionLayer, Admitted};
+use crate::admission::AdmissionLayer;
 use crate::body::LameduckBody;
+use crate::conn_future::ConnResponseFuture;
 use crate::context::ServeControl;
 use crate::error::BoxError;
 use crate::head_watch::{ConnActivity, HeadWatch, WatchedIo, HEADER_READ_TIMEOUT};
@@ -87,8 +85,7 @@ where
     );
     let io = WatchedIo::new(io, Arc::clone(&activity));
     let svc = ConnService {
-        inner: RefCell::new(service.clone()),
-        spare: service,
+        service,
         admission,
         activity: Arc::clone(&activity),
     };
@@ -180,21 +177,14 @@ where
 #[error("no complete request head within {HEADER_READ_TIMEOUT:?}")]
 struct HeadTimedOut;
 
-/// A handler's future: the service's own when it was ready at once, else a clone's once it
-/// is ready.
-type Handler<S> = Either<<S as Service<Request<Incoming>>>::Future, Oneshot<S, Request<Incoming>>>;
-
 /// The hyper service of one connection: admits each request and passes the admitted ones to
-/// the user's tower service; counts heads and responses for the header-read timeout; turns a
-/// `Connection: close` response on HTTP/2 (which has no such header) into a GOAWAY for its
-/// connection, as Go's HTTP/2 server does for kube-apiserver's 429s (see
+/// the user's tower service (called in the response future, see [`ConnResponseFuture`]);
+/// counts heads and responses for the header-read timeout; turns a `Connection: close`
+/// response on HTTP/2 (which has no such header) into a GOAWAY for its connection, as Go's
+/// HTTP/2 server does for kube-apiserver's 429s (see
 /// [`InFlight::before_response`](crate::head_watch::InFlight::before_response)).
-struct ConnService<S: Service<Request<Incoming>>, R: Runtime> {
-    // Borrowed only inside `call` (hyper calls it from the connection's task, one call at a
-    // time), so the service is asked for readiness and called in place, without a clone.
-    inner: RefCell<S>,
-    // Cloned for requests that must wait for the service to be ready.
-    spare: S,
+struct ConnService<S, R: Runtime> {
+    service: S,
     admission: Arc<AdmissionLayer<R>>,
     activity: Arc<ConnActivity>,
 }
@@ -207,42 +197,15 @@ where
 {
     type Response = Response<LameduckBody<ResBody, R>>;
     type Error = S::Error;
-    type Future = AdmissionFuture<Handler<S>, R>;
+    type Future = ConnResponseFuture<S, S::Future, R>;
 
-    fn call(&self, mut req: Request<Incoming>) -> Self::Future {
-        if req.version() == Version::HTTP_2 {
-            self.activity.set_http2();
-        }
-        let in_flight = Some(self.activity.head_received());
-        match self.admission.admit(&mut req) {
-            Admitted::Serve {
-                end,
-                close_connection,
-            } => {
-                // Ready at once (routers and plain functions always are): called here, with
-                // no clone. Not ready yet (or, impossibly, called from within the service): a
-                // clone waits for readiness in the response future, as `Oneshot` does.
-                let handler = match self.inner.try_borrow_mut() {
-                    Ok(mut inner) => match is_ready(&mut *inner) {
-                        true => Either::Left(inner.call(req)),
-                        false => Either::Right(Oneshot::new(self.spare.clone(), req)),
-                    },
-                    Err(_) => Either::Right(Oneshot::new(self.spare.clone(), req)),
-                };
-                AdmissionFuture::call(handler, end, in_flight, close_connection)
-            }
-            Admitted::Answer(response, tracker) => {
-                AdmissionFuture::ready(response, tracker, in_flight)
-            }
-        }
+    /// Small enough for hyper's dispatcher to inline: admission happens on the response
+    /// future's first poll, where the request already is.
+    #[inline(always)]
+    fn call(&self, req: Request<Incoming>) -> Self::Future {
+        let in_flight = self.activity.head_received();
+        // A clone per request, as hyper-util's tower adapter makes (free for plain
+        // functions, one reference count for a router).
+        ConnResponseFuture::new(&self.admission, in_flight, self.service.clone(), req)
     }
-}
-
-/// Whether `service` is ready now (polled once, with a waker that does nothing: a service
-/// that is not ready is then waited for by a clone, as `Oneshot` does).
-#[inline]
-fn is_ready<S: Service<Req>, Req>(service: &mut S) -> bool {
-    let mut cx = Context::from_waker(futures_util::task::noop_waker_ref());
-    // An error of readiness is the call's error: let the clone's `Oneshot` report it.
-    matches!(service.poll_ready(&mut cx), Poll::Ready(Ok(())))
 }

@@ -67,13 +67,23 @@ impl ConnActivity {
 pub(crate) struct InFlight(Arc<ConnActivity>);
 
 impl InFlight {
+    /// Marks the connection as HTTP/2.
+    pub(crate) fn set_http2(&self) {
+        self.0.set_http2();
+    }
+
     /// Looks at the response about to be sent: on HTTP/2, which has no `Connection` header,
     /// `Connection: close` (mode B's 429) becomes a GOAWAY for the connection.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn before_response(&self, headers: &mut http::HeaderMap) {
-        if !self.0.http2.load(Ordering::Relaxed) {
-            return;
+        if self.0.http2.load(Ordering::Relaxed) {
+            self.before_http2_response(headers);
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn before_http2_response(&self, headers: &mut http::HeaderMap) {
         let close = headers
             .get(http::header::CONNECTION)
             .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"close"));
@@ -259,24 +269,27 @@ impl<R: Runtime> HeadWatch<R> {
 
     /// Call after the connection returned `Pending`. Returns `true` once the connection has
     /// waited for a request head for longer than the timeout: close it.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn after_pending(&mut self, cx: &mut Context<'_>) -> bool {
+        // The common case under load: the timer ticks and has not fired yet; the tick looks
+        // at the connection (a wait that started since the last look is dated at it).
+        if self.ticking && !self.wake.fired.load(Ordering::Acquire) {
+            return false;
+        }
+        self.look_now(cx)
+    }
+
+    /// The timer fired, or it does not tick: look at the connection unless nothing changed.
+    #[cold]
+    #[inline(never)]
+    fn look_now(&mut self, cx: &mut Context<'_>) -> bool {
         if self.activity.http2.load(Ordering::Relaxed) {
             self.armed = None;
+            self.ticking = false;
             return false;
         }
         let heads = self.activity.heads.load(Ordering::Relaxed);
         let busy = self.activity.ended.load(Ordering::Acquire) != heads;
-        if self.ticking && !self.wake.fired.load(Ordering::Acquire) {
-            // The common case under load: the epoch is fresh, the tick will look again.
-            if busy {
-                self.waiting_since = None;
-            } else if self.waiting_since.is_none() || heads != self.seen_heads {
-                self.seen_heads = heads;
-                self.waiting_since = Some(self.epoch);
-            }
-            return false;
-        }
         if busy && !self.ticking && self.waiting_since.is_none() && heads == self.tick_heads {
             // Still the one long request seen at the last look: nothing to time.
             return false;
@@ -284,18 +297,19 @@ impl<R: Runtime> HeadWatch<R> {
         self.look(cx, heads, busy)
     }
 
-    /// The timer fired, or the connection was idle or busy with one request: read the clock
-    /// and decide what the timer is for next.
-    #[cold]
+    /// Read the clock and decide what the timer is for next.
     fn look(&mut self, cx: &mut Context<'_>, heads: usize, busy: bool) -> bool {
         self.wake.fired.store(false, Ordering::Release);
         let now = self.runtime.now();
+        // While ticking, a wait that started since the last look started after it; otherwise
+        // every change was looked at as it happened.
+        let since = if self.ticking { self.epoch } else { now };
         self.epoch = now;
         if busy {
             self.waiting_since = None;
         } else if self.waiting_since.is_none() || heads != self.seen_heads {
             self.seen_heads = heads;
-            self.waiting_since = Some(now);
+            self.waiting_since = Some(since);
         }
         if heads != self.tick_heads {
             // Requests are arriving: tick.

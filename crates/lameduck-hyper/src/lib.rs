@@ -47,6 +47,7 @@ mod accept;
 mod admission;
 mod body;
 mod builder;
+mod conn_future;
 mod connection;
 mod context;
 mod deadline;

@@ -30,6 +30,7 @@ pub struct RequestInfo<'a> {
 /// The default long-running predicate: query `watch=true` or `watch=1`,
 /// `Accept: text/event-stream`, or an `Upgrade` header.
 #[must_use]
+#[inline]
 pub fn default_is_long_running(req: &RequestInfo<'_>) -> bool {
     if req.upgrade {
         return true;

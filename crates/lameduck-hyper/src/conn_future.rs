@@ -1,0 +1,195 @@
+//! The response future of a request on a connection [`crate::Server`] serves. Admission has
+//! already happened (in the connection's service); the user's service is asked for
+//! readiness and called on the future's first poll, as tower's `oneshot` does.
+//!
+//! Calling it there, not in the connection's service, matters for cost: hyper stores the
+//! future its service returns in a slot of its own, and a handler's future is large (about
+//! 1 KB for an `async` handler holding its request). Returned by the service, it would be
+//! copied whole into that slot on every request; started here, hyper stores a
+//! request-sized future and the handler's future is built in place.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+
+use std::sync::Arc;
+
+use http::{Request, Response, Version};
+use hyper::body::Incoming;
+use pin_project_lite::pin_project;
+use tower_service::Service;
+
+use crate::admission::{
+    answer, handler_response, timed_out, AdmissionLayer, Admitted, LayerAnswer,
+};
+use crate::body::{BodyEnd, LameduckBody};
+use crate::head_watch::InFlight;
+use crate::runtime::Runtime;
+
+pin_project! {
+    /// The response future of one request of a served connection (see the module's
+    /// documentation): `S` is the user's service, `F` its future.
+    ///
+    /// In this order: what admission decided, then the state, whose first variant is much
+    /// smaller than the others, so that the bytes a new future occupies are one short run at
+    /// the start (hyper copies that run into its slot, not the whole size).
+    #[repr(C)]
+    pub(crate) struct ConnResponseFuture<S, F, R: Runtime> {
+        admission: ConnAdmission<R>,
+        #[pin]
+        state: CallState<S, F, R>,
+    }
+}
+
+/// What admission decided for one request of a served connection (on the response future's
+/// first poll).
+struct ConnAdmission<R: Runtime> {
+    /// Ends the response body; moves to it.
+    end: BodyEnd<R>,
+    /// The connection is busy with this request until its response ends.
+    in_flight: Option<InFlight>,
+    /// Drawn at the goaway chance: the response ends its connection gracefully.
+    close_connection: bool,
+    /// Admission has happened.
+    admitted: bool,
+}
+
+pin_project! {
+    #[project = CallProj]
+    enum CallState<S, F, R: Runtime> {
+        /// To be admitted by `layer` on the first poll; the service is called once admitted
+        /// and ready. The request stays here, unmoved, until the call.
+        Start {
+            service: S,
+            req: Option<Request<Incoming>>,
+            layer: Arc<AdmissionLayer<R>>,
+        },
+        /// The handler's future.
+        Call {
+            #[pin]
+            future: F,
+        },
+        /// Answered by admission itself (health, rejections).
+        Answered,
+    }
+}
+
+impl<S, F, R: Runtime> ConnResponseFuture<S, F, R> {
+    /// The response future for `req`, to be admitted by `layer` and served by `service` (a
+    /// clone of the connection's); the connection is busy until `in_flight` is dropped. One
+    /// straight construction, so that hyper's dispatcher can build it in its slot.
+    #[inline(always)]
+    pub(crate) fn new(
+        layer: &Arc<AdmissionLayer<R>>,
+        in_flight: InFlight,
+        service: S,
+        req: Request<Incoming>,
+    ) -> Self {
+        ConnResponseFuture {
+            admission: ConnAdmission {
+                end: BodyEnd::new(None, layer.runtime.clone()),
+                in_flight: Some(in_flight),
+                close_connection: false,
+                admitted: false,
+            },
+            state: CallState::Start {
+                service,
+                req: Some(req),
+                layer: Arc::clone(layer),
+            },
+        }
+    }
+}
+
+impl<R: Runtime> ConnAdmission<R> {
+    /// Admits `req`: keeps what the response needs, or returns the answer of admission's own.
+    #[inline(never)]
+    fn admit(
+        &mut self,
+        layer: &AdmissionLayer<R>,
+        req: &mut Request<Incoming>,
+    ) -> Option<Box<LayerAnswer>> {
+        self.admitted = true;
+        if req.version() == Version::HTTP_2 {
+            if let Some(in_flight) = &self.in_flight {
+                in_flight.set_http2();
+            }
+        }
+        match layer.admit(req) {
+            Admitted::Serve {
+                tracker,
+                close_connection,
+            } => {
+                self.end.set_tracker(tracker);
+                self.close_connection = close_connection;
+                None
+            }
+            Admitted::Answer(answer) => Some(answer),
+        }
+    }
+}
+
+impl<S, R, B> Future for ConnResponseFuture<S, S::Future, R>
+where
+    S: Service<Request<Incoming>, Response = Response<B>>,
+    R: Runtime,
+{
+    type Output = Result<Response<LameduckBody<B, R>>, S::Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        let admission = this.admission;
+        loop {
+            match this.state.as_mut().project() {
+                CallProj::Start {
+                    service,
+                    req: slot,
+                    layer,
+                } => {
+                    let Some(req) = slot else {
+                        // Called once: the state changes right after.
+                        return Poll::Pending;
+                    };
+                    if !admission.admitted {
+                        if let Some(boxed) = admission.admit(layer, req) {
+                            this.state.set(CallState::Answered);
+                            let (response, tracker) = *boxed;
+                            let in_flight = &mut admission.in_flight;
+                            return Poll::Ready(Ok(answer(response, tracker, in_flight, false)));
+                        }
+                    }
+                    match service.poll_ready(cx) {
+                        Poll::Ready(Ok(())) => {
+                            let Some(req) = slot.take() else {
+                                return Poll::Pending;
+                            };
+                            let future = service.call(req);
+                            this.state.set(CallState::Call { future });
+                            continue;
+                        }
+                        Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                        Poll::Pending => {}
+                    }
+                }
+                CallProj::Call { future } => {
+                    if let Poll::Ready(result) = future.poll(cx) {
+                        return Poll::Ready(result.map(|response| {
+                            handler_response(
+                                response,
+                                &mut admission.end,
+                                &mut admission.in_flight,
+                                admission.close_connection,
+                            )
+                        }));
+                    }
+                }
+                // Polled after completion: stay pending rather than panic.
+                CallProj::Answered => return Poll::Pending,
+            }
+            // The service or the handler is waiting: bounded by the request timeout.
+            ready!(Pin::new(&mut admission.end).poll_deadline(cx));
+            let close = admission.close_connection;
+            return Poll::Ready(Ok(timed_out(&mut admission.in_flight, close)));
+        }
+    }
+}
