@@ -287,8 +287,7 @@ pub(crate) enum Admitted {
         tracker: Option<RequestTracker>,
         close_connection: bool,
     },
-    /// Answer it with this response of the layer's own (tracked until its body ends); boxed,
-    /// to keep the common case small.
+    /// Answer it with this response of the layer's own (boxed: the common case stays small).
     Answer(Box<LayerAnswer>),
 }
 
@@ -526,10 +525,9 @@ where
     }
 }
 
-/// The handler's `response` on its way out, its body ended by `end`: the common case, kept
-/// straight (the head is changed in place and moved once; the timer, armed or not, moves to
-/// the body with the rest of the end: it bounds the whole response). An unknown path before
-/// every route is installed is answered 503 instead (retry later).
+/// The handler's `response` on its way out, its body ended by `end` (with its timer, armed or
+/// not: it bounds the whole response); the head is changed in place and moved once. An unknown
+/// path before every route is installed is answered 503 instead (retry later).
 #[inline(always)]
 pub(crate) fn handler_response<B, R: Runtime>(
     mut response: Response<B>,
