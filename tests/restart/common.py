@@ -39,6 +39,37 @@ def add_build_flags(parser):
     parser.add_argument("--bin-dir", help="take the servers from this directory (implies --no-build)")
 
 
+def add_load_flags(parser, event, count_flag, first):
+    """The flags of a proof under wrk load: which runtimes, the load, and `count_flag` events
+    (`event`: "restart", "hand-over") from `first` seconds into the load."""
+    parser.add_argument("--runtimes", default=",".join(RUNTIMES), help="comma-separated example names")
+    parser.add_argument("--duration", type=int, default=15, help="seconds of load per runtime")
+    parser.add_argument("--connections", type=int, default=32, help="wrk connections")
+    parser.add_argument(count_flag, type=int, default=3, help=f"{event}s during the load")
+    parser.add_argument("--first", type=float, default=first, help=f"seconds of load before the first {event}")
+    parser.add_argument("--interval", type=float, default=4.0, help=f"seconds between {event}s")
+    parser.add_argument("--min-requests", type=int, default=100000, help="fewest wrk requests that pass")
+    parser.add_argument("--probe-connections", type=int, default=4,
+                        help="keep-alive probe connections beside wrk, which say how lost requests were lost (0: none)")
+
+
+def add_run_flags(parser):
+    """The build flags and --keep, last on every proof's command line."""
+    add_build_flags(parser)
+    parser.add_argument("--keep", action="store_true", help="keep every run's logs (failed runs always keep them)")
+
+
+def report(results, head, rows, ok):
+    """Prints the result table; returns the exit code: 1 if a run failed, else 0 after `ok`."""
+    h.log("\n" + table(head, rows))
+    bad = [r["runtime"] for r in results if r["problems"]]
+    if bad:
+        h.log("\nFAILED: " + ", ".join(bad))
+        return 1
+    h.log("\nOK: " + ok)
+    return 0
+
+
 def build(args):
     """Builds the examples (release) unless --no-build or --bin-dir; returns their directory,
     or None after a failed build."""

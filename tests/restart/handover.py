@@ -212,21 +212,12 @@ def run_one(binary, runtime, args):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--runtimes", default=",".join(c.RUNTIMES), help="comma-separated example names")
-    p.add_argument("--duration", type=int, default=15, help="seconds of load per runtime")
-    p.add_argument("--connections", type=int, default=32, help="wrk connections")
-    p.add_argument("--handovers", type=int, default=3, help="hand-overs during the load")
-    p.add_argument("--first", type=float, default=2.0, help="seconds of load before the first hand-over")
-    p.add_argument("--interval", type=float, default=4.0, help="seconds between hand-overs")
+    c.add_load_flags(p, "hand-over", "--handovers", first=2.0)
     p.add_argument("--handover-bound", type=float, default=10.0,
                    help="seconds from SIGUSR2 to the successor's `listening on` line")
     p.add_argument("--exit-slack", type=float, default=10.0,
                    help="seconds an old generation may take to exit beyond its delay + grace period")
-    p.add_argument("--min-requests", type=int, default=100000, help="fewest wrk requests that pass")
-    p.add_argument("--probe-connections", type=int, default=4,
-                   help="keep-alive probe connections beside wrk, which say how lost requests were lost (0: none)")
-    c.add_build_flags(p)
-    p.add_argument("--keep", action="store_true", help="keep every run's logs (failed runs always keep them)")
+    c.add_run_flags(p)
     args = p.parse_args()
     runtimes = c.parse_runtimes(p, args.runtimes)
 
@@ -249,13 +240,8 @@ def main():
         + c.end_columns(r)
         for r in results
     ]
-    h.log("\n" + c.table(c.LOAD_HEAD + ["/watch ends"] + c.END_HEAD, rows))
-    bad = [r["runtime"] for r in results if r["problems"]]
-    if bad:
-        h.log("\nFAILED: " + ", ".join(bad))
-        return 1
-    h.log("\nOK: every hand-over kept the port served; wrk saw no error and no non-2xx reply.")
-    return 0
+    return c.report(results, c.LOAD_HEAD + ["/watch ends"] + c.END_HEAD, rows,
+                    "every hand-over kept the port served; wrk saw no error and no non-2xx reply.")
 
 
 if __name__ == "__main__":

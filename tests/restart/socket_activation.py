@@ -188,21 +188,12 @@ def run_systemd_socket_activate(binary, runtime, args):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--runtimes", default=",".join(c.RUNTIMES), help="comma-separated example names")
-    p.add_argument("--duration", type=int, default=15, help="seconds of load per runtime")
-    p.add_argument("--connections", type=int, default=32, help="wrk connections")
-    p.add_argument("--restarts", type=int, default=3, help="restarts during the load")
-    p.add_argument("--first", type=float, default=2.5, help="seconds of load before the first restart")
-    p.add_argument("--interval", type=float, default=4.0, help="seconds between restarts")
+    c.add_load_flags(p, "restart", "--restarts", first=2.5)
     p.add_argument("--shutdown-delay", default="1s", help="the servers' --shutdown-delay")
     p.add_argument("--exit-bound", type=float, default=15.0, help="seconds an old generation may take to exit")
-    p.add_argument("--min-requests", type=int, default=100000, help="fewest wrk requests that pass")
-    p.add_argument("--probe-connections", type=int, default=4,
-                   help="keep-alive probe connections beside wrk, which say how lost requests were lost (0: none)")
     p.add_argument("--no-systemd-socket-activate", action="store_true",
                    help="skip the run under systemd-socket-activate")
-    c.add_build_flags(p)
-    p.add_argument("--keep", action="store_true", help="keep every run's logs (failed runs always keep them)")
+    c.add_run_flags(p)
     args = p.parse_args()
     runtimes = c.parse_runtimes(p, args.runtimes)
 
@@ -227,13 +218,8 @@ def main():
     if results is None:
         return 2
     rows = [c.load_columns(r) + c.end_columns(r) for r in results]
-    h.log("\n" + c.table(c.LOAD_HEAD + c.END_HEAD, rows))
-    bad = [r["runtime"] for r in results if r["problems"]]
-    if bad:
-        h.log("\nFAILED: " + ", ".join(bad))
-        return 1
-    h.log("\nOK: every restart kept the socket open; wrk saw no error and no non-2xx reply.")
-    return 0
+    return c.report(results, c.LOAD_HEAD + c.END_HEAD, rows,
+                    "every restart kept the socket open; wrk saw no error and no non-2xx reply.")
 
 
 if __name__ == "__main__":
