@@ -1,18 +1,18 @@
-//! The response future of a request on a connection [`crate::Server`] serves. Admission has
-//! already happened (in the connection's service); the user's service is asked for
-//! readiness and called on the future's first poll, as tower's `oneshot` does.
+//! The response future of a request on a connection [`crate::Server`] serves. On its first
+//! poll it admits the request, then asks the user's service for readiness and calls it, as
+//! tower's `oneshot` does.
 //!
-//! Calling it there, not in the connection's service, matters for cost: hyper stores the
+//! Doing both there, not in the connection's service, matters for cost: hyper stores the
 //! future its service returns in a slot of its own, and a handler's future is large (about
 //! 1 KB for an `async` handler holding its request). Returned by the service, it would be
 //! copied whole into that slot on every request; started here, hyper stores a
-//! request-sized future and the handler's future is built in place.
+//! request-sized future, the request is admitted where it lies, and the handler's future is
+//! built in place.
 
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{ready, Context, Poll};
-
 use std::sync::Arc;
+use std::task::{ready, Context, Poll};
 
 use http::{Request, Response, Version};
 use hyper::body::Incoming;

@@ -177,9 +177,9 @@ where
 #[error("no complete request head within {HEADER_READ_TIMEOUT:?}")]
 struct HeadTimedOut;
 
-/// The hyper service of one connection: admits each request and passes the admitted ones to
-/// the user's tower service (called in the response future, see [`ConnResponseFuture`]);
-/// counts heads and responses for the header-read timeout; turns a `Connection: close`
+/// The hyper service of one connection: hands each request, with a clone of the user's tower
+/// service, to a response future that admits it and calls the service
+/// ([`ConnResponseFuture`]); counts heads and responses for the header-read timeout; turns a `Connection: close`
 /// response on HTTP/2 (which has no such header) into a GOAWAY for its connection, as Go's
 /// HTTP/2 server does for kube-apiserver's 429s (see
 /// [`InFlight::before_response`](crate::head_watch::InFlight::before_response)).
