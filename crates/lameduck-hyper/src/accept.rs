@@ -56,7 +56,7 @@ pub(crate) async fn accept_loop<R, L, S>(
             Ok((io, peer)) => {
                 runtime.spawn(serve_connection(
                     &builder,
-                    Arc::clone(&admission),
+                    &admission,
                     io,
                     peer,
                     service.clone(),

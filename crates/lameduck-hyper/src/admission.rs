@@ -299,7 +299,7 @@ impl Admitted {
     pub(crate) fn into_future<B, F, R: Runtime>(
         self,
         req: Request<B>,
-        in_flight: Option<InFlight>,
+        in_flight: Option<InFlight<R>>,
         runtime: R,
         call: impl FnOnce(Request<B>) -> F,
     ) -> AdmissionFuture<F, R> {
@@ -434,7 +434,7 @@ pin_project! {
         #[pin]
         state: FutureState<F, R>,
         // The connection is busy with this request until its response ends.
-        in_flight: Option<InFlight>,
+        in_flight: Option<InFlight<R>>,
         // Drawn at the goaway chance: the response ends its connection gracefully.
         close_connection: bool,
     }
@@ -464,7 +464,7 @@ impl<F, R: Runtime> AdmissionFuture<F, R> {
     pub(crate) fn call(
         future: F,
         end: BodyEnd<R>,
-        in_flight: Option<InFlight>,
+        in_flight: Option<InFlight<R>>,
         close_connection: bool,
     ) -> Self {
         AdmissionFuture {
@@ -474,7 +474,7 @@ impl<F, R: Runtime> AdmissionFuture<F, R> {
         }
     }
 
-    pub(crate) fn ready(answer: Box<LayerAnswer>, in_flight: Option<InFlight>) -> Self {
+    pub(crate) fn ready(answer: Box<LayerAnswer>, in_flight: Option<InFlight<R>>) -> Self {
         AdmissionFuture {
             in_flight,
             close_connection: false,
@@ -532,7 +532,7 @@ where
 pub(crate) fn handler_response<B, R: Runtime>(
     mut response: Response<B>,
     end: &mut BodyEnd<R>,
-    in_flight: &mut Option<InFlight>,
+    in_flight: &mut Option<InFlight<R>>,
     close: bool,
 ) -> Response<LameduckBody<B, R>> {
     if response.status() == StatusCode::NOT_FOUND && routes_pending(end) {
@@ -549,7 +549,7 @@ pub(crate) fn handler_response<B, R: Runtime>(
 /// The 504 for a handler that ran past the request timeout (the request is released).
 #[cold]
 pub(crate) fn timed_out<B, R: Runtime>(
-    in_flight: &mut Option<InFlight>,
+    in_flight: &mut Option<InFlight<R>>,
     close: bool,
 ) -> Response<LameduckBody<B, R>> {
     answer(
@@ -565,7 +565,11 @@ pub(crate) fn timed_out<B, R: Runtime>(
 /// connection's `InFlight` turns it into a GOAWAY (without one, behind a bare tower layer,
 /// hyper drops the header).
 #[inline(always)]
-fn before_response(headers: &mut http::HeaderMap, in_flight: Option<&InFlight>, close: bool) {
+fn before_response<R: Runtime>(
+    headers: &mut http::HeaderMap,
+    in_flight: Option<&InFlight<R>>,
+    close: bool,
+) {
     if close {
         headers.insert(header::CONNECTION, http::HeaderValue::from_static("close"));
     }
@@ -579,7 +583,7 @@ fn before_response(headers: &mut http::HeaderMap, in_flight: Option<&InFlight>, 
 pub(crate) fn answer<B, R: Runtime>(
     mut response: Response<Bytes>,
     tracker: Option<RequestTracker>,
-    in_flight: &mut Option<InFlight>,
+    in_flight: &mut Option<InFlight<R>>,
     close: bool,
 ) -> Response<LameduckBody<B, R>> {
     let in_flight = in_flight.take();

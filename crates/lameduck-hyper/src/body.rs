@@ -31,7 +31,7 @@ pin_project! {
         #[pin]
         state: BodyState<B, R>,
         // The connection is busy with this request until its response body is dropped.
-        in_flight: Option<InFlight>,
+        in_flight: Option<InFlight<R>>,
     }
 }
 
@@ -74,7 +74,7 @@ impl<B, R: Runtime> LameduckBody<B, R> {
 
     /// The handler's `inner` body, ended by `end`; holds `in_flight` until it is dropped.
     #[inline]
-    pub(crate) fn tracked_with(inner: B, end: BodyEnd<R>, in_flight: Option<InFlight>) -> Self {
+    pub(crate) fn tracked_with(inner: B, end: BodyEnd<R>, in_flight: Option<InFlight<R>>) -> Self {
         LameduckBody {
             state: BodyState::Tracked { inner, end },
             in_flight,
@@ -82,7 +82,7 @@ impl<B, R: Runtime> LameduckBody<B, R> {
     }
 
     /// Holds `in_flight` until the body is dropped.
-    pub(crate) fn in_flight(mut self, in_flight: Option<InFlight>) -> Self {
+    pub(crate) fn in_flight(mut self, in_flight: Option<InFlight<R>>) -> Self {
         self.in_flight = in_flight;
         self
     }

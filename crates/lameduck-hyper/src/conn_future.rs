@@ -11,7 +11,6 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
 use http::{Request, Response, Version};
@@ -19,9 +18,7 @@ use hyper::body::Incoming;
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
-use crate::admission::{
-    answer, handler_response, timed_out, AdmissionLayer, Admitted, LayerAnswer,
-};
+use crate::admission::{answer, handler_response, timed_out, Admitted, LayerAnswer};
 use crate::body::{BodyEnd, LameduckBody};
 use crate::head_watch::InFlight;
 use crate::runtime::Runtime;
@@ -37,7 +34,7 @@ pin_project! {
     pub(crate) struct ConnResponseFuture<S, F, R: Runtime> {
         admission: ConnAdmission<R>,
         #[pin]
-        state: CallState<S, F, R>,
+        state: CallState<S, F>,
     }
 }
 
@@ -46,8 +43,9 @@ pin_project! {
 struct ConnAdmission<R: Runtime> {
     /// Ends the response body; moves to it.
     end: BodyEnd<R>,
-    /// The connection is busy with this request until its response ends.
-    in_flight: Option<InFlight>,
+    /// The connection is busy with this request until its response ends; admission reaches
+    /// the connection's decision through it.
+    in_flight: Option<InFlight<R>>,
     /// Drawn at the goaway chance: the response ends its connection gracefully.
     close_connection: bool,
     /// Admission has happened.
@@ -56,13 +54,12 @@ struct ConnAdmission<R: Runtime> {
 
 pin_project! {
     #[project = CallProj]
-    enum CallState<S, F, R: Runtime> {
-        /// To be admitted by `layer` on the first poll; the service is called once admitted
-        /// and ready. The request stays here, unmoved, until the call.
+    enum CallState<S, F> {
+        /// To be admitted on the first poll; the service is called once admitted and ready.
+        /// The request stays here, unmoved, until the call.
         Start {
             service: S,
             req: Option<Request<Incoming>>,
-            layer: Arc<AdmissionLayer<R>>,
         },
         /// The handler's future.
         Call {
@@ -75,19 +72,14 @@ pin_project! {
 }
 
 impl<S, F, R: Runtime> ConnResponseFuture<S, F, R> {
-    /// The response future for `req`, to be admitted by `layer` and served by `service` (a
-    /// clone of the connection's); the connection is busy until `in_flight` is dropped. One
-    /// straight construction, so that hyper's dispatcher can build it in its slot.
+    /// The response future for `req`, to be served by `service` (a clone of the
+    /// connection's); the connection is busy until `in_flight` is dropped. One straight
+    /// construction, so that hyper's dispatcher can build it in its slot.
     #[inline(always)]
-    pub(crate) fn new(
-        layer: &Arc<AdmissionLayer<R>>,
-        in_flight: InFlight,
-        service: S,
-        req: Request<Incoming>,
-    ) -> Self {
+    pub(crate) fn new(in_flight: InFlight<R>, service: S, req: Request<Incoming>) -> Self {
         ConnResponseFuture {
             admission: ConnAdmission {
-                end: BodyEnd::new(None, layer.runtime.clone()),
+                end: BodyEnd::new(None, in_flight.admission().runtime.clone()),
                 in_flight: Some(in_flight),
                 close_connection: false,
                 admitted: false,
@@ -95,7 +87,6 @@ impl<S, F, R: Runtime> ConnResponseFuture<S, F, R> {
             state: CallState::Start {
                 service,
                 req: Some(req),
-                layer: Arc::clone(layer),
             },
         }
     }
@@ -104,18 +95,13 @@ impl<S, F, R: Runtime> ConnResponseFuture<S, F, R> {
 impl<R: Runtime> ConnAdmission<R> {
     /// Admits `req`: keeps what the response needs, or returns the answer of admission's own.
     #[inline(never)]
-    fn admit(
-        &mut self,
-        layer: &AdmissionLayer<R>,
-        req: &mut Request<Incoming>,
-    ) -> Option<Box<LayerAnswer>> {
+    fn admit(&mut self, req: &mut Request<Incoming>) -> Option<Box<LayerAnswer>> {
         self.admitted = true;
+        let in_flight = self.in_flight.as_ref()?;
         if req.version() == Version::HTTP_2 {
-            if let Some(in_flight) = &self.in_flight {
-                in_flight.set_http2();
-            }
+            in_flight.set_http2();
         }
-        match layer.admit(req) {
+        match in_flight.admission().admit(req) {
             Admitted::Serve {
                 tracker,
                 close_connection,
@@ -141,17 +127,13 @@ where
         let admission = this.admission;
         loop {
             match this.state.as_mut().project() {
-                CallProj::Start {
-                    service,
-                    req: slot,
-                    layer,
-                } => {
+                CallProj::Start { service, req: slot } => {
                     let Some(req) = slot else {
                         // Called once: the state changes right after.
                         return Poll::Pending;
                     };
                     if !admission.admitted {
-                        if let Some(boxed) = admission.admit(layer, req) {
+                        if let Some(boxed) = admission.admit(req) {
                             this.state.set(CallState::Answered);
                             let (response, tracker) = *boxed;
                             let in_flight = &mut admission.in_flight;

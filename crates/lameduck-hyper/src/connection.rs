@@ -65,7 +65,7 @@ where
 /// `guard` is dropped when the connection ends.
 pub(crate) fn serve_connection<R, I, S>(
     builder: &auto::Builder<Exec<R>>,
-    admission: Arc<AdmissionLayer<R>>,
+    admission: &AdmissionLayer<R>,
     io: I,
     peer: SocketAddr,
     service: S,
@@ -77,16 +77,12 @@ where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
     S: HttpService,
 {
-    let activity = Arc::new(ConnActivity::default());
-    let head_watch = HeadWatch::new(
-        Arc::clone(&activity),
-        admission.runtime.clone(),
-        HEADER_READ_TIMEOUT,
-    );
+    let runtime = admission.runtime.clone();
+    let activity = Arc::new(ConnActivity::new(admission.clone()));
+    let head_watch = HeadWatch::new(Arc::clone(&activity), runtime, HEADER_READ_TIMEOUT);
     let io = WatchedIo::new(io, Arc::clone(&activity));
     let svc = ConnService {
         service,
-        admission,
         activity: Arc::clone(&activity),
     };
     ServeConnection {
@@ -108,7 +104,7 @@ pin_project! {
     /// hyper's own work.
     pub(crate) struct ServeConnection<R: Runtime, I, S: HttpService> {
         #[pin]
-        conn: auto::UpgradeableConnection<'static, WatchedIo<I>, ConnService<S, R>, Exec<R>>,
+        conn: auto::UpgradeableConnection<'static, WatchedIo<I, R>, ConnService<S, R>, Exec<R>>,
         control: Arc<ServeControl>,
         // The stop broadcast wakes this task through one registration, made on the first
         // poll; after that, every wake-up costs an atomic load. (A task's waker stays the
@@ -118,7 +114,7 @@ pin_project! {
         shutting_down: bool,
         // Its GOAWAY flag is set by this connection's own responses, inside `conn.poll`, so
         // it is checked after it.
-        activity: Arc<ConnActivity>,
+        activity: Arc<ConnActivity<R>>,
         head_watch: HeadWatch<R>,
         peer: SocketAddr,
         _guard: ConnectionGuard,
@@ -185,8 +181,7 @@ struct HeadTimedOut;
 /// [`InFlight::before_response`](crate::head_watch::InFlight::before_response)).
 struct ConnService<S, R: Runtime> {
     service: S,
-    admission: Arc<AdmissionLayer<R>>,
-    activity: Arc<ConnActivity>,
+    activity: Arc<ConnActivity<R>>,
 }
 
 impl<S, R, ResBody> hyper::service::Service<Request<Incoming>> for ConnService<S, R>
@@ -206,6 +201,6 @@ where
         let in_flight = self.activity.head_received();
         // A clone per request, as hyper-util's tower adapter makes (free for plain
         // functions, one reference count for a router).
-        ConnResponseFuture::new(&self.admission, in_flight, self.service.clone(), req)
+        ConnResponseFuture::new(in_flight, self.service.clone(), req)
     }
 }

@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 use futures_util::task::AtomicWaker;
 use hyper::rt::{Read, ReadBuf, ReadBufCursor, Write};
 
+use crate::admission::AdmissionLayer;
 use crate::flag::Flag;
 use crate::runtime::Runtime;
 
@@ -36,9 +37,9 @@ pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// The client preface every HTTP/2 connection starts with.
 const HTTP2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
-/// What one connection's service, I/O and task share.
-#[derive(Debug, Default)]
-pub(crate) struct ConnActivity {
+/// What one connection's service, I/O, task and requests share.
+#[derive(Debug)]
+pub(crate) struct ConnActivity<R: Runtime> {
     /// Request heads received (the service was called).
     heads: AtomicUsize,
     /// Requests whose response has ended (their [`InFlight`] was dropped).
@@ -47,11 +48,27 @@ pub(crate) struct ConnActivity {
     http2: AtomicBool,
     /// Set by an HTTP/2 response that asks to close the connection: send GOAWAY.
     pub(crate) goaway: Flag,
+    /// The admission decision every request of the connection goes through (held here, so
+    /// that a request reaches it through its [`InFlight`] without a reference count of its
+    /// own).
+    pub(crate) admission: AdmissionLayer<R>,
 }
 
-impl ConnActivity {
+impl<R: Runtime> ConnActivity<R> {
+    /// The activity of a new connection whose requests `admission` admits.
+    pub(crate) fn new(admission: AdmissionLayer<R>) -> Self {
+        ConnActivity {
+            heads: AtomicUsize::new(0),
+            ended: AtomicUsize::new(0),
+            http2: AtomicBool::new(false),
+            goaway: Flag::default(),
+            admission,
+        }
+    }
+
     /// Called for every request head, before it is served.
-    pub(crate) fn head_received(self: &Arc<Self>) -> InFlight {
+    #[inline]
+    pub(crate) fn head_received(self: &Arc<Self>) -> InFlight<R> {
         self.heads.fetch_add(1, Ordering::Relaxed);
         InFlight(Arc::clone(self))
     }
@@ -64,9 +81,15 @@ impl ConnActivity {
 
 /// Held from a request's head until its response body has ended: the connection is busy.
 #[derive(Debug)]
-pub(crate) struct InFlight(Arc<ConnActivity>);
+pub(crate) struct InFlight<R: Runtime>(Arc<ConnActivity<R>>);
 
-impl InFlight {
+impl<R: Runtime> InFlight<R> {
+    /// The connection's admission decision.
+    #[inline]
+    pub(crate) fn admission(&self) -> &AdmissionLayer<R> {
+        &self.0.admission
+    }
+
     /// Marks the connection as HTTP/2.
     pub(crate) fn set_http2(&self) {
         self.0.set_http2();
@@ -94,21 +117,21 @@ impl InFlight {
     }
 }
 
-impl Drop for InFlight {
+impl<R: Runtime> Drop for InFlight<R> {
     fn drop(&mut self) {
         self.0.ended.fetch_add(1, Ordering::Release);
     }
 }
 
 /// A connection's I/O, watched for the HTTP/2 preface during its first bytes.
-pub(crate) struct WatchedIo<I> {
+pub(crate) struct WatchedIo<I, R: Runtime> {
     inner: I,
     /// While deciding: the activity to tell, and how many preface bytes matched so far.
-    detecting: Option<(Arc<ConnActivity>, usize)>,
+    detecting: Option<(Arc<ConnActivity<R>>, usize)>,
 }
 
-impl<I> WatchedIo<I> {
-    pub(crate) fn new(inner: I, activity: Arc<ConnActivity>) -> Self {
+impl<I, R: Runtime> WatchedIo<I, R> {
+    pub(crate) fn new(inner: I, activity: Arc<ConnActivity<R>>) -> Self {
         WatchedIo {
             inner,
             detecting: Some((activity, 0)),
@@ -116,7 +139,7 @@ impl<I> WatchedIo<I> {
     }
 }
 
-impl<I: Read + Unpin> Read for WatchedIo<I> {
+impl<I: Read + Unpin, R: Runtime> Read for WatchedIo<I, R> {
     #[inline]
     fn poll_read(
         self: Pin<&mut Self>,
@@ -131,7 +154,7 @@ impl<I: Read + Unpin> Read for WatchedIo<I> {
     }
 }
 
-impl<I: Read + Unpin> WatchedIo<I> {
+impl<I: Read + Unpin, R: Runtime> WatchedIo<I, R> {
     /// A read of the connection's first bytes, compared with the HTTP/2 preface.
     #[cold]
     #[inline(never)]
@@ -167,7 +190,7 @@ impl<I: Read + Unpin> WatchedIo<I> {
     }
 }
 
-impl<I: Write + Unpin> Write for WatchedIo<I> {
+impl<I: Write + Unpin, R: Runtime> Write for WatchedIo<I, R> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -229,7 +252,7 @@ const TICK: Duration = Duration::from_secs(1);
 /// the timer is set at the deadline of the current wait instead (or at nothing, while one
 /// long request is in flight), so an idle connection or a long stream costs no wake-ups.
 pub(crate) struct HeadWatch<R: Runtime> {
-    activity: Arc<ConnActivity>,
+    activity: Arc<ConnActivity<R>>,
     runtime: R,
     timeout: Duration,
     /// The last clock reading; at most [`TICK`] old while `ticking`.
@@ -250,7 +273,7 @@ pub(crate) struct HeadWatch<R: Runtime> {
 
 impl<R: Runtime> HeadWatch<R> {
     /// The watch over `activity`.
-    pub(crate) fn new(activity: Arc<ConnActivity>, runtime: R, timeout: Duration) -> Self {
+    pub(crate) fn new(activity: Arc<ConnActivity<R>>, runtime: R, timeout: Duration) -> Self {
         let wake = Arc::new(TimerWake::default());
         HeadWatch {
             activity,

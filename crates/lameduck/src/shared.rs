@@ -378,7 +378,9 @@ impl Shared {
         self.classify(req, default_is_long_running)
     }
 
-    /// Admits a request of `class`. Allocation-free.
+    /// Admits a request of `class`. Allocation-free; inlined, as adapters call it for every
+    /// request.
+    #[inline]
     pub fn admit(self: &Arc<Self>, class: RequestClass) -> Admission {
         match class {
             RequestClass::Exempt => Admission::Exempt(NormalTicketOf::admit(self).ok()),
