@@ -502,14 +502,7 @@ def run_runtimes(plan, examples, args):
         r = fn(binary, runtime, args)
         r["seconds"] = time.monotonic() - started
         h.log(f"\n==> {r['runtime']} ({r['seconds']:.1f}s)")
-        for e in r["events"]:
-            h.log("    " + e)
-        for n in r.get("notes", []):
-            h.log("    note: " + n)
-        for problem in r["problems"]:
-            h.log("    PROBLEM: " + problem)
-        if r["problems"] or args.keep:
-            h.log(f"    logs kept in {r['workdir']}")
+        h.log_run(r, r["problems"] or args.keep)
         results.append(r)
     return results
 

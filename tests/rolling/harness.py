@@ -26,6 +26,19 @@ def log(msg):
     print(msg, flush=True)
 
 
+def log_run(r, keep_logs):
+    """Logs one run's events, notes and problems, and where its logs are kept when
+    `keep_logs` (the caller decides: problems, or --keep)."""
+    for e in r["events"]:
+        log("    " + e)
+    for n in r.get("notes", []):
+        log("    note: " + n)
+    for problem in r["problems"]:
+        log("    PROBLEM: " + problem)
+    if keep_logs:
+        log(f"    logs kept in {r['workdir']}")
+
+
 def fmt_ms(ms):
     return f"{ms / 1000:g}s" if ms % 1000 == 0 else f"{ms}ms"
 

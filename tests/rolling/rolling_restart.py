@@ -61,6 +61,7 @@ from harness import (  # noqa: E402,F401
     kill,
     kill_all_children,
     log,
+    log_run,
     parse_wrk,
     reap,
     run_main,
@@ -399,12 +400,7 @@ def main():
             return 2
         log(f"\n==> {runtime}, mode {mode}, --shutdown-delay {fmt_ms(delay_ms)}")
         r = run_one(binary, runtime, mode, delay_ms, args, args.keep)
-        for e in r["events"]:
-            log("    " + e)
-        for problem in r["problems"]:
-            log("    PROBLEM: " + problem)
-        if r["problems"] or args.keep:
-            log(f"    logs kept in {r['workdir']}")
+        log_run(r, r["problems"] or args.keep)
         results.append(r)
 
     log("\n" + table(results))

@@ -175,12 +175,7 @@ def main():
     for mode, delay_ms in plan:
         rr.log(f"\n==> {BINARY}, mode {mode}, --shutdown-delay {rr.fmt_ms(delay_ms)}")
         r = run_one(examples, mode, delay_ms, args, args.keep)
-        for e in r["events"]:
-            rr.log("    " + e)
-        for problem in r["problems"]:
-            rr.log("    PROBLEM: " + problem)
-        if r["problems"] or args.keep:
-            rr.log(f"    logs kept in {r['workdir']}")
+        rr.log_run(r, r["problems"] or args.keep)
         results.append(r)
     rr.log("\n" + rr.table(results).replace("requests", "calls   "))
     if args.markdown:

@@ -430,13 +430,9 @@ def run_all(args, release, build_dir, pairs, modes, chances, controls):
         what = "control, axum's graceful shutdown" if case["control"] else f"mode {case['mode']}"
         h.log(f"\n==> {case['runtime']}, {case['protocol']}, {what}, goaway chance {case['chance']:g}")
         r = run_one(binary, case, args, client_bin)
-        for e in r["events"]:
-            h.log("    " + e)
-        for problem in r["problems"]:
-            h.log("    PROBLEM: " + problem)
-        if verdict(r) or args.keep:
-            h.log(f"    logs kept in {r['workdir']}")
-        else:
+        keep_logs = verdict(r) or args.keep
+        h.log_run(r, keep_logs)
+        if not keep_logs:
             shutil.rmtree(r["workdir"], ignore_errors=True)
         results.append(r)
 
