@@ -552,12 +552,8 @@ pub(crate) fn timed_out<B, R: Runtime>(
     in_flight: &mut Option<InFlight<R>>,
     close: bool,
 ) -> Response<LameduckBody<B, R>> {
-    answer(
-        http_response::<Bytes>(&REQUEST_TIMEOUT),
-        None,
-        in_flight,
-        close,
-    )
+    let response = http_response::<Bytes>(&REQUEST_TIMEOUT);
+    answer(response, None, in_flight, close)
 }
 
 /// The last look at a response's head: with `close` (drawn at the goaway chance), HTTP/1's

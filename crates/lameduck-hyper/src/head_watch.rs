@@ -10,7 +10,8 @@
 //! Three parts share one [`ConnActivity`]:
 //!
 //! - the connection's service counts the heads it is called with and holds an [`InFlight`]
-//!   guard until the response body has ended;
+//!   guard until the response body has ended (through it, the request also reaches the
+//!   connection's admission layer);
 //! - the connection's I/O ([`WatchedIo`]) recognises the HTTP/2 preface, which turns the
 //!   watch off (hyper has no header-read timeout for HTTP/2 either);
 //! - the connection's task ([`HeadWatch`]) checks, each time the connection is pending,

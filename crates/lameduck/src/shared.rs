@@ -378,8 +378,7 @@ impl Shared {
         self.classify(req, default_is_long_running)
     }
 
-    /// Admits a request of `class`. Allocation-free; inlined, as adapters call it for every
-    /// request.
+    /// Admits a request of `class`. Allocation-free; inlined (adapters call it per request).
     #[inline]
     pub fn admit(self: &Arc<Self>, class: RequestClass) -> Admission {
         match class {
@@ -403,10 +402,9 @@ impl Shared {
         Admission::Rejected(rejection)
     }
 
-    /// Counts a request the adapter turned away for `reason`: adapters call it when they
-    /// answer 504 (or abort a response) at the request timeout, and when they answer an
-    /// unknown path before the routes are ready. Closed-gate rejections from
-    /// [`Shared::admit`] are counted there. Call it on the rejection path only.
+    /// Counts a request the adapter turned away for `reason` (a 504 or an aborted response at
+    /// the request timeout, an unknown path before the routes are ready); [`Shared::admit`]
+    /// counts closed-gate rejections itself. Call it on the rejection path only.
     #[cold]
     pub fn count_rejection(&self, reason: RejectionReason) {
         self.rejections.count(reason);
