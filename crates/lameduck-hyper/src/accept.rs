@@ -9,9 +9,9 @@ use std::time::Duration;
 use futures_util::future::{select, Either};
 use hyper_util::server::conn::auto;
 
-use crate::admission::AdmissionLayer;
 use crate::connection::{serve_connection, HttpService};
 use crate::context::ListenerContext;
+use crate::layer::AdmissionLayer;
 use crate::logging;
 use crate::runtime::{Exec, Listener, Runtime};
 use crate::tracker::ConnectionTracker;

@@ -12,7 +12,7 @@ use bytes::Bytes;
 use http::{header, Request, Response, StatusCode};
 use lameduck::gate::owned::OwnedLongRunningTicket;
 use lameduck::responses::{CannedResponse, REQUEST_TIMEOUT, ROUTES_NOT_READY};
-use lameduck::{Admission, GoawayChance, RequestInfo, Shared, Signal, SignalFired, StdClock};
+use lameduck::{Admission, RequestInfo, Shared, Signal, SignalFired, StdClock};
 use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
@@ -21,12 +21,10 @@ use crate::body::BodyEnd;
 use crate::body::LameduckBody;
 use crate::goaway;
 use crate::head_watch::InFlight;
+use crate::layer::{AdmissionLayer, Classifier};
 use crate::response::{http_response, may_be_health};
 use crate::runtime::Runtime;
 use crate::ticket::{request_timeout, LongRunningSlot, RequestTracker, Tracker, UpgradeTicketSlot};
-
-/// Decides whether a request is long-running (watch, SSE, WebSocket).
-pub type Classifier = Arc<dyn Fn(&RequestInfo<'_>) -> bool + Send + Sync>;
 
 /// Handed to long-running handlers as a request extension: resolves when the server stops
 /// accepting new requests (`NotAcceptingNewRequest`), the moment to end the stream cleanly.
@@ -69,68 +67,6 @@ impl ShutdownSignal {
     #[must_use]
     pub fn is_fired(&self) -> bool {
         self.shared.has_fired(Signal::NotAcceptingNewRequest)
-    }
-}
-
-/// The admission layer: classifies each request, admits or rejects it through the gate,
-/// bounds it by the request timeout, answers the health endpoints, and keeps it counted until
-/// its response body ends. See [`decide`] for the decision it applies.
-#[derive(Clone)]
-pub struct AdmissionLayer<R: Runtime> {
-    pub(crate) shared: Arc<Shared>,
-    pub(crate) runtime: R,
-    pub(crate) clock: StdClock,
-    pub(crate) classifier: Classifier,
-    pub(crate) serve_health: bool,
-    /// The lifecycle's [`lameduck::Config::goaway_chance`], copied for the hot path.
-    pub(crate) goaway_chance: GoawayChance,
-}
-
-impl<R: Runtime> fmt::Debug for AdmissionLayer<R> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AdmissionLayer")
-            .field("serve_health", &self.serve_health)
-            .finish_non_exhaustive()
-    }
-}
-
-impl<R: Runtime> AdmissionLayer<R> {
-    /// A layer for `shared`'s lifecycle, classifying with
-    /// [`lameduck::default_is_long_running`] and
-    /// answering the health endpoints itself.
-    #[must_use]
-    pub fn new(shared: Arc<Shared>, runtime: R, clock: StdClock) -> Self {
-        AdmissionLayer {
-            goaway_chance: shared.config().goaway_chance(),
-            shared,
-            runtime,
-            clock,
-            classifier: Arc::new(lameduck::default_is_long_running),
-            serve_health: true,
-        }
-    }
-
-    /// Uses `is_long_running` to pick long-running requests.
-    #[must_use]
-    pub fn long_running(
-        mut self,
-        is_long_running: impl Fn(&RequestInfo<'_>) -> bool + Send + Sync + 'static,
-    ) -> Self {
-        self.classifier = Arc::new(is_long_running);
-        self
-    }
-
-    /// Whether the layer answers `/readyz`, `/livez` and `/healthz` itself (default: yes).
-    #[must_use]
-    pub fn serve_health(mut self, serve: bool) -> Self {
-        self.serve_health = serve;
-        self
-    }
-
-    /// The lifecycle's shared state.
-    #[must_use]
-    pub fn shared(&self) -> &Arc<Shared> {
-        &self.shared
     }
 }
 

@@ -16,12 +16,12 @@ use hyper_util::server::conn::auto;
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
-use crate::admission::AdmissionLayer;
 use crate::body::LameduckBody;
 use crate::conn_future::ConnResponseFuture;
 use crate::context::ServeControl;
 use crate::error::BoxError;
 use crate::head_watch::{ConnActivity, HeadWatch, WatchedIo, HEADER_READ_TIMEOUT};
+use crate::layer::AdmissionLayer;
 use crate::logging;
 use crate::runtime::{Exec, Runtime};
 use crate::tracker::ConnectionGuard;

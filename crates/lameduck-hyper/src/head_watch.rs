@@ -28,8 +28,8 @@ use std::time::{Duration, Instant};
 use futures_util::task::AtomicWaker;
 use hyper::rt::{Read, ReadBuf, ReadBufCursor, Write};
 
-use crate::admission::AdmissionLayer;
 use crate::flag::Flag;
+use crate::layer::AdmissionLayer;
 use crate::runtime::Runtime;
 
 /// How long an HTTP/1 connection may wait for a complete request head (hyper's default).

@@ -39,10 +39,10 @@
 // (`accept`) that serves connections (`connection`) and counts them (`tracker`). A `handle`
 // controls a server from elsewhere.
 //
-// The requests: the `admission` layer issues the gate's tickets (`ticket`), which the response
-// `body` holds until the response ends; `response` builds the lifecycle's own responses (and
-// `grpc` their gRPC form) and `health` serves the health endpoints on their own. `runtime`
-// is the seam to a runtime.
+// The requests: the `admission` layer (its settings in `layer`) issues the gate's tickets
+// (`ticket`), which the response `body` holds until the response ends; `response` builds the
+// lifecycle's own responses (and `grpc` their gRPC form) and `health` serves the health
+// endpoints on their own. `runtime` is the seam to a runtime.
 mod accept;
 mod admission;
 mod body;
@@ -59,6 +59,7 @@ mod handle;
 mod head_watch;
 mod health;
 mod hooks;
+mod layer;
 mod logging;
 mod report;
 mod response;
@@ -72,8 +73,8 @@ mod tracker;
 mod upgrade;
 
 pub use admission::{
-    decide, request_info, AdmissionFuture, AdmissionLayer, AdmissionService, Classifier, Decision,
-    RequestExtensions, ShutdownSignal,
+    decide, request_info, AdmissionFuture, AdmissionService, Decision, RequestExtensions,
+    ShutdownSignal,
 };
 pub use body::{BodyEnd, LameduckBody, ResponseTimedOut};
 pub use builder::{Builder, Hook};
@@ -85,6 +86,7 @@ pub use handle::Handle;
 pub use head_watch::HEADER_READ_TIMEOUT;
 pub use health::HealthService;
 pub use lameduck::machine::DESTROY_HOOKS_TIMEOUT;
+pub use layer::{AdmissionLayer, Classifier};
 pub use response::{http_response, LifecycleResponse};
 pub use runtime::{BoxFuture, Exec, Listener, OsSignal, Runtime};
 pub use server::Server;

@@ -10,13 +10,13 @@ use futures_channel::mpsc;
 use lameduck::{Input, Lifecycle, Prepared, RegisterError, RequestInfo, Shared, StdClock};
 
 use crate::accept::accept_loop;
-use crate::admission::AdmissionLayer;
 use crate::connection::HttpService;
 use crate::context::{ListenerContext, ServeControl, ServeTask};
 use crate::error::ServeError;
 use crate::handle::Handle;
 use crate::health::HealthService;
 use crate::hooks::Hooks;
+use crate::layer::AdmissionLayer;
 use crate::run::RunLoop;
 use crate::runtime::{Listener, Runtime};
 use crate::signals::InstalledSignals;
