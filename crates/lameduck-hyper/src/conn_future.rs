@@ -13,6 +13,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
+use bytes::Bytes;
 use http::{Request, Response, Version};
 use hyper::body::Incoming;
 use pin_project_lite::pin_project;
@@ -21,6 +22,7 @@ use tower_service::Service;
 use crate::admission::{answer, handler_response, timed_out, Admitted, LayerAnswer};
 use crate::body::{BodyEnd, LameduckBody};
 use crate::head_watch::InFlight;
+use crate::response::http_response;
 use crate::runtime::Runtime;
 
 pin_project! {
@@ -97,7 +99,12 @@ impl<R: Runtime> ConnAdmission<R> {
     #[inline(never)]
     fn admit(&mut self, req: &mut Request<Incoming>) -> Option<Box<LayerAnswer>> {
         self.admitted = true;
-        let in_flight = self.in_flight.as_ref()?;
+        // The guard leaves only with the response, which comes after admission; were it ever
+        // gone, the request is refused (503, retry), never served unadmitted.
+        let Some(in_flight) = self.in_flight.as_ref() else {
+            let refused = http_response::<Bytes>(&lameduck::responses::SHUTTING_DOWN);
+            return Some(Box::new((refused, None)));
+        };
         if req.version() == Version::HTTP_2 {
             in_flight.set_http2();
         }
