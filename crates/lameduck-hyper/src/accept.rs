@@ -7,13 +7,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::{select, Either};
-use hyper_util::server::conn::auto;
 
 use crate::connection::{serve_connection, HttpService};
 use crate::context::ListenerContext;
 use crate::layer::AdmissionLayer;
 use crate::logging;
-use crate::runtime::{Exec, Listener, Runtime};
+use crate::runtime::{Listener, Runtime};
 use crate::tracker::ConnectionTracker;
 
 /// How long an accept loop waits after an accept error (e.g. too many open files).
@@ -32,10 +31,6 @@ pub(crate) async fn accept_loop<R, L, S>(
     S: HttpService,
 {
     let runtime = ctx.runtime().clone();
-    let mut builder = auto::Builder::new(Exec(runtime.clone()));
-    // For HTTP/2's keep-alive pings, if configured. HTTP/1 gets none: its header-read
-    // timeout is kept by `serve_connection`, at less cost.
-    builder.http2().timer(runtime.hyper_timer());
     let connections = ConnectionTracker::new();
     if let Ok(addr) = listener.local_addr() {
         logging::serving_on(ctx.name(), addr);
@@ -55,7 +50,6 @@ pub(crate) async fn accept_loop<R, L, S>(
         match accepted {
             Ok((io, peer)) => {
                 runtime.spawn(serve_connection(
-                    &builder,
                     &admission,
                     io,
                     peer,

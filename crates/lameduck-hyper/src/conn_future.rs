@@ -14,7 +14,7 @@ use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
 use bytes::Bytes;
-use http::{Request, Response, Version};
+use http::{Request, Response};
 use hyper::body::Incoming;
 use pin_project_lite::pin_project;
 use tower_service::Service;
@@ -105,9 +105,6 @@ impl<R: Runtime> ConnAdmission<R> {
             let refused = http_response::<Bytes>(&lameduck::responses::SHUTTING_DOWN);
             return Some(Box::new((refused, None)));
         };
-        if req.version() == Version::HTTP_2 {
-            in_flight.set_http2();
-        }
         match in_flight.admission().admit(req) {
             Admitted::Serve {
                 tracker,

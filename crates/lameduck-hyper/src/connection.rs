@@ -12,7 +12,7 @@ use bytes::Bytes;
 use event_listener::EventListener;
 use http::{Request, Response};
 use hyper::body::Incoming;
-use hyper_util::server::conn::auto;
+use hyper::server::conn::{http1, http2};
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
@@ -20,9 +20,10 @@ use crate::body::LameduckBody;
 use crate::conn_future::ConnResponseFuture;
 use crate::context::ServeControl;
 use crate::error::BoxError;
-use crate::head_watch::{ConnActivity, HeadWatch, WatchedIo, HEADER_READ_TIMEOUT};
+use crate::head_watch::{ConnActivity, HeadWatch, HEADER_READ_TIMEOUT};
 use crate::layer::AdmissionLayer;
 use crate::logging;
+use crate::preface::{ConnIo, Protocol};
 use crate::runtime::{Exec, Runtime};
 use crate::tracker::ConnectionGuard;
 
@@ -56,15 +57,15 @@ where
 }
 
 /// Serves one connection: every request is admitted by `admission` (which hands it to
-/// `service` when it is to be served). Graceful shutdown (HTTP/1 `Connection: close` after
-/// the current response, idle connections closed; HTTP/2 GOAWAY) starts when the run loop
-/// broadcasts `StopListening` (the machine decides when: in mode A at
-/// `NotAcceptingNewRequest`, in mode B after the drain), and for an HTTP/2 connection also
-/// when one of its responses asks to close the connection (mode B's 429). An HTTP/1
-/// connection waiting longer than [`HEADER_READ_TIMEOUT`] for a request head is closed.
-/// `guard` is dropped when the connection ends.
+/// `service` when it is to be served). The connection speaks HTTP/1 or, if it starts with the
+/// client preface, HTTP/2. Graceful shutdown (HTTP/1 `Connection: close` after the current
+/// response, idle connections closed; HTTP/2 GOAWAY) starts when the run loop broadcasts
+/// `StopListening` (the machine decides when: in mode A at `NotAcceptingNewRequest`, in mode
+/// B after the drain), and for an HTTP/2 connection also when one of its responses asks to
+/// close the connection (mode B's 429). An HTTP/1 connection waiting longer than
+/// [`HEADER_READ_TIMEOUT`] for a request head is closed. `guard` is dropped when the
+/// connection ends.
 pub(crate) fn serve_connection<R, I, S>(
-    builder: &auto::Builder<Exec<R>>,
     admission: &AdmissionLayer<R>,
     io: I,
     peer: SocketAddr,
@@ -80,13 +81,15 @@ where
     let runtime = admission.runtime.clone();
     let activity = Arc::new(ConnActivity::new(admission.clone()));
     let head_watch = HeadWatch::new(Arc::clone(&activity), runtime, HEADER_READ_TIMEOUT);
-    let io = WatchedIo::new(io, Arc::clone(&activity));
     let svc = ConnService {
         service,
         activity: Arc::clone(&activity),
     };
     ServeConnection {
-        conn: builder.serve_connection_with_upgrades(io, svc).into_owned(),
+        conn: HttpConnection::Detecting {
+            io: Some(ConnIo::new(io)),
+            service: Some(svc),
+        },
         control,
         stop_listener: None,
         registered: false,
@@ -99,12 +102,115 @@ where
 }
 
 pin_project! {
+    /// hyper's connection, once the protocol is known.
+    #[project = HttpConnectionProj]
+    enum HttpConnection<R: Runtime, I, S: HttpService> {
+        /// Reading the first bytes, which tell the protocol.
+        Detecting {
+            io: Option<ConnIo<I>>,
+            service: Option<ConnService<S, R>>,
+        },
+        /// HTTP/1, with upgrades (WebSocket).
+        Http1 {
+            #[pin]
+            conn: http1::UpgradeableConnection<ConnIo<I>, ConnService<S, R>>,
+        },
+        /// HTTP/2 with prior knowledge.
+        Http2 {
+            #[pin]
+            conn: http2::Connection<ConnIo<I>, ConnService<S, R>, Exec<R>>,
+        },
+    }
+}
+
+impl<R, I, S> HttpConnection<R, I, S>
+where
+    R: Runtime,
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    S: HttpService,
+{
+    /// Drives the connection; tells `activity` when it turns out to be HTTP/2.
+    #[inline]
+    fn poll(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        activity: &ConnActivity<R>,
+    ) -> Poll<Result<(), BoxError>> {
+        loop {
+            match self.as_mut().project() {
+                HttpConnectionProj::Http1 { conn } => return conn.poll(cx).map_err(Into::into),
+                HttpConnectionProj::Http2 { conn } => return conn.poll(cx).map_err(Into::into),
+                HttpConnectionProj::Detecting { .. } => {
+                    std::task::ready!(self.as_mut().poll_detect(cx, activity))?;
+                }
+            }
+        }
+    }
+
+    /// Reads the first bytes; once they tell the protocol, becomes hyper's connection for it.
+    #[cold]
+    #[inline(never)]
+    fn poll_detect(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        activity: &ConnActivity<R>,
+    ) -> Poll<Result<(), BoxError>> {
+        let HttpConnectionProj::Detecting { io, service } = self.as_mut().project() else {
+            return Poll::Ready(Ok(()));
+        };
+        let (Some(conn_io), Some(_)) = (io.as_mut(), service.as_ref()) else {
+            return Poll::Ready(Err("connection polled after its protocol failed".into()));
+        };
+        let protocol = std::task::ready!(conn_io.poll_protocol(cx))?;
+        let (Some(io), Some(service)) = (io.take(), service.take()) else {
+            return Poll::Ready(Err("connection polled after its protocol failed".into()));
+        };
+        let conn = match protocol {
+            Protocol::Http1 => HttpConnection::Http1 {
+                conn: http1::Builder::new()
+                    .serve_connection(io, service)
+                    .with_upgrades(),
+            },
+            Protocol::Http2 => {
+                activity.set_http2();
+                let runtime = &activity.admission.runtime;
+                let mut builder = http2::Builder::new(Exec(runtime.clone()));
+                // For HTTP/2's keep-alive pings, if configured. HTTP/1 gets no timer: its
+                // header-read timeout is kept by the connection's task, at less cost.
+                builder.timer(runtime.hyper_timer());
+                HttpConnection::Http2 {
+                    conn: builder.serve_connection(io, service),
+                }
+            }
+        };
+        self.set(conn);
+        Poll::Ready(Ok(()))
+    }
+
+    /// Starts a graceful shutdown; `false` when there is nothing to shut down gracefully
+    /// (the protocol is not known yet: no request has been read), so the connection ends now.
+    fn graceful_shutdown(self: Pin<&mut Self>) -> bool {
+        match self.project() {
+            HttpConnectionProj::Detecting { .. } => false,
+            HttpConnectionProj::Http1 { conn } => {
+                conn.graceful_shutdown();
+                true
+            }
+            HttpConnectionProj::Http2 { conn } => {
+                conn.graceful_shutdown();
+                true
+            }
+        }
+    }
+}
+
+pin_project! {
     /// The task serving one connection (see [`serve_connection`]): one future, polled
     /// directly by the runtime, so a wake-up of the connection costs a few loads on top of
     /// hyper's own work.
     pub(crate) struct ServeConnection<R: Runtime, I, S: HttpService> {
         #[pin]
-        conn: auto::UpgradeableConnection<'static, WatchedIo<I, R>, ConnService<S, R>, Exec<R>>,
+        conn: HttpConnection<R, I, S>,
         control: Arc<ServeControl>,
         // The stop broadcast wakes this task through one registration, made on the first
         // poll; after that, every wake-up costs an atomic load. (A task's waker stays the
@@ -142,17 +248,21 @@ where
                 if stop {
                     *this.shutting_down = true;
                     *this.stop_listener = None;
-                    this.conn.as_mut().graceful_shutdown();
+                    if !this.conn.as_mut().graceful_shutdown() {
+                        break Ok(());
+                    }
                 }
             }
-            if let Poll::Ready(result) = this.conn.as_mut().poll(cx) {
+            if let Poll::Ready(result) = this.conn.as_mut().poll(cx, this.activity) {
                 break result;
             }
             if !*this.shutting_down && this.activity.goaway.is_set() {
                 // One of this connection's responses asked to close it (HTTP/2: GOAWAY).
                 *this.shutting_down = true;
                 *this.stop_listener = None;
-                this.conn.as_mut().graceful_shutdown();
+                if !this.conn.as_mut().graceful_shutdown() {
+                    break Ok(());
+                }
                 continue;
             }
             if this.head_watch.after_pending(cx) {

@@ -7,26 +7,24 @@
 //! Giving hyper a timer would do this too, but hyper then starts a timer for every request
 //! head and reads the socket once more after every response; here a request costs a few
 //! atomic operations, and the clock is read once per second of activity ([`HeadWatch`]).
-//! Three parts share one [`ConnActivity`]:
+//! The connection's service, its requests and its task share one [`ConnActivity`]:
 //!
-//! - the connection's service counts the heads it is called with and holds an [`InFlight`]
-//!   guard until the response body has ended (through it, the request also reaches the
+//! - the service counts the heads it is called with and gives each request an [`InFlight`]
+//!   guard, held until the response body has ended (through it, the request also reaches the
 //!   connection's admission layer);
-//! - the connection's I/O ([`WatchedIo`]) recognises the HTTP/2 preface, which turns the
-//!   watch off (hyper has no header-read timeout for HTTP/2 either);
-//! - the connection's task ([`HeadWatch`]) checks, each time the connection is pending,
-//!   whether it now waits for a head, keeps one timer, and says when the deadline has passed.
+//! - the task marks the connection as HTTP/2 once it has read the client preface, which
+//!   turns the watch off (hyper has no header-read timeout for HTTP/2 either), and, through
+//!   its [`HeadWatch`], checks each time the connection is pending whether it now waits for a
+//!   head, keeps one timer, and says when the deadline has passed.
 
 use std::future::Future;
-use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Context, Wake, Waker};
 use std::time::{Duration, Instant};
 
 use futures_util::task::AtomicWaker;
-use hyper::rt::{Read, ReadBuf, ReadBufCursor, Write};
 
 use crate::flag::Flag;
 use crate::layer::AdmissionLayer;
@@ -34,9 +32,6 @@ use crate::runtime::Runtime;
 
 /// How long an HTTP/1 connection may wait for a complete request head (hyper's default).
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// The client preface every HTTP/2 connection starts with.
-const HTTP2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// What one connection's service, I/O, task and requests share.
 #[derive(Debug)]
@@ -91,11 +86,6 @@ impl<R: Runtime> InFlight<R> {
         &self.0.admission
     }
 
-    /// Marks the connection as HTTP/2.
-    pub(crate) fn set_http2(&self) {
-        self.0.set_http2();
-    }
-
     /// Looks at the response about to be sent: on HTTP/2, which has no `Connection` header,
     /// `Connection: close` (mode B's 429) becomes a GOAWAY for the connection.
     #[inline(always)]
@@ -121,103 +111,6 @@ impl<R: Runtime> InFlight<R> {
 impl<R: Runtime> Drop for InFlight<R> {
     fn drop(&mut self) {
         self.0.ended.fetch_add(1, Ordering::Release);
-    }
-}
-
-/// A connection's I/O, watched for the HTTP/2 preface during its first bytes.
-pub(crate) struct WatchedIo<I, R: Runtime> {
-    inner: I,
-    /// While deciding: the activity to tell, and how many preface bytes matched so far.
-    detecting: Option<(Arc<ConnActivity<R>>, usize)>,
-}
-
-impl<I, R: Runtime> WatchedIo<I, R> {
-    pub(crate) fn new(inner: I, activity: Arc<ConnActivity<R>>) -> Self {
-        WatchedIo {
-            inner,
-            detecting: Some((activity, 0)),
-        }
-    }
-}
-
-impl<I: Read + Unpin, R: Runtime> Read for WatchedIo<I, R> {
-    #[inline]
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: ReadBufCursor<'_>,
-    ) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        if this.detecting.is_some() {
-            return this.poll_read_detecting(cx, buf);
-        }
-        Pin::new(&mut this.inner).poll_read(cx, buf)
-    }
-}
-
-impl<I: Read + Unpin, R: Runtime> WatchedIo<I, R> {
-    /// A read of the connection's first bytes, compared with the HTTP/2 preface.
-    #[cold]
-    #[inline(never)]
-    fn poll_read_detecting(
-        &mut self,
-        cx: &mut Context<'_>,
-        mut buf: ReadBufCursor<'_>,
-    ) -> Poll<io::Result<()>> {
-        let this = self;
-        let Some((activity, matched)) = this.detecting.as_mut() else {
-            return Pin::new(&mut this.inner).poll_read(cx, buf);
-        };
-        // Read at most the rest of the preface through a buffer of our own, to look at it.
-        let mut own = [0u8; HTTP2_PREFACE.len()];
-        let want = (HTTP2_PREFACE.len() - *matched).min(buf.remaining());
-        let mut read = ReadBuf::new(&mut own[..want]);
-        std::task::ready!(Pin::new(&mut this.inner).poll_read(cx, read.unfilled()))?;
-        let got = read.filled();
-        buf.put_slice(got);
-        if got.is_empty() {
-            // End of stream before a decision: nothing more to watch.
-            this.detecting = None;
-        } else if HTTP2_PREFACE[*matched..].starts_with(got) {
-            *matched += got.len();
-            if *matched == HTTP2_PREFACE.len() {
-                activity.set_http2();
-                this.detecting = None;
-            }
-        } else {
-            this.detecting = None;
-        }
-        Poll::Ready(Ok(()))
-    }
-}
-
-impl<I: Write + Unpin, R: Runtime> Write for WatchedIo<I, R> {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
     }
 }
 

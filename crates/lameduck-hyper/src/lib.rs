@@ -61,6 +61,7 @@ mod health;
 mod hooks;
 mod layer;
 mod logging;
+mod preface;
 mod report;
 mod response;
 mod run;
