@@ -101,6 +101,16 @@ where
     }
 }
 
+/// What one poll of a connection gave.
+enum Polled {
+    /// The connection has ended.
+    Done(Result<(), BoxError>),
+    /// Pending.
+    Pending,
+    /// Pending, and the connection speaks HTTP/2 (whose responses may ask for a GOAWAY).
+    PendingHttp2,
+}
+
 pin_project! {
     /// hyper's connection, once the protocol is known.
     #[project = HttpConnectionProj]
@@ -131,19 +141,26 @@ where
 {
     /// Drives the connection; tells `activity` when it turns out to be HTTP/2.
     #[inline]
-    fn poll(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        activity: &ConnActivity<R>,
-    ) -> Poll<Result<(), BoxError>> {
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>, activity: &ConnActivity<R>) -> Polled {
         loop {
-            match self.as_mut().project() {
-                HttpConnectionProj::Http1 { conn } => return conn.poll(cx).map_err(Into::into),
-                HttpConnectionProj::Http2 { conn } => return conn.poll(cx).map_err(Into::into),
+            let result = match self.as_mut().project() {
+                HttpConnectionProj::Http1 { conn } => conn.poll(cx),
+                HttpConnectionProj::Http2 { conn } => match conn.poll(cx) {
+                    Poll::Ready(result) => Poll::Ready(result),
+                    Poll::Pending => return Polled::PendingHttp2,
+                },
                 HttpConnectionProj::Detecting { .. } => {
-                    std::task::ready!(self.as_mut().poll_detect(cx, activity))?;
+                    match self.as_mut().poll_detect(cx, activity) {
+                        Poll::Ready(Ok(())) => continue,
+                        Poll::Ready(Err(e)) => return Polled::Done(Err(e)),
+                        Poll::Pending => return Polled::Pending,
+                    }
                 }
-            }
+            };
+            return match result {
+                Poll::Ready(result) => Polled::Done(result.map_err(Into::into)),
+                Poll::Pending => Polled::Pending,
+            };
         }
     }
 
@@ -253,17 +270,18 @@ where
                     }
                 }
             }
-            if let Poll::Ready(result) = this.conn.as_mut().poll(cx, this.activity) {
-                break result;
-            }
-            if !*this.shutting_down && this.activity.goaway.is_set() {
-                // One of this connection's responses asked to close it (HTTP/2: GOAWAY).
-                *this.shutting_down = true;
-                *this.stop_listener = None;
-                if !this.conn.as_mut().graceful_shutdown() {
-                    break Ok(());
+            match this.conn.as_mut().poll(cx, this.activity) {
+                Polled::Done(result) => break result,
+                Polled::Pending => {}
+                Polled::PendingHttp2 => {
+                    if !*this.shutting_down && this.activity.goaway.is_set() {
+                        // One of this connection's responses asked to close it: GOAWAY.
+                        *this.shutting_down = true;
+                        *this.stop_listener = None;
+                        this.conn.as_mut().graceful_shutdown();
+                        continue;
+                    }
                 }
-                continue;
             }
             if this.head_watch.after_pending(cx) {
                 // No request head within the timeout: close the connection.
