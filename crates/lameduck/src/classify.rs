@@ -29,12 +29,19 @@ pub struct RequestInfo<'a> {
 
 /// The default long-running predicate: query `watch=true` or `watch=1`,
 /// `Accept: text/event-stream`, or an `Upgrade` header.
+///
+/// Inlined where it is called, up to the request's first fact that needs a closer look: a
+/// request without `Accept` header and query, the common case, costs three comparisons.
 #[must_use]
 #[inline]
 pub fn default_is_long_running(req: &RequestInfo<'_>) -> bool {
-    if req.upgrade {
-        return true;
-    }
+    req.upgrade || ((req.accept.is_some() || req.query.is_some()) && streams_or_watches(req))
+}
+
+/// Whether `req` accepts an event stream or asks for a watch (the part of
+/// [`default_is_long_running`] that reads the `Accept` header and the query).
+#[inline(never)]
+fn streams_or_watches(req: &RequestInfo<'_>) -> bool {
     if let Some(accept) = req.accept {
         if accept
             .split(',')
