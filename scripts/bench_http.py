@@ -265,7 +265,9 @@ def main():
             subprocess.run(cmd, cwd=ROOT, check=True)
 
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--", "crates", "src", "examples"], cwd=ROOT,
+    # The results file itself (opened for writing above) does not count.
+    dirty = subprocess.run(["git", "status", "--porcelain", "--", "crates", "src", "examples",
+                            ":(exclude)crates/lameduck-bench/results"], cwd=ROOT,
                            capture_output=True, text=True).stdout.strip()
     model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
     rustc = subprocess.run(["rustc", "--version"], capture_output=True, text=True).stdout.split()[:2]
