@@ -1,0 +1,121 @@
+//! A connection before its protocol is known (its first bytes, which tell HTTP/1 from
+//! HTTP/2's preface), under tokio's paused clock: the header-read timeout applies, a shutdown
+//! closes it at once, and a request split anywhere in its first bytes is served.
+
+use std::convert::Infallible;
+use std::io;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body_util::Full;
+use hyper_util::rt::TokioIo;
+use lameduck::Config;
+use lameduck_hyper::Listener;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+use tower::service_fn;
+
+/// A listener that hands out one in-memory connection, then waits forever.
+struct OneConnection(Option<DuplexStream>);
+
+impl Listener for OneConnection {
+    type Io = TokioIo<DuplexStream>;
+
+    async fn accept(&mut self) -> io::Result<(Self::Io, SocketAddr)> {
+        match self.0.take() {
+            Some(io) => Ok((TokioIo::new(io), ([127, 0, 0, 1], 2).into())),
+            None => std::future::pending().await,
+        }
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        Ok(([127, 0, 0, 1], 1).into())
+    }
+}
+
+/// A server (no signal handlers) serving one in-memory connection with a handler that answers
+/// `ok`: the client's end, the handle and the running server.
+fn serve_one() -> (
+    DuplexStream,
+    lameduck_hyper::Handle,
+    tokio::task::JoinHandle<Result<u8, lameduck_hyper::ServeError>>,
+) {
+    let (client, server_io) = tokio::io::duplex(4096);
+    let mut b = lameduck_tokio::builder(Config::default());
+    b.without_signals();
+    let mut server = b.prepare();
+    let service = service_fn(|_req: Request<hyper::body::Incoming>| async {
+        Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"ok"))))
+    });
+    server
+        .serve("api", OneConnection(Some(server_io)), service)
+        .unwrap();
+    let handle = server.handle();
+    (client, handle, tokio::spawn(server.run()))
+}
+
+/// Reads until the server closes the connection (bounded: 120 virtual seconds); how long it
+/// took, or `None` if it stayed open.
+async fn closed_after(client: &mut DuplexStream) -> Option<Duration> {
+    let started = tokio::time::Instant::now();
+    let mut buf = vec![0u8; 1024];
+    tokio::time::timeout(Duration::from_secs(120), async {
+        loop {
+            match client.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await
+    .ok()
+    .map(|()| started.elapsed())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_connection_that_sends_part_of_the_http2_preface_is_closed_after_the_header_timeout() {
+    let (mut client, handle, run) = serve_one();
+    client.write_all(b"PRI * HTTP/2.0\r\n").await.unwrap();
+    let waited = closed_after(&mut client)
+        .await
+        .expect("the connection stayed open");
+    assert!(
+        waited >= Duration::from_secs(29) && waited <= Duration::from_secs(31),
+        "closed {waited:?} after the partial preface"
+    );
+    handle.request_shutdown();
+    assert_eq!(run.await.unwrap().unwrap(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_connection_that_sent_nothing_is_closed_at_shutdown_and_the_server_exits_0() {
+    let (mut client, handle, run) = serve_one();
+    // Let the server accept the connection and start waiting for its first bytes.
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    handle.request_shutdown();
+    let waited = closed_after(&mut client)
+        .await
+        .expect("the connection stayed open");
+    assert!(
+        waited < Duration::from_secs(29),
+        "closed only after {waited:?}"
+    );
+    assert_eq!(run.await.unwrap().unwrap(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_whose_first_bytes_arrive_one_at_a_time_is_served() {
+    let (mut client, handle, run) = serve_one();
+    // "P" and "PO" could still be the HTTP/2 preface; "POS" cannot.
+    for byte in b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n" {
+        client.write_all(&[*byte]).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let mut buf = vec![0u8; 1024];
+    let n = client.read(&mut buf).await.unwrap();
+    assert!(buf[..n].starts_with(b"HTTP/1.1 200"), "{:?}", &buf[..n]);
+    assert!(buf[..n].ends_with(b"ok"), "{:?}", &buf[..n]);
+    handle.request_shutdown();
+    assert_eq!(run.await.unwrap().unwrap(), 0);
+}
