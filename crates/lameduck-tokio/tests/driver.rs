@@ -16,6 +16,9 @@ use lameduck_tokio::ShutdownSignal;
 use tokio::io::DuplexStream;
 use tower::{service_fn, Layer, ServiceExt};
 
+mod support;
+use support::OneConnection;
+
 /// A listener that never accepts: the driver's own behaviour, without sockets.
 struct IdleListener;
 
@@ -29,19 +32,6 @@ impl Listener for IdleListener {
     fn local_addr(&self) -> io::Result<SocketAddr> {
         Ok(([127, 0, 0, 1], 1).into())
     }
-}
-
-fn ok_service() -> impl tower::Service<
-    Request<hyper::body::Incoming>,
-    Response = Response<Full<Bytes>>,
-    Error = Infallible,
-    Future = impl Send,
-> + Clone
-       + Send
-       + 'static {
-    service_fn(|_req: Request<hyper::body::Incoming>| async {
-        Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"ok"))))
-    })
 }
 
 fn config(f: impl FnOnce(lameduck::ConfigBuilder) -> lameduck::ConfigBuilder) -> Config {
@@ -58,7 +48,9 @@ async fn not_accepting_waits_for_the_delay_and_a_slow_hook_then_exits_0() {
     })
     .unwrap();
     let mut server = b.prepare();
-    server.serve("api", IdleListener, ok_service()).unwrap();
+    server
+        .serve("api", IdleListener, support::service("ok"))
+        .unwrap();
     let handle = server.handle();
     let run = tokio::spawn(server.run());
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -98,7 +90,9 @@ async fn failing_and_panicking_hooks_still_drain_and_exit_1() {
         })
         .unwrap();
         let mut server = b.prepare();
-        server.serve("api", IdleListener, ok_service()).unwrap();
+        server
+            .serve("api", IdleListener, support::service("ok"))
+            .unwrap();
         let handle = server.handle();
         let run = tokio::spawn(server.run());
         handle.request_shutdown();
@@ -112,7 +106,9 @@ async fn a_second_signal_exits_1_at_once() {
     let mut b = lameduck_tokio::builder(config(|c| c.shutdown_delay(Duration::from_secs(60))));
     b.without_signals();
     let mut server = b.prepare();
-    server.serve("api", IdleListener, ok_service()).unwrap();
+    server
+        .serve("api", IdleListener, support::service("ok"))
+        .unwrap();
     let handle = server.handle();
     let run = tokio::spawn(server.run());
     handle.deliver_signal();
@@ -127,7 +123,9 @@ async fn a_second_signal_exits_1_at_once() {
 #[tokio::test(start_paused = true)]
 async fn installing_the_signal_handler_twice_is_an_error() {
     let mut first = lameduck_tokio::builder(Config::default()).prepare();
-    first.serve("api", IdleListener, ok_service()).unwrap();
+    first
+        .serve("api", IdleListener, support::service("ok"))
+        .unwrap();
     let handle = first.handle();
     let run = tokio::spawn(first.run());
     tokio::time::sleep(Duration::from_millis(10)).await;
@@ -169,7 +167,9 @@ async fn closed_gate_answers_503_in_mode_a_and_429_in_mode_b_but_serves_health()
         b.without_signals();
         let mut server = b.prepare();
         let layer = server.admission_layer();
-        server.serve("api", IdleListener, ok_service()).unwrap();
+        server
+            .serve("api", IdleListener, support::service("ok"))
+            .unwrap();
         let handle = server.handle();
         let run = tokio::spawn(server.run());
         handle.request_shutdown();
@@ -210,7 +210,9 @@ async fn long_running_bodies_end_at_the_paced_rate_and_hold_the_drain() {
     b.without_signals();
     let mut server = b.prepare();
     let layer = server.admission_layer();
-    server.serve("api", IdleListener, ok_service()).unwrap();
+    server
+        .serve("api", IdleListener, support::service("ok"))
+        .unwrap();
     let handle = server.handle();
     // A stream that ends as soon as the server says so.
     let svc = layer.layer(service_fn(|req: Request<Empty<Bytes>>| async move {
@@ -260,7 +262,9 @@ async fn an_upgraded_connection_stays_counted_until_its_ticket_drops() {
     b.without_signals();
     let mut server = b.prepare();
     let layer = server.admission_layer();
-    server.serve("api", IdleListener, ok_service()).unwrap();
+    server
+        .serve("api", IdleListener, support::service("ok"))
+        .unwrap();
     let handle = server.handle();
     let (ticket_tx, ticket_rx) = tokio::sync::oneshot::channel();
     let ticket_tx = std::sync::Mutex::new(Some(ticket_tx));
@@ -313,7 +317,9 @@ async fn unknown_paths_get_503_until_every_route_signal_fired() {
     let crds = b.mux_signal("crds").unwrap();
     let mut server = b.prepare();
     let layer = server.admission_layer();
-    server.serve("api", IdleListener, ok_service()).unwrap();
+    server
+        .serve("api", IdleListener, support::service("ok"))
+        .unwrap();
     let handle = server.handle();
     let run = tokio::spawn(server.run());
     let svc = layer.layer(service_fn(|req: Request<Empty<Bytes>>| async move {
@@ -417,7 +423,9 @@ async fn an_exempt_request_in_flight_holds_the_drain() {
     b.without_signals();
     let mut server = b.prepare();
     let layer = server.admission_layer();
-    server.serve("api", IdleListener, ok_service()).unwrap();
+    server
+        .serve("api", IdleListener, support::service("ok"))
+        .unwrap();
     let handle = server.handle();
     let svc = layer.layer(service_fn(|_req: Request<Empty<Bytes>>| async {
         Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"metrics"))))
@@ -457,7 +465,9 @@ async fn destroy_hooks_hold_the_exit_and_a_second_signal_cuts_them_short() {
         })
         .unwrap();
         let mut server = b.prepare();
-        server.serve("api", IdleListener, ok_service()).unwrap();
+        server
+            .serve("api", IdleListener, support::service("ok"))
+            .unwrap();
         let handle = server.handle();
         let run = tokio::spawn(server.run());
         handle.deliver_signal();
@@ -487,7 +497,9 @@ async fn a_signal_after_request_shutdown_exits_1() {
     let mut b = lameduck_tokio::builder(config(|c| c.shutdown_delay(Duration::from_secs(60))));
     b.without_signals();
     let mut server = b.prepare();
-    server.serve("api", IdleListener, ok_service()).unwrap();
+    server
+        .serve("api", IdleListener, support::service("ok"))
+        .unwrap();
     let handle = server.handle();
     let run = tokio::spawn(server.run());
     handle.request_shutdown();
@@ -501,24 +513,6 @@ async fn a_signal_after_request_shutdown_exits_1() {
     assert_eq!(run.await.unwrap().unwrap(), 1);
 }
 
-/// A listener that hands out one in-memory connection, then waits forever.
-struct OneConnection(Option<DuplexStream>);
-
-impl Listener for OneConnection {
-    type Io = TokioIo<DuplexStream>;
-
-    async fn accept(&mut self) -> io::Result<(Self::Io, SocketAddr)> {
-        match self.0.take() {
-            Some(io) => Ok((TokioIo::new(io), ([127, 0, 0, 1], 2).into())),
-            None => std::future::pending().await,
-        }
-    }
-
-    fn local_addr(&self) -> io::Result<SocketAddr> {
-        Ok(([127, 0, 0, 1], 1).into())
-    }
-}
-
 #[tokio::test(start_paused = true)]
 async fn a_request_head_that_never_completes_is_closed_after_the_header_timeout() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -526,7 +520,7 @@ async fn a_request_head_that_never_completes_is_closed_after_the_header_timeout(
     let mut b = lameduck_tokio::builder(Config::default());
     b.without_signals();
     let mut server = b.prepare();
-    let service = ok_service();
+    let service = support::service("ok");
     server
         .serve("api", OneConnection(Some(server_io)), service)
         .unwrap();

@@ -2,37 +2,13 @@
 //! HTTP/2's preface), under tokio's paused clock: the header-read timeout applies, a shutdown
 //! closes it at once, and a request split anywhere in its first bytes is served.
 
-use std::convert::Infallible;
-use std::io;
-use std::net::SocketAddr;
 use std::time::Duration;
 
-use bytes::Bytes;
-use http::{Request, Response};
-use http_body_util::Full;
-use hyper_util::rt::TokioIo;
 use lameduck::Config;
-use lameduck_hyper::Listener;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
-use tower::service_fn;
 
-/// A listener that hands out one in-memory connection, then waits forever.
-struct OneConnection(Option<DuplexStream>);
-
-impl Listener for OneConnection {
-    type Io = TokioIo<DuplexStream>;
-
-    async fn accept(&mut self) -> io::Result<(Self::Io, SocketAddr)> {
-        match self.0.take() {
-            Some(io) => Ok((TokioIo::new(io), ([127, 0, 0, 1], 2).into())),
-            None => std::future::pending().await,
-        }
-    }
-
-    fn local_addr(&self) -> io::Result<SocketAddr> {
-        Ok(([127, 0, 0, 1], 1).into())
-    }
-}
+mod support;
+use support::OneConnection;
 
 /// A server (no signal handlers) serving one in-memory connection with a handler that answers
 /// `ok`: the client's end, the handle and the running server.
@@ -45,11 +21,12 @@ fn serve_one() -> (
     let mut b = lameduck_tokio::builder(Config::default());
     b.without_signals();
     let mut server = b.prepare();
-    let service = service_fn(|_req: Request<hyper::body::Incoming>| async {
-        Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"ok"))))
-    });
     server
-        .serve("api", OneConnection(Some(server_io)), service)
+        .serve(
+            "api",
+            OneConnection(Some(server_io)),
+            support::service("ok"),
+        )
         .unwrap();
     let handle = server.handle();
     (client, handle, tokio::spawn(server.run()))

@@ -7,29 +7,11 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
-use bytes::Bytes;
-use http::{Request, Response};
-use http_body_util::Full;
 use lameduck::{Config, Signal};
 use lameduck_hyper::sockets::hand_over::{receive_listeners, HandOver};
-use tower::service_fn;
 
-fn service(
-    body: &'static str,
-) -> impl tower::Service<
-    Request<hyper::body::Incoming>,
-    Response = Response<Full<Bytes>>,
-    Error = Infallible,
-    Future = impl Send,
-> + Clone
-       + Send
-       + 'static {
-    service_fn(move |_req: Request<hyper::body::Incoming>| async move {
-        Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(
-            body.as_bytes(),
-        ))))
-    })
-}
+mod support;
+use support::service;
 
 /// `GET /` on a new connection; the body.
 fn get(addr: SocketAddr) -> String {
