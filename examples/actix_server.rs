@@ -48,7 +48,7 @@ async fn run(flags: flags::Flags, sockets: lameduck_suite::listen::Sockets) -> i
         return 1;
     }
     server::configure_sockets(&flags, &mut server, sockets.predecessor, sockets.outlive);
-    server::announce_and_run(server, &addrs).await
+    server::announce_and_run(server, "http", &addrs).await
 }
 
 fn main() {

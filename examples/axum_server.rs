@@ -9,16 +9,26 @@ use axum::http::{StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use lameduck_suite::{flags, logging, metrics, routes, server};
+use lameduck_suite::{flags, logging, metrics, routes, server, tls};
 use lameduck_tokio::{ShutdownSignal, TokioRuntime};
 
 fn main() {
     let flags = flags::from_env_or_exit();
     logging::init();
     metrics::install(); // the Prometheus recorder, before the lifecycle records anything
+    let tls = tls::load_or_exit(&flags);
     let sockets = server::open_sockets_or_exit(&flags);
     server::exit_with_tokio(|| async move {
-        server::run(&flags, TokioRuntime, sockets, lameduck_tokio::from_std, app).await
+        let tls = tls.as_ref().map(lameduck_tokio::TlsAcceptor::new);
+        server::run(
+            &flags,
+            TokioRuntime,
+            sockets,
+            lameduck_tokio::from_std,
+            tls,
+            app,
+        )
+        .await
     })
 }
 

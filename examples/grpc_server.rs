@@ -9,12 +9,13 @@
 //! `/readyz` and friends answer as everywhere.
 
 use lameduck_suite::grpc::{Demo, SERVICE, TICKS};
-use lameduck_suite::{flags, logging, routes, server};
+use lameduck_suite::{flags, logging, routes, server, tls};
 use lameduck_tokio::TokioRuntime;
 
 fn main() {
     let flags = flags::from_env_or_exit();
     logging::init();
+    let tls = tls::load_or_exit(&flags);
     let mut sockets = server::open_sockets_or_exit(&flags);
     server::exit_with_tokio(|| async move {
         let mut server = match server::builder(&flags, TokioRuntime) {
@@ -38,21 +39,23 @@ fn main() {
             }
         };
         let (reporter, health) = tonic_health::server::health_reporter();
-        let grpc = tonic::service::Routes::new(health).add_service(Demo);
+        let grpc_routes = tonic::service::Routes::new(health).add_service(Demo);
         let http = routes::service_with_metrics(TokioRuntime, server.shared().clone());
-        let served = lameduck_tonic::Grpc::new()
+        let grpc = lameduck_tonic::Grpc::new()
             .streaming(TICKS)
             .long_running(routes::is_long_running)
-            .health(reporter, [SERVICE])
-            .serve(
-                &mut server,
-                "api",
-                listener,
-                lameduck_suite::grpc::with_http(grpc, http),
-            );
+            .health(reporter, [SERVICE]);
+        let service = lameduck_suite::grpc::with_http(grpc_routes, http);
+        let served = match &tls {
+            None => grpc.serve(&mut server, "api", listener, service),
+            Some(tls) => {
+                let acceptor = lameduck_tokio::TlsAcceptor::new(tls);
+                grpc.serve_tls(&mut server, "api", listener, acceptor, service)
+            }
+        };
         server::configure_sockets(&flags, &mut server, sockets.predecessor, sockets.outlive);
         match served {
-            Ok(addr) => server::announce_and_run(server, &[addr]).await,
+            Ok(addr) => server::announce_and_run(server, tls::scheme(tls.as_ref()), &[addr]).await,
             Err(e) => {
                 eprintln!("error: {e}");
                 1

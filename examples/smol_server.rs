@@ -4,17 +4,19 @@
 //! `cargo run --release --example smol_server -- --listen 127.0.0.1:8080 --shutdown-delay 5s`
 
 use lameduck_smol::SmolRuntime;
-use lameduck_suite::{flags, logging, metrics, routes, server};
+use lameduck_suite::{flags, logging, metrics, routes, server, tls};
 
 fn main() {
     let flags = flags::from_env_or_exit();
     logging::init();
     metrics::install(); // the Prometheus recorder, before the lifecycle records anything
+    let tls = tls::load_or_exit(&flags);
     let sockets = server::open_sockets_or_exit(&flags);
     server::exit_with_smol(2, |executor| async move {
         let runtime = SmolRuntime::with_executor(executor);
         let adopt = lameduck_smol::from_std;
-        server::run(&flags, runtime.clone(), sockets, adopt, |server| {
+        let tls = tls.as_ref().map(lameduck_smol::TlsAcceptor::new);
+        server::run(&flags, runtime.clone(), sockets, adopt, tls, |server| {
             server.long_running(routes::is_long_running);
             routes::service_with_metrics(runtime, server.shared().clone())
         })

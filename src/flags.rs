@@ -41,6 +41,23 @@ pub struct Flags {
     pub destroy_hook_duration: Option<Duration>,
     /// `--workers N` (actix only; ignored elsewhere).
     pub workers: Option<usize>,
+    /// `--tls-cert-file`, `--tls-private-key-file`, `--client-ca-file` and
+    /// `--tls-handshake-timeout`: serve TLS when given.
+    pub tls: Option<TlsFlags>,
+}
+
+/// The TLS flags (kube-apiserver's names): where the serving certificate, its key and the
+/// client CA are.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsFlags {
+    /// `--tls-cert-file FILE`: the PEM certificate chain.
+    pub cert: PathBuf,
+    /// `--tls-private-key-file FILE`: its PEM private key (PKCS#8, SEC1 or PKCS#1).
+    pub key: PathBuf,
+    /// `--client-ca-file FILE`: require client certificates issued by this PEM CA.
+    pub client_ca: Option<PathBuf>,
+    /// `--tls-handshake-timeout D`: the bound on each handshake.
+    pub handshake_timeout: Duration,
 }
 
 /// What parsing found.
@@ -122,6 +139,20 @@ struct ServerArgs {
     /// Worker threads (actix example) [default: 2]
     #[arg(long, value_name = "N", value_parser = workers, allow_hyphen_values = true)]
     workers: Option<usize>,
+    /// Serve TLS with this PEM certificate chain (with --tls-private-key-file); the file is
+    /// read again when it changes
+    #[arg(long, value_name = "FILE", requires = "tls_private_key_file")]
+    tls_cert_file: Option<PathBuf>,
+    /// PEM private key of --tls-cert-file (PKCS#8, SEC1 or PKCS#1)
+    #[arg(long, value_name = "FILE", requires = "tls_cert_file")]
+    tls_private_key_file: Option<PathBuf>,
+    /// Require client certificates issued by a CA in this PEM file (with --tls-cert-file)
+    #[arg(long, value_name = "FILE", requires = "tls_cert_file")]
+    client_ca_file: Option<PathBuf>,
+    /// Bound on each TLS handshake, from accept on [default: 10s]
+    #[arg(long, value_name = "D", value_parser = duration, allow_hyphen_values = true,
+          requires = "tls_cert_file")]
+    tls_handshake_timeout: Option<Duration>,
 }
 
 /// Why a flag's value was rejected; `clap` prefixes the flag and the value.
@@ -223,6 +254,17 @@ pub fn parse(program: &str, args: impl IntoIterator<Item = String>) -> Result<Pa
         pre_shutdown_hook_duration: args.pre_shutdown_hook_duration,
         destroy_hook_duration: args.destroy_hook_duration,
         workers: args.workers,
+        tls: args
+            .tls_cert_file
+            .zip(args.tls_private_key_file)
+            .map(|(cert, key)| TlsFlags {
+                cert,
+                key,
+                client_ca: args.client_ca_file,
+                handshake_timeout: args
+                    .tls_handshake_timeout
+                    .unwrap_or(lameduck_tls::DEFAULT_HANDSHAKE_TIMEOUT),
+            }),
     })))
 }
 
@@ -273,6 +315,39 @@ mod tests {
         assert!(e.0.contains("--handover-socket"), "{e}");
         let f = run(&["--listen", "systemd:web"]).unwrap();
         assert_eq!(f.listen, Listen::Systemd(Some("web".into())));
+    }
+
+    #[test]
+    fn tls_flags_come_in_pairs() {
+        let f = run(&[
+            "--tls-cert-file",
+            "c.pem",
+            "--tls-private-key-file=k.pem",
+            "--client-ca-file",
+            "ca.pem",
+            "--tls-handshake-timeout=2s",
+        ])
+        .unwrap();
+        let tls = f.tls.unwrap();
+        assert_eq!(tls.cert, PathBuf::from("c.pem"));
+        assert_eq!(tls.key, PathBuf::from("k.pem"));
+        assert_eq!(tls.client_ca, Some(PathBuf::from("ca.pem")));
+        assert_eq!(tls.handshake_timeout, Duration::from_secs(2));
+        let f = run(&["--tls-cert-file", "c", "--tls-private-key-file", "k"]).unwrap();
+        assert_eq!(
+            f.tls.unwrap().handshake_timeout,
+            lameduck_tls::DEFAULT_HANDSHAKE_TIMEOUT
+        );
+        assert_eq!(run(&[]).unwrap().tls, None);
+        for (args, flag) in [
+            (&["--tls-cert-file", "c"][..], "--tls-private-key-file"),
+            (&["--tls-private-key-file", "k"][..], "--tls-cert-file"),
+            (&["--client-ca-file", "ca"][..], "--tls-cert-file"),
+            (&["--tls-handshake-timeout", "1s"][..], "--tls-cert-file"),
+        ] {
+            let e = run(args).unwrap_err();
+            assert!(e.0.contains(flag), "{args:?}: {e}");
+        }
     }
 
     #[test]

@@ -14,3 +14,4 @@ pub mod logging;
 pub mod metrics;
 pub mod routes;
 pub mod server;
+pub mod tls;

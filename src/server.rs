@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 
 use lameduck_hyper::sockets::hand_over::{HandOver, Predecessor};
 use lameduck_hyper::sockets::InheritedListener;
-use lameduck_hyper::{Builder, HttpService, Listener, Runtime, Server};
+use lameduck_hyper::{Builder, Handshake, HttpService, Listener, Runtime, Server};
 
 use crate::flags::Flags;
 use crate::listen::{self, Sockets};
@@ -79,10 +79,15 @@ pub fn configure_sockets<R: Runtime>(
     }
 }
 
-/// Prints a `listening on` line per address and runs the lifecycle; returns the exit code.
-pub async fn announce_and_run<R: Runtime>(server: Server<R>, addrs: &[SocketAddr]) -> i32 {
+/// Prints a `listening on SCHEME://ADDR` line per address (`scheme` is `http` or `https`)
+/// and runs the lifecycle; returns the exit code.
+pub async fn announce_and_run<R: Runtime>(
+    server: Server<R>,
+    scheme: &str,
+    addrs: &[SocketAddr],
+) -> i32 {
     for addr in addrs {
-        println!("listening on http://{addr}");
+        println!("listening on {scheme}://{addr}");
     }
     let _ = io::stdout().flush();
     match server.run().await {
@@ -95,15 +100,23 @@ pub async fn announce_and_run<R: Runtime>(server: Server<R>, addrs: &[SocketAddr
 }
 
 /// Runs a hyper-based example server on `runtime`: `sockets` are the opened sockets,
-/// `adopt` makes each a listener of the runtime, `service` builds the routes (wrapped in the
-/// admission layer) from the prepared server. Returns the process exit code.
-pub async fn run<R: Runtime, L: Listener, S: HttpService>(
+/// `adopt` makes each a listener of the runtime, `tls` is the handshake of every connection
+/// (`None`: plaintext), `service` builds the routes (wrapped in the admission layer) from the
+/// prepared server. Returns the process exit code.
+pub async fn run<R, L, H, S>(
     flags: &Flags,
     runtime: R,
     sockets: Sockets,
     adopt: impl Fn(std::net::TcpListener) -> io::Result<L>,
+    tls: Option<H>,
     service: impl FnOnce(&mut Server<R>) -> S,
-) -> i32 {
+) -> i32
+where
+    R: Runtime,
+    L: Listener,
+    H: Handshake<L::Io> + Clone,
+    S: HttpService,
+{
     let mut server = match builder(flags, runtime) {
         Ok(b) => b.prepare(),
         Err(e) => {
@@ -117,9 +130,11 @@ pub async fn run<R: Runtime, L: Listener, S: HttpService>(
         let served = adopt(listener)
             .map_err(|e| format!("cannot serve the {name} socket: {e}"))
             .and_then(|l| {
-                server
-                    .serve(&name, l, service.clone())
-                    .map_err(|e| e.to_string())
+                match &tls {
+                    None => server.serve(&name, l, service.clone()),
+                    Some(tls) => server.serve_tls(&name, l, tls.clone(), service.clone()),
+                }
+                .map_err(|e| e.to_string())
             });
         match served {
             Ok(addr) => addrs.push(addr),
@@ -130,7 +145,8 @@ pub async fn run<R: Runtime, L: Listener, S: HttpService>(
         }
     }
     configure_sockets(flags, &mut server, sockets.predecessor, sockets.outlive);
-    announce_and_run(server, &addrs).await
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    announce_and_run(server, scheme, &addrs).await
 }
 
 /// Runs `main` on a multi-threaded tokio runtime and exits the process with its code.

@@ -10,6 +10,7 @@ use futures_util::future::{select, Either};
 
 use crate::connection::{serve_connection, HttpService};
 use crate::context::ListenerContext;
+use crate::handshake::{handshake_then_serve, Alpn, Handshake};
 use crate::layer::AdmissionLayer;
 use crate::logging;
 use crate::runtime::{Listener, Runtime};
@@ -18,17 +19,36 @@ use crate::tracker::ConnectionTracker;
 /// How long an accept loop waits after an accept error (e.g. too many open files).
 const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(50);
 
+/// The handshake of a listener without one (plain TCP); never run.
+pub(crate) struct NoHandshake;
+
+impl<I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static> Handshake<I> for NoHandshake {
+    type Io = I;
+
+    fn timeout(&self) -> Duration {
+        Duration::MAX
+    }
+
+    async fn handshake(&self, io: I, _peer: std::net::SocketAddr) -> Option<(I, Option<Alpn>)> {
+        Some((io, None))
+    }
+
+    fn timed_out(&self, _peer: std::net::SocketAddr) {}
+}
+
 /// Serves `service` on `listener` (HTTP/1.1 and HTTP/2 on one port) as the server task of
-/// `ctx`.
-pub(crate) async fn accept_loop<R, L, S>(
+/// `ctx`; each connection goes through `handshake` first, if any, in its own task.
+pub(crate) async fn accept_loop<R, L, S, H>(
     ctx: ListenerContext<R>,
     mut listener: L,
     service: S,
     admission: Arc<AdmissionLayer<R>>,
+    handshake: Option<Arc<H>>,
 ) where
     R: Runtime,
     L: Listener,
     S: HttpService,
+    H: Handshake<L::Io>,
 {
     let runtime = ctx.runtime().clone();
     let connections = ConnectionTracker::new();
@@ -48,16 +68,26 @@ pub(crate) async fn accept_loop<R, L, S>(
             }
         };
         match accepted {
-            Ok((io, peer)) => {
-                runtime.spawn(serve_connection(
+            Ok((io, peer)) => match &handshake {
+                None => runtime.spawn(serve_connection(
                     &admission,
                     io,
                     peer,
                     service.clone(),
                     Arc::clone(ctx.control()),
                     connections.open(),
-                ));
-            }
+                    None,
+                )),
+                Some(handshake) => runtime.spawn(handshake_then_serve(
+                    Arc::clone(handshake),
+                    Arc::clone(&admission),
+                    io,
+                    peer,
+                    service.clone(),
+                    Arc::clone(ctx.control()),
+                    connections.open(),
+                )),
+            },
             Err(e) => {
                 logging::accept_failed(ctx.name(), &e);
                 let sleep = runtime.sleep_until(runtime.now() + ACCEPT_ERROR_BACKOFF);

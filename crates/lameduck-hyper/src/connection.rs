@@ -64,7 +64,8 @@ where
 /// B after the drain), and for an HTTP/2 connection also when one of its responses asks to
 /// close the connection (mode B's 429). An HTTP/1 connection waiting longer than
 /// [`HEADER_READ_TIMEOUT`] for a request head is closed. `guard` is dropped when the
-/// connection ends.
+/// connection ends. `protocol` is what a handshake said the connection speaks (TLS ALPN);
+/// without it, the first bytes tell.
 pub(crate) fn serve_connection<R, I, S>(
     admission: &AdmissionLayer<R>,
     io: I,
@@ -72,6 +73,7 @@ pub(crate) fn serve_connection<R, I, S>(
     service: S,
     control: Arc<ServeControl>,
     guard: ConnectionGuard,
+    protocol: Option<Protocol>,
 ) -> ServeConnection<R, I, S>
 where
     R: Runtime,
@@ -85,11 +87,16 @@ where
         service,
         activity: Arc::clone(&activity),
     };
-    ServeConnection {
-        conn: HttpConnection::Detecting {
-            io: Some(ConnIo::new(io)),
+    let io = ConnIo::new(io);
+    let conn = match protocol {
+        None => HttpConnection::Detecting {
+            io: Some(io),
             service: Some(svc),
         },
+        Some(protocol) => HttpConnection::speaking(protocol, io, svc, &activity),
+    };
+    ServeConnection {
+        conn,
         control,
         stop_listener: None,
         registered: false,
@@ -182,7 +189,18 @@ where
         let (Some(io), Some(service)) = (io.take(), service.take()) else {
             return Poll::Ready(Err("connection polled after its protocol failed".into()));
         };
-        let conn = match protocol {
+        self.set(Self::speaking(protocol, io, service, activity));
+        Poll::Ready(Ok(()))
+    }
+
+    /// hyper's connection for `protocol`.
+    fn speaking(
+        protocol: Protocol,
+        io: ConnIo<I>,
+        service: ConnService<S, R>,
+        activity: &ConnActivity<R>,
+    ) -> Self {
+        match protocol {
             Protocol::Http1 => HttpConnection::Http1 {
                 conn: http1::Builder::new()
                     .serve_connection(io, service)
@@ -199,9 +217,7 @@ where
                     conn: builder.serve_connection(io, service),
                 }
             }
-        };
-        self.set(conn);
-        Poll::Ready(Ok(()))
+        }
     }
 
     /// Starts a graceful shutdown; `false` when there is nothing to shut down gracefully

@@ -9,11 +9,12 @@ use std::sync::Arc;
 use futures_channel::mpsc;
 use lameduck::{Input, Lifecycle, Prepared, RegisterError, RequestInfo, Shared, StdClock};
 
-use crate::accept::accept_loop;
+use crate::accept::{accept_loop, NoHandshake};
 use crate::connection::HttpService;
 use crate::context::{ListenerContext, ServeControl, ServeTask};
 use crate::error::ServeError;
 use crate::handle::Handle;
+use crate::handshake::Handshake;
 use crate::health::HealthService;
 use crate::hooks::Hooks;
 use crate::layer::AdmissionLayer;
@@ -206,6 +207,41 @@ impl<R: Runtime> Server<R> {
         L: Listener,
         S: HttpService,
     {
+        self.serve_listener(name, listener, None::<Arc<NoHandshake>>, service)
+    }
+
+    /// Serves `service` on `listener` as [`Server::serve`] does, each connection going
+    /// through `handshake` first (TLS: the adapters' `TlsAcceptor`), in the connection's own
+    /// task and bounded by [`Handshake::timeout`], so that a slow or silent client never
+    /// delays another. The protocol the handshake chose (ALPN `h2` or `http/1.1`) is the one
+    /// served.
+    pub fn serve_tls<L, H, S>(
+        &mut self,
+        name: &str,
+        listener: L,
+        handshake: H,
+        service: S,
+    ) -> Result<SocketAddr, ServeError>
+    where
+        L: Listener,
+        H: Handshake<L::Io>,
+        S: HttpService,
+    {
+        self.serve_listener(name, listener, Some(Arc::new(handshake)), service)
+    }
+
+    fn serve_listener<L, H, S>(
+        &mut self,
+        name: &str,
+        listener: L,
+        handshake: Option<Arc<H>>,
+        service: S,
+    ) -> Result<SocketAddr, ServeError>
+    where
+        L: Listener,
+        H: Handshake<L::Io>,
+        S: HttpService,
+    {
         let addr = listener.local_addr().map_err(|e| {
             ServeError::Register(RegisterError::InvalidName {
                 what: "listener",
@@ -222,7 +258,9 @@ impl<R: Runtime> Server<R> {
         self.serves.push(ServeTask {
             id,
             name: name.to_string(),
-            serve: Box::new(move |ctx| Box::pin(accept_loop(ctx, listener, service, admission))),
+            serve: Box::new(move |ctx| {
+                Box::pin(accept_loop(ctx, listener, service, admission, handshake))
+            }),
         });
         Ok(addr)
     }

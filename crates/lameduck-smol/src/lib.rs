@@ -52,6 +52,11 @@ use lameduck::Config;
 use lameduck_hyper::{Listener, OsSignal, Runtime};
 use smol_hyper::rt::{FuturesIo, SmolTimer};
 
+mod tls;
+
+pub use lameduck_tls::{ServerTls, TlsError};
+pub use tls::TlsAcceptor;
+
 pub use lameduck_hyper::{
     take_upgrade_ticket, AdmissionLayer, Builder, Handle, HealthService, Hook, HttpService,
     ListenerContext, ServeError, Server, ShutdownSignal,

@@ -51,6 +51,11 @@ use signal_hook::low_level::{pipe, unregister};
 use signal_hook::SigId;
 use tokio::net::{TcpListener, TcpStream, UnixStream};
 
+mod tls;
+
+pub use lameduck_tls::{ServerTls, TlsError};
+pub use tls::TlsAcceptor;
+
 pub use lameduck_hyper::{
     take_upgrade_ticket, AdmissionLayer, Builder, Handle, HealthService, Hook, HttpService,
     ListenerContext, ServeError, Server, ShutdownSignal,

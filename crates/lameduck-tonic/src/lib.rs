@@ -44,7 +44,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use lameduck::RequestInfo;
-use lameduck_hyper::{HttpService, Listener, ServeError, Server};
+use lameduck_hyper::{Handshake, HttpService, Listener, ServeError, Server};
 use lameduck_tokio::TokioRuntime;
 use tonic_health::server::HealthReporter;
 use tower_layer::Layer;
@@ -161,12 +161,45 @@ impl Grpc {
         L: Listener,
         GrpcService<S>: HttpService,
     {
+        self.serve_with(server, service, |server, service| {
+            server.serve(name, listener, service)
+        })
+    }
+
+    /// Serves `service` on `listener` as [`Grpc::serve`] does, over TLS: every connection
+    /// goes through `handshake` first (`lameduck_tokio::TlsAcceptor`, whose ALPN offers
+    /// `h2`), in its own task; see `Server::serve_tls`.
+    pub fn serve_tls<L, H, S>(
+        self,
+        server: &mut Server<TokioRuntime>,
+        name: &str,
+        listener: L,
+        handshake: H,
+        service: S,
+    ) -> Result<SocketAddr, ServeError>
+    where
+        L: Listener,
+        H: Handshake<L::Io>,
+        GrpcService<S>: HttpService,
+    {
+        self.serve_with(server, service, |server, service| {
+            server.serve_tls(name, listener, handshake, service)
+        })
+    }
+
+    /// Classifies, wraps `service`, has `serve` serve it, and starts the health driver.
+    fn serve_with<S>(
+        self,
+        server: &mut Server<TokioRuntime>,
+        service: S,
+        serve: impl FnOnce(&mut Server<TokioRuntime>, GrpcService<S>) -> Result<SocketAddr, ServeError>,
+    ) -> Result<SocketAddr, ServeError> {
         server.long_running(self.classifier());
         let layer = GrpcLayer::new(
             Arc::clone(server.shared()),
             [HEALTH_WATCH.to_string()].into(),
         );
-        let addr = server.serve(name, listener, layer.layer(service))?;
+        let addr = serve(server, layer.layer(service))?;
         if let Some((reporter, services)) = self.health {
             HealthDriver::new(
                 reporter,

@@ -1,0 +1,113 @@
+//! Connections that need a handshake before they speak HTTP (TLS): the seam an adapter
+//! implements ([`Handshake`]), and the connection task that runs it.
+//!
+//! The handshake runs in the connection's own task, never in the accept loop, so a client
+//! that sends nothing delays no other client. It is bounded by [`Handshake::timeout`] and
+//! counted as a connection from accept on: a termination waits for it as for any connection.
+//! A handshake still running when the server stops accepting completes, and its connection
+//! is then shut down gracefully at once (HTTP/2 GOAWAY when ALPN chose `h2`; closed before
+//! its first request otherwise), or it is closed at the timeout.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::{select, Either};
+
+use crate::connection::{serve_connection, HttpService};
+use crate::context::ServeControl;
+use crate::layer::AdmissionLayer;
+use crate::preface::Protocol;
+use crate::runtime::Runtime;
+use crate::tracker::ConnectionGuard;
+
+/// The protocol a client chose during the handshake (TLS ALPN): what the connection speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Alpn {
+    /// `h2`: HTTP/2.
+    Http2,
+    /// `http/1.1`: HTTP/1.1.
+    Http1,
+}
+
+impl Alpn {
+    /// The protocol an ALPN identifier names (`h2`, `http/1.1`); `None` for none or another.
+    #[must_use]
+    pub fn from_id(id: Option<&[u8]>) -> Option<Alpn> {
+        match id? {
+            b"h2" => Some(Alpn::Http2),
+            b"http/1.1" => Some(Alpn::Http1),
+            _ => None,
+        }
+    }
+}
+
+impl From<Alpn> for Protocol {
+    fn from(alpn: Alpn) -> Protocol {
+        match alpn {
+            Alpn::Http2 => Protocol::Http2,
+            Alpn::Http1 => Protocol::Http1,
+        }
+    }
+}
+
+/// A handshake every connection of a listener goes through before HTTP, for
+/// [`Server::serve_tls`](crate::Server::serve_tls): TLS (the tokio and smol adapters'
+/// `TlsAcceptor`), or anything else that turns an accepted connection into the I/O HTTP is
+/// read from.
+pub trait Handshake<I>: Send + Sync + 'static {
+    /// The connection once the handshake is done.
+    type Io: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static;
+
+    /// How long a handshake may take, from accept on; at the bound the connection is closed
+    /// and [`Handshake::timed_out`] reports it.
+    fn timeout(&self) -> Duration;
+
+    /// Runs the handshake on `io`, accepted from `peer`: the connection and the protocol it
+    /// speaks (`None`: not said, told by its first bytes), or `None` when it failed, which
+    /// the handshake has reported itself.
+    fn handshake(
+        &self,
+        io: I,
+        peer: SocketAddr,
+    ) -> impl Future<Output = Option<(Self::Io, Option<Alpn>)>> + Send;
+
+    /// Reports a handshake cut at [`Handshake::timeout`].
+    fn timed_out(&self, peer: SocketAddr);
+}
+
+/// The task of one connection with a handshake: the handshake, bounded, then HTTP.
+pub(crate) async fn handshake_then_serve<R, I, H, S>(
+    handshake: Arc<H>,
+    admission: Arc<AdmissionLayer<R>>,
+    io: I,
+    peer: SocketAddr,
+    service: S,
+    control: Arc<ServeControl>,
+    guard: ConnectionGuard,
+) where
+    R: Runtime,
+    I: Send + 'static,
+    H: Handshake<I>,
+    S: HttpService,
+{
+    let runtime = admission.runtime.clone();
+    let deadline = runtime.now() + handshake.timeout();
+    let done = {
+        let shake = pin!(handshake.handshake(io, peer));
+        match select(shake, pin!(runtime.sleep_until(deadline))).await {
+            Either::Left((done, _)) => done,
+            Either::Right(_) => {
+                handshake.timed_out(peer);
+                return;
+            }
+        }
+    };
+    let Some((io, alpn)) = done else {
+        return;
+    };
+    let protocol = alpn.map(Protocol::from);
+    serve_connection(&admission, io, peer, service, control, guard, protocol).await;
+}
