@@ -53,6 +53,7 @@ use rustls::server::{NoClientAuth, ServerConfig};
 pub use error::TlsError;
 pub use failures::{HandshakeError, LOG_WINDOW};
 pub use rustls;
+pub use rustls_pki_types;
 
 use reload::{CertResolver, ClientVerifier, Files, Served, Watcher};
 
@@ -206,6 +207,12 @@ impl ServerTls {
     #[must_use]
     pub fn reloads(&self) -> u64 {
         self.served.reloads.load(Ordering::Relaxed)
+    }
+
+    /// The certificate chain new handshakes get now (the end-entity certificate first).
+    #[must_use]
+    pub fn certificate_chain(&self) -> Vec<rustls_pki_types::CertificateDer<'static>> {
+        self.served.certificate_chain()
     }
 
     /// Reloads refused so far (the current files were kept).

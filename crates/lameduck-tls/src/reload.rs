@@ -62,6 +62,10 @@ impl Served {
         Arc::clone(&self.key.read().unwrap_or_else(|e| e.into_inner()))
     }
 
+    pub(crate) fn certificate_chain(&self) -> Vec<CertificateDer<'static>> {
+        self.current_key().cert.clone()
+    }
+
     fn set_key(&self, key: Arc<CertifiedKey>) {
         *self.key.write().unwrap_or_else(|e| e.into_inner()) = key;
     }
