@@ -281,6 +281,13 @@ where
                 if stop {
                     *this.shutting_down = true;
                     *this.stop_listener = None;
+                    // What the connection has received already is read first: a request (or
+                    // HTTP/2's preface) that arrived with the goodbye is answered, and the
+                    // goodbye said (`Connection: close`, GOAWAY), instead of the connection
+                    // being closed under it.
+                    if let Polled::Done(result) = this.conn.as_mut().poll(cx, this.activity) {
+                        break result;
+                    }
                     if !this.conn.as_mut().graceful_shutdown() {
                         break Ok(());
                     }

@@ -1,0 +1,241 @@
+//! Connections with a handshake before HTTP (TLS), under tokio's paused clock, with a
+//! handshake that stands in for TLS: it reads one byte that says which protocol ALPN chose.
+//! A silent client delays no other, a handshake is cut at its timeout, and a handshake still
+//! running when the server stops accepting completes and its connection is then told to go
+//! away (HTTP/2 GOAWAY), while the termination waits for it.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper_util::rt::TokioIo;
+use lameduck::Config;
+use lameduck_hyper::{Alpn, Handshake, Listener};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+
+mod support;
+
+/// The bound of the stand-in handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A listener that hands out its in-memory connections in order, then waits forever.
+struct Connections(Vec<DuplexStream>);
+
+impl Listener for Connections {
+    type Io = TokioIo<DuplexStream>;
+
+    async fn accept(&mut self) -> io::Result<(Self::Io, SocketAddr)> {
+        if self.0.is_empty() {
+            std::future::pending::<()>().await;
+        }
+        Ok((TokioIo::new(self.0.remove(0)), ([127, 0, 0, 1], 2).into()))
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        Ok(([127, 0, 0, 1], 1).into())
+    }
+}
+
+/// The stand-in for TLS: the client's first byte is its "ClientHello" and names the protocol
+/// (`1`: HTTP/1.1, `2`: HTTP/2); anything else fails the handshake.
+#[derive(Clone, Default)]
+struct ByteHandshake {
+    timed_out: Arc<AtomicUsize>,
+    failed: Arc<AtomicUsize>,
+}
+
+impl Handshake<TokioIo<DuplexStream>> for ByteHandshake {
+    type Io = TokioIo<DuplexStream>;
+
+    fn timeout(&self) -> Duration {
+        HANDSHAKE_TIMEOUT
+    }
+
+    async fn handshake(
+        &self,
+        io: TokioIo<DuplexStream>,
+        _peer: SocketAddr,
+    ) -> Option<(Self::Io, Option<Alpn>)> {
+        let mut io = io.into_inner();
+        let alpn = match io.read_u8().await {
+            Ok(b'1') => Alpn::Http1,
+            Ok(b'2') => Alpn::Http2,
+            _ => {
+                self.failed.fetch_add(1, Ordering::Relaxed);
+                return None;
+            }
+        };
+        Some((TokioIo::new(io), Some(alpn)))
+    }
+
+    fn timed_out(&self, _peer: SocketAddr) {
+        self.timed_out.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// A server (no signal handlers) serving `n` in-memory connections through the stand-in
+/// handshake: the clients' ends, the handshake's counters, the handle and the running server.
+fn serve(
+    n: usize,
+) -> (
+    Vec<DuplexStream>,
+    ByteHandshake,
+    lameduck_hyper::Handle,
+    tokio::task::JoinHandle<Result<u8, lameduck_hyper::ServeError>>,
+) {
+    let (clients, servers): (Vec<_>, Vec<_>) = (0..n).map(|_| tokio::io::duplex(4096)).unzip();
+    let mut b = lameduck_tokio::builder(Config::default());
+    b.without_signals();
+    let mut server = b.prepare();
+    let handshake = ByteHandshake::default();
+    server
+        .serve_tls(
+            "api",
+            Connections(servers),
+            handshake.clone(),
+            support::service("ok"),
+        )
+        .unwrap();
+    let handle = server.handle();
+    (clients, handshake, handle, tokio::spawn(server.run()))
+}
+
+/// Reads until the server closes the connection (bounded: 120 virtual seconds): everything
+/// read, and how long it took; `None` if it stayed open.
+async fn read_to_close(client: &mut DuplexStream) -> Option<(Vec<u8>, Duration)> {
+    let started = tokio::time::Instant::now();
+    let mut all = Vec::new();
+    let mut buf = vec![0u8; 1024];
+    tokio::time::timeout(Duration::from_secs(120), async {
+        loop {
+            match client.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => all.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await
+    .ok()
+    .map(|()| (all, started.elapsed()))
+}
+
+/// The HTTP/2 frame types in `bytes`, in order.
+fn frame_types(mut bytes: &[u8]) -> Vec<u8> {
+    let mut types = Vec::new();
+    while bytes.len() >= 9 {
+        let len = usize::from(bytes[0]) << 16 | usize::from(bytes[1]) << 8 | usize::from(bytes[2]);
+        types.push(bytes[3]);
+        bytes = &bytes[(9 + len).min(bytes.len())..];
+    }
+    types
+}
+
+const GOAWAY: u8 = 0x7;
+
+/// The client preface and an empty SETTINGS frame.
+const H2_START: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00";
+
+#[tokio::test(start_paused = true)]
+async fn a_silent_handshake_delays_no_other_connection() {
+    let (mut clients, _, handle, run) = serve(2);
+    let mut second = clients.pop().unwrap();
+    let _silent = clients.pop().unwrap();
+    let started = tokio::time::Instant::now();
+    second
+        .write_all(b"1GET / HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = vec![0u8; 1024];
+    let n = tokio::time::timeout(Duration::from_secs(1), second.read(&mut buf))
+        .await
+        .expect("the second connection waited for the first one's handshake")
+        .unwrap();
+    let reply = String::from_utf8_lossy(&buf[..n]);
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    assert!(reply.ends_with("ok"), "{reply}");
+    assert!(started.elapsed() < Duration::from_secs(1));
+    handle.request_shutdown();
+    assert_eq!(run.await.unwrap().unwrap(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_handshake_is_cut_at_its_timeout_and_reported() {
+    let (mut clients, handshake, handle, run) = serve(1);
+    let (_, waited) = read_to_close(&mut clients[0])
+        .await
+        .expect("the silent connection stayed open");
+    assert!(
+        waited >= HANDSHAKE_TIMEOUT && waited <= HANDSHAKE_TIMEOUT + Duration::from_secs(1),
+        "closed {waited:?} after accept"
+    );
+    assert_eq!(handshake.timed_out.load(Ordering::Relaxed), 1);
+    handle.request_shutdown();
+    assert_eq!(run.await.unwrap().unwrap(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_handshake_is_reported_and_closed() {
+    let (mut clients, handshake, handle, run) = serve(1);
+    clients[0].write_all(b"x").await.unwrap();
+    let (bytes, _) = read_to_close(&mut clients[0]).await.expect("closed");
+    assert!(bytes.is_empty());
+    assert_eq!(handshake.failed.load(Ordering::Relaxed), 1);
+    handle.request_shutdown();
+    assert_eq!(run.await.unwrap().unwrap(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_handshake_running_at_shutdown_completes_and_its_http2_connection_gets_goaway() {
+    let (mut clients, _, handle, run) = serve(1);
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    handle.request_shutdown();
+    // The server stops accepting; the handshake in progress is waited for.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!run.is_finished(), "the termination did not wait for the handshake");
+    let mut start = b"2".to_vec();
+    start.extend_from_slice(H2_START);
+    clients[0].write_all(&start).await.unwrap();
+    // The server's SETTINGS, then its GOAWAY (and a PING this client never answers).
+    let mut bytes = Vec::new();
+    let mut buf = vec![0u8; 1024];
+    while !frame_types(&bytes).contains(&GOAWAY) {
+        let n = tokio::time::timeout(Duration::from_secs(2), clients[0].read(&mut buf))
+            .await
+            .expect("no GOAWAY")
+            .unwrap();
+        assert!(n > 0, "closed without GOAWAY: frames {:?}", frame_types(&bytes));
+        bytes.extend_from_slice(&buf[..n]);
+    }
+    drop(clients);
+    assert_eq!(run.await.unwrap().unwrap(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_handshake_running_at_shutdown_that_never_completes_ends_at_its_timeout() {
+    let (mut clients, handshake, handle, run) = serve(1);
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    handle.request_shutdown();
+    let (_, waited) = read_to_close(&mut clients[0]).await.expect("closed");
+    assert!(waited <= HANDSHAKE_TIMEOUT, "closed after {waited:?}");
+    assert_eq!(handshake.timed_out.load(Ordering::Relaxed), 1);
+    assert_eq!(run.await.unwrap().unwrap(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_http1_request_sent_with_the_handshake_at_shutdown_is_answered_then_closed() {
+    let (mut clients, _, handle, run) = serve(1);
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    handle.request_shutdown();
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    clients[0]
+        .write_all(b"1GET / HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let (bytes, _) = read_to_close(&mut clients[0]).await.expect("closed");
+    // Answered (503 once the gate has closed), then closed; not cut before the answer.
+    let reply = String::from_utf8_lossy(&bytes).to_lowercase();
+    assert!(reply.starts_with("http/1.1 503"), "{reply}");
+    assert_eq!(run.await.unwrap().unwrap(), 0);
+}
