@@ -90,13 +90,38 @@ fn bad_files_are_errors_that_name_the_file() {
     write(&empty, "");
     let missing = dir.join("missing.pem");
     let cases: Vec<(PathBuf, PathBuf, &Path, &str)> = vec![
-        (missing.clone(), fixture("rsa-pkcs1.key"), &missing, "cannot read"),
+        (
+            missing.clone(),
+            fixture("rsa-pkcs1.key"),
+            &missing,
+            "cannot read",
+        ),
         (fixture("rsa.crt"), missing.clone(), &missing, "cannot read"),
-        (garbage.clone(), fixture("rsa-pkcs1.key"), &garbage, "no certificate"),
-        (fixture("rsa.crt"), garbage.clone(), &garbage, "no private key"),
+        (
+            garbage.clone(),
+            fixture("rsa-pkcs1.key"),
+            &garbage,
+            "no certificate",
+        ),
+        (
+            fixture("rsa.crt"),
+            garbage.clone(),
+            &garbage,
+            "no private key",
+        ),
         (half.clone(), fixture("rsa-pkcs1.key"), &half, "PEM"),
-        (empty.clone(), fixture("rsa-pkcs1.key"), &empty, "no certificate"),
-        (fixture("rsa.crt"), fixture("ec-sec1.key"), Path::new(""), "does not match"),
+        (
+            empty.clone(),
+            fixture("rsa-pkcs1.key"),
+            &empty,
+            "no certificate",
+        ),
+        (
+            fixture("rsa.crt"),
+            fixture("ec-sec1.key"),
+            Path::new(""),
+            "does not match",
+        ),
         (dir.clone(), fixture("rsa-pkcs1.key"), &dir, "cannot read"),
     ];
     for (cert, key, named, words) in cases {
@@ -115,7 +140,10 @@ fn bad_files_are_errors_that_name_the_file() {
         .client_ca_file(&garbage)
         .build()
         .unwrap_err();
-    assert!(e.to_string().contains(&garbage.display().to_string()), "{e}");
+    assert!(
+        e.to_string().contains(&garbage.display().to_string()),
+        "{e}"
+    );
     let e = ServerTls::builder(fixture("rsa.crt"), fixture("rsa-pkcs1.key"))
         .client_ca_file(&missing)
         .build()
@@ -186,7 +214,11 @@ fn a_bad_pair_keeps_the_current_one_and_is_reported_once() {
     write(&cert, &c2);
     assert!(eventually(Duration::from_secs(5), || tls.reload_failures() == 1));
     std::thread::sleep(Duration::from_millis(200));
-    assert_eq!(tls.reload_failures(), 1, "the same failure is reported once");
+    assert_eq!(
+        tls.reload_failures(),
+        1,
+        "the same failure is reported once"
+    );
     assert_eq!(served_der(&tls), der1);
     assert_eq!(handshake_der(&tls), der1);
 
@@ -263,7 +295,9 @@ fn handshake(tls: &ServerTls) -> Result<Vec<u8>, rustls::Error> {
             break;
         }
     }
-    let certs = client.peer_certificates().ok_or(rustls::Error::NoCertificatesPresented)?;
+    let certs = client
+        .peer_certificates()
+        .ok_or(rustls::Error::NoCertificatesPresented)?;
     Ok(certs[0].to_vec())
 }
 

@@ -193,7 +193,10 @@ async fn a_handshake_running_at_shutdown_completes_and_its_http2_connection_gets
     handle.request_shutdown();
     // The server stops accepting; the handshake in progress is waited for.
     tokio::time::sleep(Duration::from_secs(1)).await;
-    assert!(!run.is_finished(), "the termination did not wait for the handshake");
+    assert!(
+        !run.is_finished(),
+        "the termination did not wait for the handshake"
+    );
     let mut start = b"2".to_vec();
     start.extend_from_slice(H2_START);
     clients[0].write_all(&start).await.unwrap();
@@ -205,7 +208,11 @@ async fn a_handshake_running_at_shutdown_completes_and_its_http2_connection_gets
             .await
             .expect("no GOAWAY")
             .unwrap();
-        assert!(n > 0, "closed without GOAWAY: frames {:?}", frame_types(&bytes));
+        assert!(
+            n > 0,
+            "closed without GOAWAY: frames {:?}",
+            frame_types(&bytes)
+        );
         bytes.extend_from_slice(&buf[..n]);
     }
     drop(clients);
