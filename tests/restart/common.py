@@ -1,7 +1,8 @@
 """Helpers shared by the restart proofs (socket_activation.py, handover.py, bad_inputs.py):
 server generations started with inherited listening sockets (systemd's socket-activation
 protocol) or as hand-over successors, their `listening on` lines and logs, wrk runs, plain HTTP
-requests and a `/watch` stream reader.
+requests and a `/watch` stream reader. With `--tls` every generation serves TLS (a CA and a
+server certificate made with the openssl CLI) and every client speaks it.
 
 Builds on tests/rolling/harness.py: every child is tracked by its PID there and killed on every
 exit path (`harness.run_main`).
@@ -16,8 +17,10 @@ import re
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -26,7 +29,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "rolling"))
 import harness as h  # noqa: E402
 
 RUNTIMES = ["tokio_server", "axum_server", "smol_server", "actix_server"]
-LISTENING = re.compile(r"^listening on http://(\S+)$")
+LISTENING = re.compile(r"^listening on https?://(\S+)$")
 # The first descriptor of systemd's socket-activation protocol (SD_LISTEN_FDS_START).
 LISTEN_FDS_START = 3
 # Parent-side copies of the descriptors to pass are moved at or above this number, so that
@@ -54,9 +57,61 @@ def add_load_flags(parser, event, count_flag, first):
 
 
 def add_run_flags(parser):
-    """The build flags and --keep, last on every proof's command line."""
+    """The build flags, --tls and --keep, last on every proof's command line."""
     add_build_flags(parser)
+    parser.add_argument("--tls", action="store_true", help="serve and load over TLS")
     parser.add_argument("--keep", action="store_true", help="keep every run's logs (failed runs always keep them)")
+
+
+class Tls:
+    """The TLS of a run: a CA and a server certificate for 127.0.0.1 signed by it (openssl),
+    the servers' flags for them, and a client context that verifies the server."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="restart-tls-")
+        self.ca, self.cert, self.key = (os.path.join(self.dir, n) for n in ("ca.crt", "tls.crt", "tls.key"))
+        ca_key, csr, ext = (os.path.join(self.dir, n) for n in ("ca.key", "tls.csr", "ext"))
+        with open(ext, "w") as f:
+            f.write("subjectAltName=IP:127.0.0.1\n")
+        ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+        for cmd in (
+            ["openssl", "req", "-x509", *ec, "-keyout", ca_key, "-out", self.ca, "-subj", "/CN=restart-ca", "-days", "2"],
+            ["openssl", "req", *ec, "-keyout", self.key, "-out", csr, "-subj", "/CN=127.0.0.1"],
+            ["openssl", "x509", "-req", "-in", csr, "-CA", self.ca, "-CAkey", ca_key, "-CAcreateserial",
+             "-out", self.cert, "-days", "2", "-extfile", ext],
+        ):
+            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
+        self.context = ssl.create_default_context(cafile=self.ca)
+
+    def flags(self):
+        return ["--tls-cert-file", self.cert, "--tls-private-key-file", self.key]
+
+    def wrap(self, sock):
+        return self.context.wrap_socket(sock, server_hostname="127.0.0.1")
+
+
+# The run's TLS, once `use_tls` is called (--tls); None: plaintext.
+TLS = None
+
+
+def use_tls(args):
+    """Turns TLS on for every generation and client of this process when `args.tls`."""
+    global TLS
+    if getattr(args, "tls", False) and TLS is None:
+        TLS = Tls()
+        h.log(f"TLS: every generation serves TLS with a certificate from {TLS.dir}")
+
+
+def connect(port, timeout):
+    """A connection to 127.0.0.1:`port`, over TLS when the run uses it."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    if TLS is None:
+        return sock
+    try:
+        return TLS.wrap(sock)
+    except BaseException:
+        sock.close()
+        raise
 
 
 def report(results, head, rows, ok):
@@ -121,7 +176,7 @@ class Generation:
         try:
             for fd in fds:
                 high.append(fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, HIGH_FD))
-            command = [self.binary, *args]
+            command = [self.binary, *args, *(TLS.flags() if TLS else [])]
             if fds or listen_pid == "self":
                 # bash (not dash: dash takes single-digit descriptors only) places the copies at
                 # 3, 4, ... (dup2: not close-on-exec), closes the copies, sets LISTEN_PID to its
@@ -216,7 +271,10 @@ def port_of(addr):
 
 def http_get(port, path="/", timeout=3.0):
     """(status, body) of GET `path` on a fresh connection to 127.0.0.1:`port`."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    if TLS is None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    else:
+        conn = http.client.HTTPSConnection("127.0.0.1", port, timeout=timeout, context=TLS.context)
     try:
         conn.request("GET", path, headers={"Connection": "close"})
         res = conn.getresponse()
@@ -238,7 +296,7 @@ def wrk(port, duration, workdir, name, threads=2, connections=32, path="/"):
                 "--timeout",
                 "5s",
                 "--latency",
-                f"http://127.0.0.1:{port}{path}",
+                f"{'http' if TLS is None else 'https'}://127.0.0.1:{port}{path}",
             ],
             out,
             subprocess.STDOUT,
@@ -269,7 +327,7 @@ class WatchStream:
         self.clean = None
         self.error = None
         self.status = None
-        self._sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self._sock = connect(port, timeout)
         self._sock.sendall(b"GET /watch HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         self._file = self._sock.makefile("rb")
         status_line = self._file.readline(1024)
@@ -372,7 +430,7 @@ class KeepAliveProbe:
         while not self._stop.is_set():
             try:
                 if sock is None:
-                    sock = socket.create_connection(("127.0.0.1", self.port), timeout=self.timeout)
+                    sock = connect(self.port, self.timeout)
                 sock.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
                 data = b""
                 while b"\r\n\r\n" not in data:
@@ -404,7 +462,7 @@ class KeepAliveProbe:
                 if close:
                     sock.close()
                     sock = None
-            except EOFError:
+            except (EOFError, ssl.SSLEOFError, ssl.SSLZeroReturnError):
                 self._note("eof")
                 sock.close()
                 sock = None

@@ -220,6 +220,7 @@ def main():
     c.add_run_flags(p)
     args = p.parse_args()
     runtimes = c.parse_runtimes(p, args.runtimes)
+    c.use_tls(args)
 
     if not c.check_tools("wrk"):
         return 2

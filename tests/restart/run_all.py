@@ -52,6 +52,7 @@ def main():
     p.add_argument("--only", help="comma-separated scripts to run (socket_activation, handover, bad_inputs)")
     c.add_build_flags(p)
     p.add_argument("--keep", action="store_true", help="keep every run's logs")
+    p.add_argument("--tls", action="store_true", help="serve and load over TLS (socket activation and hand-over)")
     args = p.parse_args()
     runtimes = c.parse_runtimes(p, args.runtimes)
     scripts = SCRIPTS
@@ -75,6 +76,8 @@ def main():
         cmd = [sys.executable, os.path.join(HERE, script), "--runtimes", ",".join(runtimes), "--bin-dir", examples]
         if args.keep:
             cmd.append("--keep")
+        if args.tls and script != "bad_inputs.py":
+            cmd.append("--tls")
         h.log(f"\n==> {' '.join(cmd)}")
         started = time.monotonic()
         proc = h.spawn(cmd, None, None)

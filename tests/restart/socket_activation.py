@@ -196,6 +196,7 @@ def main():
     c.add_run_flags(p)
     args = p.parse_args()
     runtimes = c.parse_runtimes(p, args.runtimes)
+    c.use_tls(args)
 
     if not c.check_tools("wrk", "bash"):
         return 2
