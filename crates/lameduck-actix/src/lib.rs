@@ -13,12 +13,13 @@
 //!   its own shutdown timeout above every lameduck bound, connections counted), binds and
 //!   runs it, stops it at the DAG point of the mode (`ServerHandle::stop(true)`) and notices
 //!   its last connection closing at once, instead of actix's one-second shutdown polling.
-//! * [`AutoH2cServer`]: the server for an `App` factory over plain-text HTTP/1 and h2c whose
-//!   HTTP/2 connections get GOAWAY when kube-apiserver's would (at `NotAcceptingNewRequest`
-//!   in mode A, after a 429 in mode B), which actix-http never sends: each h2c connection
-//!   passes through [`GoawayIo`], which watches the frame headers and writes the GOAWAY
-//!   between two of actix's frames. actix-web's own `HttpServer` works with [`serve`] too,
-//!   without HTTP/2 GOAWAY.
+//! * [`AutoH2cServer`]: the server for an `App` factory over plain-text HTTP/1 and h2c, and
+//!   over TLS (HTTP/1.1 and HTTP/2, chosen by ALPN), whose HTTP/2 connections get GOAWAY when
+//!   kube-apiserver's would (at `NotAcceptingNewRequest` in mode A, after a 429 in mode B),
+//!   which actix-http never sends: each HTTP/2 connection, h2c or over TLS, passes through
+//!   [`GoawayIo`], which watches the frame headers and writes the GOAWAY between two of
+//!   actix's frames. actix-web's own `HttpServer` works with [`serve`] too, without HTTP/2
+//!   GOAWAY.
 //!
 //! The lifecycle driver itself is [`lameduck_hyper`]'s on tokio (actix-web runs on tokio):
 //! signals, hooks, systemd, logs. One core and one gate are shared by every actix worker.
@@ -42,6 +43,26 @@
 //!         .unwrap();
 //!     std::process::exit(server.run().await.unwrap().into());
 //! }
+//! ```
+//!
+//! # TLS
+//!
+//! [`AutoH2cServer::listen_tls`] and [`AutoH2cServer::bind_tls`] serve TLS with a
+//! [`ServerTls`] (rustls, from PEM files reloaded when they change; see [`lameduck_tls`]).
+//! lameduck terminates TLS below the GOAWAY watcher, so HTTP/2 over TLS gets the same GOAWAY
+//! as h2c. Each handshake runs in its connection's own task on the worker, bounded by
+//! [`ServerTls::handshake_timeout`], and the connection is counted from accept on, so a
+//! termination waits for handshakes in progress. A plaintext HTTP request on the TLS port is
+//! answered 400; failed handshakes are counted and logged without flooding. A server may mix
+//! plain-text and TLS listeners.
+//!
+//! ```no_run
+//! # use lameduck_actix::{Server, TokioRuntime};
+//! # fn f(mut server: Server<TokioRuntime>) -> Result<(), Box<dyn std::error::Error>> {
+//! let tls = lameduck_actix::ServerTls::from_files("/etc/tls/tls.crt", "/etc/tls/tls.key")?;
+//! let http = lameduck_actix::AutoH2cServer::new(|| actix_web::App::new());
+//! lameduck_actix::serve(&mut server, "api", http, |http| http.bind_tls("0.0.0.0:8443", &tls))?;
+//! # Ok(()) }
 //! ```
 //!
 //! # Features
@@ -84,12 +105,13 @@ use pin_project_lite::pin_project;
 pub use body::LameduckBody;
 pub use goaway::{GoawayBroadcast, GoawayIo, GoawayRequest};
 pub use lameduck_hyper::{Builder, ConnectionTracker, Handle, ServeError, Server, ShutdownSignal};
+pub use lameduck_tls::{ServerTls, TlsError};
 pub use lameduck_tokio::builder;
 pub use lameduck_tokio::TokioRuntime;
 pub use serve::{
     actix_shutdown_timeout, serve, ActixServeError, ActixServer, ServeSetup, IDLE_CONNECTION_LINGER,
 };
-pub use server::{AutoH2cServer, ConnectionIo};
+pub use server::{AutoH2cServer, ConnectionIo, TlsIo};
 
 /// The admission middleware; see the [crate docs](crate). Cheap to clone: one per worker.
 #[derive(Clone)]

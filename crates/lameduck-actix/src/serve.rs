@@ -24,6 +24,8 @@ pub struct ServeSetup {
     pub(crate) shutdown_timeout: Duration,
     /// Counts the server's connections.
     pub(crate) connections: ConnectionTracker,
+    /// Counts the TLS handshakes in progress (their connections are counted above too).
+    pub(crate) handshakes: ConnectionTracker,
     /// Tells the server's HTTP/2 connections to say GOAWAY (where they can).
     pub(crate) goaway: Arc<GoawayBroadcast>,
 }
@@ -156,9 +158,10 @@ pub enum ActixServeError {
 /// * connections are counted (through `on_connect`, set before `bind`, which is when actix
 ///   fixes it; any `on_connect` of your own is replaced), so the exit follows the last
 ///   connection at once;
-/// * an [`AutoH2cServer`](crate::AutoH2cServer)'s HTTP/2 connections get GOAWAY when the
-///   listener stops (mode A: at `NotAcceptingNewRequest`) and after a response that closes
-///   its connection (mode B's 429).
+/// * an [`AutoH2cServer`](crate::AutoH2cServer)'s HTTP/2 connections (h2c or TLS) get GOAWAY
+///   when the listener stops (mode A: at `NotAcceptingNewRequest`) and after a response that
+///   closes its connection (mode B's 429); its TLS handshakes in progress are waited for (each
+///   bounded by its timeout) before the idle connections are closed.
 ///
 /// ```no_run
 /// # use lameduck_actix::{Server, TokioRuntime};
@@ -187,11 +190,13 @@ pub fn serve<H: ActixServer>(
         return Err(ActixServeError::AlreadyBound);
     }
     let connections = ConnectionTracker::new();
+    let handshakes = ConnectionTracker::new();
     let goaway = Arc::new(GoawayBroadcast::default());
     let shutdown_timeout = actix_shutdown_timeout(lifecycle.shared().config());
     let http = http.configure(ServeSetup {
         shutdown_timeout,
         connections: connections.clone(),
+        handshakes: handshakes.clone(),
         goaway: Arc::clone(&goaway),
     });
     let http = bind(http).map_err(ActixServeError::Bind)?;
@@ -234,6 +239,9 @@ pub fn serve<H: ActixServer>(
         let drained = Arc::clone(&shared);
         let idle_after_drain = pin!(async move {
             drained.signal_fired(Signal::InFlightRequestsDrained).await;
+            // TLS handshakes in progress (each bounded by its timeout) end first: then their
+            // connections end gracefully (HTTP/2 GOAWAY, HTTP/1 closed before a request).
+            handshakes.wait_zero().await;
             TokioRuntime
                 .sleep_until(TokioRuntime.now() + IDLE_CONNECTION_LINGER)
                 .await;

@@ -1,6 +1,13 @@
-//! [`AutoH2cServer`]: actix-web over plain-text HTTP/1 and h2c, with the HTTP/2 connections
-//! watched for GOAWAY (see the `goaway` module), built by lameduck because actix-web's own
-//! `HttpServer` offers no way to wrap a connection's I/O.
+//! [`AutoH2cServer`]: actix-web over plain-text HTTP/1 and h2c, and over TLS (HTTP/1.1 and
+//! HTTP/2 by ALPN), with the HTTP/2 connections watched for GOAWAY (see the `goaway` module),
+//! built by lameduck because actix-web's own `HttpServer` offers no way to wrap a
+//! connection's I/O.
+//!
+//! TLS is terminated here, below the GOAWAY watcher: each TLS connection's handshake runs in
+//! the accept service, which actix-server calls in the worker's own task for that connection
+//! (`StreamService::call` spawns it), never in its accept thread, so a slow or silent client
+//! delays no other. The handshake is bounded by [`ServerTls::handshake_timeout`] and the
+//! connection is counted from accept on.
 
 use std::io;
 use std::marker::PhantomData;
@@ -19,7 +26,10 @@ use actix_service::{
     fn_service, map_config, IntoServiceFactory, ServiceFactory, ServiceFactoryExt,
 };
 use actix_web::dev::AppConfig;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use lameduck_hyper::{Alpn, ConnectionGuard, ConnectionTracker};
+use lameduck_tls::{HandshakeError, ServerTls};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt as _, ReadBuf};
+use tokio_rustls::server::TlsStream;
 
 use crate::goaway::{GoawayBroadcast, GoawayIo, GoawayRequest};
 use crate::serve::{ActixServer, ServeSetup};
@@ -29,13 +39,17 @@ use crate::serve::{ActixServer, ServeSetup};
 const H2C_PREFACE_START: &[u8; 12] = b"PRI * HTTP/2";
 
 /// The I/O of one connection: the plain socket for HTTP/1 (passed through untouched), the
-/// GOAWAY-watching wrapper for HTTP/2.
+/// GOAWAY-watching wrapper for HTTP/2; over TLS the same, above the TLS stream.
 #[derive(Debug)]
 pub enum ConnectionIo {
     /// An HTTP/1 connection.
     Http1(TcpStream),
     /// An h2c connection.
     Http2(Box<GoawayIo<TcpStream>>),
+    /// An HTTP/1 connection over TLS (ALPN `http/1.1`, or none).
+    TlsHttp1(Box<TlsIo>),
+    /// An HTTP/2 connection over TLS (ALPN `h2`), watched for GOAWAY above the TLS stream.
+    TlsHttp2(Box<GoawayIo<TlsIo>>),
 }
 
 impl ConnectionIo {
@@ -45,6 +59,19 @@ impl ConnectionIo {
         match self {
             ConnectionIo::Http1(io) => io,
             ConnectionIo::Http2(io) => io.get_ref(),
+            ConnectionIo::TlsHttp1(io) => io.tcp_stream(),
+            ConnectionIo::TlsHttp2(io) => io.get_ref().tcp_stream(),
+        }
+    }
+
+    /// The TLS connection (its ALPN protocol, SNI name, client certificates), for TLS
+    /// connections.
+    #[must_use]
+    pub fn tls(&self) -> Option<&TlsIo> {
+        match self {
+            ConnectionIo::Http1(_) | ConnectionIo::Http2(_) => None,
+            ConnectionIo::TlsHttp1(io) => Some(io),
+            ConnectionIo::TlsHttp2(io) => Some(io.get_ref()),
         }
     }
 }
@@ -59,6 +86,8 @@ impl AsyncRead for ConnectionIo {
         match self.get_mut() {
             ConnectionIo::Http1(io) => Pin::new(io).poll_read(cx, buf),
             ConnectionIo::Http2(io) => Pin::new(&mut **io).poll_read(cx, buf),
+            ConnectionIo::TlsHttp1(io) => Pin::new(&mut **io).poll_read(cx, buf),
+            ConnectionIo::TlsHttp2(io) => Pin::new(&mut **io).poll_read(cx, buf),
         }
     }
 }
@@ -73,6 +102,8 @@ impl AsyncWrite for ConnectionIo {
         match self.get_mut() {
             ConnectionIo::Http1(io) => Pin::new(io).poll_write(cx, buf),
             ConnectionIo::Http2(io) => Pin::new(&mut **io).poll_write(cx, buf),
+            ConnectionIo::TlsHttp1(io) => Pin::new(&mut **io).poll_write(cx, buf),
+            ConnectionIo::TlsHttp2(io) => Pin::new(&mut **io).poll_write(cx, buf),
         }
     }
 
@@ -85,6 +116,8 @@ impl AsyncWrite for ConnectionIo {
         match self.get_mut() {
             ConnectionIo::Http1(io) => Pin::new(io).poll_write_vectored(cx, bufs),
             ConnectionIo::Http2(io) => Pin::new(&mut **io).poll_write_vectored(cx, bufs),
+            ConnectionIo::TlsHttp1(io) => Pin::new(&mut **io).poll_write_vectored(cx, bufs),
+            ConnectionIo::TlsHttp2(io) => Pin::new(&mut **io).poll_write_vectored(cx, bufs),
         }
     }
 
@@ -93,6 +126,8 @@ impl AsyncWrite for ConnectionIo {
         match self {
             ConnectionIo::Http1(io) => io.is_write_vectored(),
             ConnectionIo::Http2(io) => io.is_write_vectored(),
+            ConnectionIo::TlsHttp1(io) => io.is_write_vectored(),
+            ConnectionIo::TlsHttp2(io) => io.is_write_vectored(),
         }
     }
 
@@ -101,6 +136,8 @@ impl AsyncWrite for ConnectionIo {
         match self.get_mut() {
             ConnectionIo::Http1(io) => Pin::new(io).poll_flush(cx),
             ConnectionIo::Http2(io) => Pin::new(&mut **io).poll_flush(cx),
+            ConnectionIo::TlsHttp1(io) => Pin::new(&mut **io).poll_flush(cx),
+            ConnectionIo::TlsHttp2(io) => Pin::new(&mut **io).poll_flush(cx),
         }
     }
 
@@ -109,28 +146,123 @@ impl AsyncWrite for ConnectionIo {
         match self.get_mut() {
             ConnectionIo::Http1(io) => Pin::new(io).poll_shutdown(cx),
             ConnectionIo::Http2(io) => Pin::new(&mut **io).poll_shutdown(cx),
+            ConnectionIo::TlsHttp1(io) => Pin::new(&mut **io).poll_shutdown(cx),
+            ConnectionIo::TlsHttp2(io) => Pin::new(&mut **io).poll_shutdown(cx),
         }
+    }
+}
+
+/// A TLS connection once its handshake is done: the TLS stream over the socket, holding the
+/// connection's place in the server's connection count (taken at accept, before the
+/// handshake) until the connection is dropped.
+pub struct TlsIo {
+    stream: TlsStream<TcpStream>,
+    _counted: ConnectionGuard,
+}
+
+impl std::fmt::Debug for TlsIo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsIo")
+            .field("tcp", self.tcp_stream())
+            .field("alpn", &self.connection().alpn_protocol())
+            .finish_non_exhaustive()
+    }
+}
+
+impl TlsIo {
+    /// The socket.
+    #[must_use]
+    pub fn tcp_stream(&self) -> &TcpStream {
+        self.stream.get_ref().0
+    }
+
+    /// The rustls connection: the negotiated ALPN protocol and TLS version, the SNI name, the
+    /// client's certificates (with a client CA).
+    #[must_use]
+    pub fn connection(&self) -> &lameduck_tls::rustls::ServerConnection {
+        self.stream.get_ref().1
+    }
+}
+
+impl AsyncRead for TlsIo {
+    #[inline]
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for TlsIo {
+    #[inline]
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write(cx, buf)
+    }
+
+    #[inline]
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write_vectored(cx, bufs)
+    }
+
+    #[inline]
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    #[inline]
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+    }
+
+    #[inline]
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
     }
 }
 
 /// The app's types, for inference only (`fn`: neither owned nor `!Send`).
 type AppTypes<I, S, B> = fn() -> (I, S, B);
 
-/// An actix-web server for plain-text HTTP/1 and h2c (HTTP/2 with prior knowledge) whose
-/// HTTP/2 connections get GOAWAY when kube-apiserver's would, for [`serve`](crate::serve):
-/// the same `App` factory as actix-web's `HttpServer::new`, a subset of its settings, and
-/// `bind`/`listen` (both serve HTTP/1 and h2c, as actix's `bind_auto_h2c` does).
+/// One bound listener, with its TLS configuration when it serves TLS.
+struct Listener {
+    listener: TcpListener,
+    addr: SocketAddr,
+    tls: Option<ServerTls>,
+}
+
+/// An actix-web server for plain-text HTTP/1 and h2c (HTTP/2 with prior knowledge), and for
+/// HTTP/1.1 and HTTP/2 over TLS, whose HTTP/2 connections get GOAWAY when kube-apiserver's
+/// would, for [`serve`](crate::serve): the same `App` factory as actix-web's
+/// `HttpServer::new`, a subset of its settings, and `bind`/`listen` (both serve HTTP/1 and
+/// h2c, as actix's `bind_auto_h2c` does) and `bind_tls`/`listen_tls` (TLS, the protocol
+/// chosen by ALPN). One server may mix plain-text and TLS listeners.
 ///
 /// ```no_run
 /// # use lameduck_actix::{Server, TokioRuntime};
 /// # async fn f(mut server: Server<TokioRuntime>) -> Result<(), lameduck_actix::ActixServeError> {
+/// let tls = lameduck_actix::ServerTls::from_files("/etc/tls/tls.crt", "/etc/tls/tls.key")
+///     .expect("TLS files");
 /// let http = lameduck_actix::AutoH2cServer::new(|| actix_web::App::new());
-/// lameduck_actix::serve(&mut server, "api", http, |http| http.workers(2).bind("127.0.0.1:8080"))?;
+/// lameduck_actix::serve(&mut server, "api", http, |http| {
+///     http.workers(2)
+///         .bind_tls("0.0.0.0:8443", &tls)?
+///         .bind("127.0.0.1:8080")
+/// })?;
 /// # Ok(()) }
 /// ```
 pub struct AutoH2cServer<F, I, S, B> {
     factory: F,
-    listeners: Vec<(TcpListener, SocketAddr)>,
+    listeners: Vec<Listener>,
     workers: Option<usize>,
     keep_alive: KeepAlive,
     client_request_timeout: Duration,
@@ -144,7 +276,15 @@ impl<F, I, S, B> std::fmt::Debug for AutoH2cServer<F, I, S, B> {
         f.debug_struct("AutoH2cServer")
             .field(
                 "addrs",
-                &self.listeners.iter().map(|l| l.1).collect::<Vec<_>>(),
+                &self.listeners.iter().map(|l| l.addr).collect::<Vec<_>>(),
+            )
+            .field(
+                "tls",
+                &self
+                    .listeners
+                    .iter()
+                    .map(|l| l.tls.is_some())
+                    .collect::<Vec<_>>(),
             )
             .field("workers", &self.workers)
             .finish_non_exhaustive()
@@ -205,10 +345,8 @@ where
     /// # Errors
     ///
     /// The listener has no local address.
-    pub fn listen(mut self, listener: TcpListener) -> io::Result<Self> {
-        let addr = listener.local_addr()?;
-        self.listeners.push((listener, addr));
-        Ok(self)
+    pub fn listen(self, listener: TcpListener) -> io::Result<Self> {
+        self.push(listener, None)
     }
 
     /// Binds every address of `addrs` and serves HTTP/1 and h2c on them.
@@ -222,6 +360,124 @@ where
         }
         Ok(self)
     }
+
+    /// Serves TLS on `listener` with `tls` (the certificate it serves at each handshake):
+    /// HTTP/2 when the client's ALPN chooses `h2` (with GOAWAY, as h2c), HTTP/1.1 otherwise.
+    ///
+    /// Each handshake runs in its connection's own task, bounded by
+    /// [`ServerTls::handshake_timeout`], and the connection is counted from accept on, so a
+    /// termination waits for the handshakes in progress. A client that speaks plaintext HTTP
+    /// is answered [`lameduck_tls::PLAINTEXT_HTTP_RESPONSE`] (400); failed handshakes are
+    /// reported to [`ServerTls::handshake_failed`] (counted, logged without flooding).
+    ///
+    /// # Errors
+    ///
+    /// The listener has no local address.
+    pub fn listen_tls(self, listener: TcpListener, tls: &ServerTls) -> io::Result<Self> {
+        self.push(listener, Some(tls.clone()))
+    }
+
+    /// Binds every address of `addrs` and serves TLS on them, as [`listen_tls`](Self::listen_tls).
+    ///
+    /// # Errors
+    ///
+    /// An address cannot be resolved or bound.
+    pub fn bind_tls(mut self, addrs: impl ToSocketAddrs, tls: &ServerTls) -> io::Result<Self> {
+        for addr in addrs.to_socket_addrs()? {
+            self = self.listen_tls(TcpListener::bind(addr)?, tls)?;
+        }
+        Ok(self)
+    }
+
+    fn push(mut self, listener: TcpListener, tls: Option<ServerTls>) -> io::Result<Self> {
+        let addr = listener.local_addr()?;
+        self.listeners.push(Listener {
+            listener,
+            addr,
+            tls,
+        });
+        Ok(self)
+    }
+}
+
+/// What one worker's HTTP service of one listener is built from (everything but the app).
+#[derive(Clone)]
+struct HttpSettings {
+    keep_alive: KeepAlive,
+    request_timeout: Duration,
+    disconnect_timeout: Duration,
+    graceful: actix_server::GracefulShutdownSignal,
+    connections: ConnectionTracker,
+    addr: SocketAddr,
+    secure: bool,
+}
+
+/// The HTTP service of one worker for one listener: actix-http over a [`ConnectionIo`], the
+/// app `factory` makes inside.
+fn http_service<I, S, B>(
+    app: I,
+    settings: HttpSettings,
+) -> impl ServiceFactory<
+    (ConnectionIo, Protocol, Option<SocketAddr>),
+    Config = (),
+    Response = (),
+    Error = DispatchError,
+    InitError = (),
+>
+where
+    I: IntoServiceFactory<S, Request>,
+    S: ServiceFactory<Request, Config = AppConfig> + 'static,
+    S::Error: Into<Response<BoxBody>> + 'static,
+    S::InitError: std::fmt::Debug,
+    S::Response: Into<Response<B>> + 'static,
+    <S::Service as actix_service::Service<Request>>::Future: 'static,
+    S::Service: 'static,
+    B: MessageBody + 'static,
+{
+    let HttpSettings {
+        keep_alive,
+        request_timeout,
+        disconnect_timeout,
+        graceful,
+        connections,
+        addr,
+        secure,
+    } = settings;
+    let app = app.into_factory();
+    let host = addr.to_string();
+    let builder = HttpService::<ConnectionIo, _, _>::build()
+        .graceful_shutdown_signal(move || {
+            let graceful = graceful.clone();
+            async move { graceful.notified().await }
+        })
+        .keep_alive(keep_alive)
+        .client_request_timeout(request_timeout)
+        .client_disconnect_timeout(disconnect_timeout)
+        .local_addr(addr);
+    let builder = if secure { builder.secure() } else { builder };
+    builder
+        .on_connect_ext(move |io: &ConnectionIo, data: &mut Extensions| {
+            // Dropped with the connection's data, when the connection ends. A TLS connection
+            // is counted by its `TlsIo`, from accept on.
+            match io {
+                ConnectionIo::Http1(_) => {
+                    data.insert(Rc::new(connections.open()));
+                }
+                ConnectionIo::Http2(io) => {
+                    data.insert(Rc::new(connections.open()));
+                    data.insert(Rc::clone(io.request()));
+                }
+                ConnectionIo::TlsHttp1(_) => {}
+                ConnectionIo::TlsHttp2(io) => {
+                    data.insert(Rc::clone(io.request()));
+                }
+            }
+        })
+        .finish(map_config(app, move |()| {
+            // What actix-web's `HttpServer` gives its apps; actix-web has no other public
+            // constructor for it.
+            AppConfig::__priv_test_new(secure, host.clone(), addr)
+        }))
 }
 
 impl<F, I, S, B> ActixServer for AutoH2cServer<F, I, S, B>
@@ -238,12 +494,12 @@ where
     B: MessageBody + 'static,
 {
     fn bound_addrs(&self) -> Vec<SocketAddr> {
-        self.listeners.iter().map(|l| l.1).collect()
+        self.listeners.iter().map(|l| l.addr).collect()
     }
 
     fn listening_sockets(&self) -> Vec<std::os::fd::BorrowedFd<'_>> {
         use std::os::fd::AsFd as _;
-        self.listeners.iter().map(|l| l.0.as_fd()).collect()
+        self.listeners.iter().map(|l| l.listener.as_fd()).collect()
     }
 
     fn configure(mut self, setup: ServeSetup) -> Self {
@@ -260,42 +516,43 @@ where
             builder = builder.workers(workers);
         }
         let graceful = builder.graceful_shutdown_signal();
-        let (keep_alive, request_timeout, disconnect_timeout) = (
-            self.keep_alive,
-            self.client_request_timeout,
-            self.client_disconnect_timeout,
-        );
-        for (listener, addr) in self.listeners {
-            let (factory, setup, graceful) =
-                (self.factory.clone(), setup.clone(), graceful.clone());
-            builder = builder.listen(format!("lameduck-actix-{addr}"), listener, move || {
-                let (connections, graceful) = (setup.connections.clone(), graceful.clone());
-                let app = factory().into_factory();
-                let host = addr.to_string();
-                let http = HttpService::<ConnectionIo, _, _>::build()
-                    .graceful_shutdown_signal(move || {
-                        let graceful = graceful.clone();
-                        async move { graceful.notified().await }
-                    })
-                    .keep_alive(keep_alive)
-                    .client_request_timeout(request_timeout)
-                    .client_disconnect_timeout(disconnect_timeout)
-                    .local_addr(addr)
-                    .on_connect_ext(move |io: &ConnectionIo, data: &mut Extensions| {
-                        // Dropped with the connection's data, when the connection ends.
-                        data.insert(Rc::new(connections.open()));
-                        if let ConnectionIo::Http2(io) = io {
-                            data.insert(Rc::clone(io.request()));
-                        }
-                    })
-                    .finish(map_config(app, move |()| {
-                        // What actix-web's `HttpServer` gives its apps; actix-web has no
-                        // other public constructor for it.
-                        AppConfig::__priv_test_new(false, host.clone(), addr)
-                    }));
-                let goaway = Arc::clone(&setup.goaway);
-                fn_service(move |io: TcpStream| accept(io, Arc::clone(&goaway))).and_then(http)
-            })?;
+        for Listener {
+            listener,
+            addr,
+            tls,
+        } in self.listeners
+        {
+            let settings = HttpSettings {
+                keep_alive: self.keep_alive,
+                request_timeout: self.client_request_timeout,
+                disconnect_timeout: self.client_disconnect_timeout,
+                graceful: graceful.clone(),
+                connections: setup.connections.clone(),
+                addr,
+                secure: tls.is_some(),
+            };
+            let (factory, goaway) = (self.factory.clone(), Arc::clone(&setup.goaway));
+            let handshakes = setup.handshakes.clone();
+            let name = format!("lameduck-actix-{addr}");
+            builder = match tls {
+                None => builder.listen(name, listener, move || {
+                    let http = http_service(factory(), settings.clone());
+                    let goaway = Arc::clone(&goaway);
+                    fn_service(move |io: TcpStream| accept(io, Arc::clone(&goaway))).and_then(http)
+                })?,
+                Some(tls) => builder.listen(name, listener, move || {
+                    let http = http_service(factory(), settings.clone());
+                    // One acceptor per worker, shared by its connections.
+                    let acceptor = Rc::new(TlsAcceptor {
+                        acceptor: tokio_rustls::TlsAcceptor::from(tls.rustls_config()),
+                        tls: tls.clone(),
+                        goaway: Arc::clone(&goaway),
+                        connections: settings.connections.clone(),
+                        handshakes: handshakes.clone(),
+                    });
+                    fn_service(move |io: TcpStream| Rc::clone(&acceptor).accept(io)).and_then(http)
+                })?,
+            };
         }
         Ok(builder.run())
     }
@@ -315,6 +572,91 @@ async fn accept(
     } else {
         (ConnectionIo::Http1(io), Protocol::Http1, peer)
     })
+}
+
+/// The TLS handshake of one worker's connections of one TLS listener.
+struct TlsAcceptor {
+    acceptor: tokio_rustls::TlsAcceptor,
+    tls: ServerTls,
+    goaway: Arc<GoawayBroadcast>,
+    connections: ConnectionTracker,
+    /// The handshakes in progress, which a termination waits for.
+    handshakes: ConnectionTracker,
+}
+
+/// The most bytes of a plaintext request read (and discarded) before its connection is closed.
+const PLAINTEXT_DISCARD_LIMIT: usize = 64 * 1024;
+
+impl TlsAcceptor {
+    /// One accepted TLS connection, run in the connection's own task: counted at once, its
+    /// handshake bounded by the handshake timeout, its protocol chosen by ALPN. A failure is
+    /// reported to the [`ServerTls`] and ends the connection (actix logs nothing about it).
+    async fn accept(
+        self: Rc<Self>,
+        io: TcpStream,
+    ) -> Result<(ConnectionIo, Protocol, Option<SocketAddr>), DispatchError> {
+        // Counted from accept on: a termination waits for the handshake.
+        let counted = self.connections.open();
+        let handshaking = self.handshakes.open();
+        let peer = io.peer_addr().ok();
+        let timeout = self.tls.handshake_timeout();
+        let shaken = match tokio::time::timeout(timeout, self.handshake(io)).await {
+            Ok(shaken) => shaken,
+            Err(_elapsed) => Err(HandshakeError::TimedOut(timeout)),
+        };
+        drop(handshaking);
+        let stream = match shaken {
+            Ok(stream) => stream,
+            Err(e) => {
+                let unknown = SocketAddr::from(([0, 0, 0, 0], 0));
+                self.tls.handshake_failed(peer.unwrap_or(unknown), &e);
+                return Err(DispatchError::Io(io::ErrorKind::ConnectionAborted.into()));
+            }
+        };
+        let alpn = Alpn::from_id(stream.get_ref().1.alpn_protocol());
+        let io = TlsIo {
+            stream,
+            _counted: counted,
+        };
+        Ok(match alpn {
+            Some(Alpn::Http2) => {
+                let io = GoawayIo::new(io, Arc::clone(&self.goaway));
+                (ConnectionIo::TlsHttp2(Box::new(io)), Protocol::Http2, peer)
+            }
+            Some(Alpn::Http1) | None => {
+                (ConnectionIo::TlsHttp1(Box::new(io)), Protocol::Http1, peer)
+            }
+        })
+    }
+
+    /// The handshake: a plaintext request is answered 400 and closed, anything else that is
+    /// not TLS fails in rustls.
+    async fn handshake(&self, mut tcp: TcpStream) -> Result<TlsStream<TcpStream>, HandshakeError> {
+        let mut first = [0u8; 1];
+        if tcp.peek(&mut first).await? == 0 {
+            return Err(HandshakeError::Closed);
+        }
+        if !lameduck_tls::starts_tls_handshake(first[0]) {
+            let _ = tcp.write_all(lameduck_tls::PLAINTEXT_HTTP_RESPONSE).await;
+            let _ = tcp.shutdown().await;
+            discard_received(&tcp);
+            return Err(HandshakeError::PlaintextHttp);
+        }
+        Ok(self.acceptor.accept(tcp).await?)
+    }
+}
+
+/// Reads and discards what the client has sent so far (without waiting), so that closing the
+/// socket sends FIN after the response rather than a reset that could destroy it unread.
+fn discard_received(tcp: &TcpStream) {
+    let mut buf = [0u8; 4096];
+    let mut read = 0;
+    while read < PLAINTEXT_DISCARD_LIMIT {
+        match tcp.try_read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => read += n,
+        }
+    }
 }
 
 /// The admission middleware's hook: a response that closes its connection makes an HTTP/2
