@@ -20,17 +20,33 @@ in the machine's load falls on both:
    against the natively running servers, with the server's CPU time (utime + stime from
    /proc/PID/stat) per request.
 
+Over TLS (pairs hyper-tls-h1, hyper-tls-h2, hyper-tls-conn; not in the default --pairs):
+`bare_hyper_tls` (bare_hyper behind tokio-rustls, with the rustls configuration of
+lameduck_tls::ServerTls, the one the example servers serve with) against
+`examples/tokio_server --tls-cert-file --tls-private-key-file`, both with a throwaway
+certificate that `bench_tls_load --write-cert` writes to a temporary directory. The load is
+`bench_tls_load`: keep-alive GET / over HTTP/1.1 (ALPN http/1.1, `-h1`), over HTTP/2 (ALPN h2,
+`-h2`; one stream at a time per connection), or a new connection per request (`-conn`: a full
+handshake, one GET with `Connection: close`, the server's close; --tls-conn-requests per run).
+The keep-alive pairs' connections are opened (handshakes done) before the counters are zeroed
+(`bench_tls_load --ready`), so they measure requests alone. Attribution pairs hyper-tls-h1+alpn
+and hyper-tls-h2+alpn: the bare TLS server against itself serving hyper's HTTP/1 or HTTP/2
+connection as ALPN chose (`bare_hyper_tls --alpn`, as lameduck does) instead of hyper-util's
+auto connection. wrk is not run for these pairs.
+
 Attribution: the last callgrind dump of each server is kept under --out, and the functions
 whose self cost per request differs most between bare and lameduck are printed
 (`callgrind_annotate`), so a ratio over the goal comes with its measured reason.
 
 Usage: scripts/bench_http.py [--rounds 3] [--requests 5000] [--wrk-duration 5s]
-         [--connections 16] [--pairs hyper,axum,actix,smol] [--no-wrk] [--no-callgrind]
-         [--no-attribution] [--no-build] [--out DIR]
+         [--connections 16] [--pairs hyper,axum,actix,smol,hyper-tls-h1,hyper-tls-h2,hyper-tls-conn]
+         [--tls-conn-requests 300] [--no-wrk] [--no-callgrind] [--no-attribution] [--no-build]
+         [--out DIR]
 Prints Markdown tables; exits 0 (the goal's verdict is printed, not enforced).
 """
 
 import argparse
+import atexit
 import glob
 import os
 import re
@@ -39,6 +55,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -56,11 +73,41 @@ PAIRS = {
     "actix": ([f"{REL}/bare_actix"] + LISTEN, [f"{REL}/examples/actix_server"] + LISTEN),
     "smol": ([f"{REL}/bare_smol"] + LISTEN, [f"{REL}/examples/smol_server"] + LISTEN),
 }
+# Over TLS: pair -> bench_tls_load --mode. Their commands (with the certificate's files) are
+# added to PAIRS once the certificate is written (tls_pairs).
+TLS_MODES = {"hyper-tls-h1": "h1", "hyper-tls-h2": "h2", "hyper-tls-conn": "conn"}
+# The certificate the TLS pairs' load trusts (set by tls_pairs).
+TLS_CA = None
+
+
+def tls_pairs(directory):
+    """Writes a throwaway certificate to `directory`; adds the TLS pairs' commands to PAIRS."""
+    global TLS_CA
+    out = subprocess.run([f"{REL}/bench_tls_load", "--write-cert", directory], check=True,
+                         capture_output=True, text=True, timeout=60)
+    cert, key = out.stdout.split()
+    TLS_CA = cert
+    flags = ["--tls-cert-file", cert, "--tls-private-key-file", key]
+    for name in TLS_MODES:
+        PAIRS[name] = ([f"{REL}/bare_hyper_tls"] + LISTEN + flags,
+                       [f"{REL}/examples/tokio_server"] + LISTEN + flags)
+        if name != "hyper-tls-conn":
+            ATTRIBUTION_ALPN[name] = [f"{REL}/bare_hyper_tls", "--alpn"] + LISTEN + flags
+
+
+def attribution(name):
+    """Whether variant `name` is an attribution pair (bare against bare with one change)."""
+    return "+timer" in name or "+alpn" in name
+
+
 # Attribution only: the bare server given a hyper timer as lameduck's driver does.
 ATTRIBUTION = {
     "hyper": [f"{REL}/bare_hyper", "--hyper-timer"] + LISTEN,
     "smol": [f"{REL}/bare_smol", "--hyper-timer"] + LISTEN,
 }
+# Attribution only, over TLS: the bare TLS server serving hyper's connection for the ALPN
+# protocol, as lameduck does (filled by tls_pairs).
+ATTRIBUTION_ALPN = {}
 
 
 class Tee:
@@ -94,7 +141,7 @@ class Server:
             line = self.proc.stdout.readline().decode(errors="replace")
             if not line:
                 break
-            m = re.search(r"listening on http://(\S+)", line)
+            m = re.search(r"listening on https?://(\S+)", line)
             if m:
                 self.addr = m.group(1)
                 break
@@ -114,12 +161,17 @@ class Server:
         self.proc.wait(timeout=30)
 
 
-def load(addr, requests, connections, close_every=0):
-    out = subprocess.run([f"{REL}/bench_load", "--addr", addr, "--requests", str(requests),
-                          "--connections", str(connections), "--close-every", str(close_every)],
-                         capture_output=True, text=True, timeout=600)
+def load(addr, requests, connections, close_every=0, tls_mode=None):
+    """Exactly `requests` GET / to `addr`: bench_load, or bench_tls_load --mode `tls_mode`."""
+    if tls_mode:
+        cmd = [f"{REL}/bench_tls_load", "--addr", addr, "--ca", TLS_CA, "--mode", tls_mode,
+               "--requests", str(requests), "--connections", str(connections)]
+    else:
+        cmd = [f"{REL}/bench_load", "--addr", addr, "--requests", str(requests),
+               "--connections", str(connections), "--close-every", str(close_every)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     if out.returncode != 0:
-        raise RuntimeError(f"bench_load failed: {out.stdout} {out.stderr}")
+        raise RuntimeError(f"{os.path.basename(cmd[0])} failed: {out.stdout} {out.stderr}")
     return out.stdout.strip()
 
 
@@ -131,12 +183,40 @@ def callgrind_totals(path):
     raise RuntimeError(f"no totals in {path}")
 
 
-def callgrind_measure(server, out_prefix, requests, connections, close_every=0):
+def tls_load_ready(addr, requests, connections, tls_mode, zero):
+    """bench_tls_load --ready: its connections are opened first, then `zero()` runs, then
+    the requests are sent; so a keep-alive measurement holds no handshake."""
+    cmd = [f"{REL}/bench_tls_load", "--ready", "--addr", addr, "--ca", TLS_CA, "--mode", tls_mode,
+           "--requests", str(requests), "--connections", str(connections)]
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        if line.strip() != "ready":
+            raise RuntimeError(f"bench_tls_load: expected 'ready', got {line!r}")
+        zero()
+        out, err = proc.communicate("go\n", timeout=1800)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    if proc.returncode != 0:
+        raise RuntimeError(f"bench_tls_load failed: {line}{out} {err}")
+    return out.strip()
+
+
+def callgrind_measure(server, out_prefix, requests, connections, close_every=0, tls_mode=None):
     """Zero, load, dump; returns Ir per request and the dump file."""
     before = set(glob.glob(out_prefix + "*"))
-    subprocess.run(["callgrind_control", "-z", str(server.pid)], check=True,
-                   capture_output=True, timeout=60)
-    load(server.addr, requests, connections, close_every)
+
+    def zero():
+        subprocess.run(["callgrind_control", "-z", str(server.pid)], check=True,
+                       capture_output=True, timeout=60)
+    if tls_mode in ("h1", "h2"):
+        tls_load_ready(server.addr, requests, connections, tls_mode, zero)
+    else:
+        zero()
+        load(server.addr, requests, connections, close_every, tls_mode)
     subprocess.run(["callgrind_control", "-d", str(server.pid)], check=True,
                    capture_output=True, timeout=60)
     deadline = time.monotonic() + 30
@@ -232,7 +312,11 @@ def main():
     ap.add_argument("--requests", type=int, default=5000, help="requests per callgrind measurement")
     ap.add_argument("--connections", type=int, default=16)
     ap.add_argument("--wrk-duration", default="5s")
-    ap.add_argument("--pairs", default="hyper,axum,actix,smol")
+    ap.add_argument("--pairs", default="hyper,axum,actix,smol",
+                    help="comma-separated; known: hyper, axum, actix, smol, and over TLS "
+                         + ", ".join(TLS_MODES))
+    ap.add_argument("--tls-conn-requests", type=int, default=300, metavar="N",
+                    help="requests (each on a new connection) per callgrind measurement of hyper-tls-conn")
     ap.add_argument("--no-wrk", action="store_true")
     ap.add_argument("--no-callgrind", action="store_true")
     ap.add_argument("--no-attribution", action="store_true")
@@ -249,8 +333,8 @@ def main():
     a = ap.parse_args()
     pairs = [p.strip() for p in a.pairs.split(",") if p.strip()]
     for p in pairs:
-        if p not in PAIRS:
-            sys.exit(f"unknown pair {p!r}; known: {', '.join(PAIRS)}")
+        if p not in PAIRS and p not in TLS_MODES:
+            sys.exit(f"unknown pair {p!r}; known: {', '.join(list(PAIRS) + list(TLS_MODES))}")
     os.makedirs(a.out, exist_ok=True)
     if a.save:
         os.makedirs(os.path.dirname(a.save), exist_ok=True)
@@ -263,6 +347,11 @@ def main():
                      "-p", "lameduck-suite", "--examples"],):
             log("==>", " ".join(cmd))
             subprocess.run(cmd, cwd=ROOT, check=True)
+
+    if any(p in TLS_MODES for p in pairs):
+        cert_dir = tempfile.mkdtemp(prefix="bench-http-tls.")
+        atexit.register(shutil.rmtree, cert_dir, True)
+        tls_pairs(cert_dir)
 
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     # The results file itself (opened for writing above) does not count.
@@ -279,6 +368,7 @@ def main():
     started = time.monotonic()
 
     cg = {}  # pair -> ([bare Ir/req], [lameduck Ir/req])
+    cg_requests = {}  # pair -> requests per run
     dumps = {}
     if not a.no_callgrind:
         if not shutil.which("valgrind"):
@@ -286,6 +376,8 @@ def main():
         variants = [(p, PAIRS[p]) for p in pairs]
         variants += [(p + "+timer", (PAIRS[p][0], ATTRIBUTION[p])) for p in pairs
                      if p in ATTRIBUTION and not a.no_attribution]
+        variants += [(p + "+alpn", (PAIRS[p][0], ATTRIBUTION_ALPN[p])) for p in pairs
+                     if p in ATTRIBUTION_ALPN and not a.no_attribution]
         # Client-side closes, per side: (bare, lameduck); 0 = keep-alive throughout.
         closes = {name: (0, 0) for name, _ in variants}
         if a.goaway_chance is not None:
@@ -295,11 +387,16 @@ def main():
             # side closes like "+churn").
             every = max(1, round(1 / float(a.goaway_chance))) if float(a.goaway_chance) > 0 else 0
             for p in pairs:
+                if p in TLS_MODES:
+                    continue
                 variants.append((p + "+churn", PAIRS[p]))
                 closes[p + "+churn"] = (every, every)
                 variants.append((p + "+goaway", (PAIRS[p][0], PAIRS[p][1] + ["--goaway-chance", a.goaway_chance])))
                 closes[p + "+goaway"] = (every, 0)
         for name, cmds in variants:
+            tls_mode = TLS_MODES.get(name.split("+")[0])
+            # A new connection per request costs a full handshake: fewer requests per run.
+            requests = a.tls_conn_requests if tls_mode == "conn" else a.requests
             servers = []
             try:
                 for side, cmd in zip(("bare", "lameduck"), cmds):
@@ -309,16 +406,19 @@ def main():
                     wrapper = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={prefix}.%p"]
                     s = Server(cmd, wrapper, stderr_path=os.path.join(a.out, f"valgrind.{name}.{side}.log"))
                     s.prefix = prefix
-                    load(s.addr, 1000, a.connections)  # warm-up
+                    load(s.addr, 200 if tls_mode == "conn" else 1000, a.connections,
+                         tls_mode=tls_mode)  # warm-up
                     servers.append(s)
                 samples = ([], [])
                 for side in order(a.rounds):
                     s = servers[side]
-                    ir, path = callgrind_measure(s, s.prefix, a.requests, a.connections, closes[name][side])
+                    ir, path = callgrind_measure(s, s.prefix, requests, a.connections, closes[name][side],
+                                                 tls_mode)
                     samples[side].append(ir)
                     dumps[(name, side)] = path
                     log(f"callgrind {name:<12} {('bare', 'lameduck')[side]:<8} {ir:>10.0f} Ir/request")
                 cg[name] = samples
+                cg_requests[name] = requests
             finally:
                 for s in servers:
                     s.stop()
@@ -326,6 +426,8 @@ def main():
     wr = {}
     if not a.no_wrk:
         for p in pairs:
+            if p in TLS_MODES:
+                continue  # wrk speaks HTTP/1 only, and its TLS is another client's
             servers = []
             try:
                 for cmd in PAIRS[p]:
@@ -357,11 +459,16 @@ def main():
             ratio = med(ld) / med(bare)
             per_run = ", ".join(f"{l / b:.3f}" for b, l in zip(bare, ld))
             spread = f"{min(bare):.0f}–{max(bare):.0f} / {min(ld):.0f}–{max(ld):.0f}"
-            attribution = "+timer" in name
-            verdict = "(attribution)" if attribution else ("met" if ratio <= GOAL else "NOT MET")
-            label = f"{name.split('+')[0]}: bare vs bare + hyper timer" if attribution else name
+            attr = attribution(name)
+            verdict = "(attribution)" if attr else ("met" if ratio <= GOAL else "NOT MET")
+            change = "hyper timer" if "+timer" in name else "ALPN-chosen hyper connection"
+            label = f"{name.split('+')[0]}: bare vs bare + {change}" if attr else name
             print(f"| {label} | {med(bare):.0f} | {med(ld):.0f} | {med(ld) - med(bare):+.0f} | {ratio:.3f}x | "
                   f"{per_run} | {spread} | {verdict} |")
+        if any(n.split("+")[0] in TLS_MODES for n in cg):
+            print(f"\nTLS pairs: `bench_tls_load`, each request of hyper-tls-conn on a new connection (a full "
+                  f"handshake, ALPN http/1.1, `Connection: close`; {a.tls_conn_requests} requests per run), "
+                  f"hyper-tls-h1/-h2 keep-alive (ALPN http/1.1 / h2); the certificate: ECDSA P-256, self-signed.")
         for name, (_, ld) in cg.items():
             base = name.split("+")[0]
             if name.endswith("+goaway") and base in cg and base + "+churn" in cg:
@@ -395,7 +502,7 @@ def main():
             if (name, 0) not in dumps or (name, 1) not in dumps:
                 continue
             bare, ld = annotate(dumps[(name, 0)]), annotate(dumps[(name, 1)])
-            diffs = sorted(((ld.get(f, 0) - bare.get(f, 0)) / a.requests, f) for f in set(bare) | set(ld))
+            diffs = sorted(((ld.get(f, 0) - bare.get(f, 0)) / cg_requests[name], f) for f in set(bare) | set(ld))
             print(f"\n#### {name}: functions whose self cost per request differs most (lameduck − bare, Ir/request; "
                   f"last run's dumps: {os.path.relpath(dumps[(name, 0)], ROOT)}, {os.path.relpath(dumps[(name, 1)], ROOT)})\n")
             print("| Ir/req | function |")
@@ -407,7 +514,7 @@ def main():
           f"hardware instruction counter: {'yes' if use_perf else 'no (perf stat -e instructions: not supported)'})")
     if a.gate is not None and cg:
         over = [(name, med(ld) / med(bare)) for name, (bare, ld) in cg.items()
-                if "+timer" not in name and med(ld) / med(bare) > a.gate]
+                if not attribution(name) and med(ld) / med(bare) > a.gate]
         for name, ratio in over:
             print(f"GATE FAILED: {name}: {ratio:.3f}x the bare server's instructions per request (gate {a.gate}x)")
         if over:

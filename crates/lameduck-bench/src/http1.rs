@@ -1,10 +1,11 @@
-//! A small raw HTTP/1.1 client over tokio sockets: enough to drive the servers under test
-//! with thousands of connections at a low CPU cost, and to time when each response ends.
+//! A small raw HTTP/1.1 client over tokio sockets (or any tokio stream: TLS in
+//! `bench_tls_load`): enough to drive the servers under test with thousands of connections at
+//! a low CPU cost, and to time when each response ends.
 
 use std::io;
 use std::net::SocketAddr;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// A GET request for `path` (keep-alive, HTTP/1.1).
@@ -53,11 +54,11 @@ impl Body {
     }
 }
 
-/// One client connection with its read buffer.
+/// One client connection with its read buffer; `S` is the stream (a TCP socket unless said).
 #[derive(Debug)]
-pub struct Conn {
+pub struct Conn<S = TcpStream> {
     /// The socket.
-    pub stream: TcpStream,
+    pub stream: S,
     buf: Vec<u8>,
     pos: usize,
 }
@@ -71,16 +72,25 @@ impl Conn {
     pub async fn connect(addr: SocketAddr) -> io::Result<Conn> {
         let stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
-        Ok(Conn {
+        Ok(Conn::new(stream))
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
+    /// A client on an open `stream`.
+    pub fn new(stream: S) -> Conn<S> {
+        Conn {
             stream,
             buf: Vec::with_capacity(1024),
             pos: 0,
-        })
+        }
     }
 
     /// Writes `bytes`.
     pub async fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
-        self.stream.write_all(bytes).await
+        self.stream.write_all(bytes).await?;
+        // A TLS stream holds what it encrypted until flushed (a socket's flush does nothing).
+        self.stream.flush().await
     }
 
     /// Reads more bytes into the buffer; `false` at end of stream.

@@ -4,7 +4,8 @@
 //!   hyper on smol). They serve the same routes as the example servers of the repository
 //!   (`/` → `ok`, `/sleep?duration=D`, `/watch`), with the same route handlers where the
 //!   example shares them (`lameduck_suite::routes`), but without lameduck: no admission
-//!   layer, no lifecycle driver. Each prints `listening on http://ADDR` like the examples.
+//!   layer, no lifecycle driver. Each prints `listening on http://ADDR` like the examples
+//!   (`bare_hyper_tls`, the same over TLS: `listening on https://ADDR`).
 //! * `src/bin/bench_*.rs`: the harnesses that start servers, load them, signal them and
 //!   measure (termination latency, drain pacing, scale, a fixed-count load generator).
 //! * `benches/hot_path.rs`: the criterion bench of the admission hot path against peers.
@@ -21,6 +22,7 @@ pub mod load;
 pub mod proc;
 pub mod stats;
 pub mod svg;
+pub mod tls;
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -29,5 +31,12 @@ use std::net::SocketAddr;
 /// example servers print) and flushes stdout.
 pub fn announce(addr: SocketAddr) {
     println!("listening on http://{addr}");
+    let _ = std::io::stdout().flush();
+}
+
+/// Prints `listening on https://ADDR` (a TLS server's line, as the example servers print it
+/// with TLS) and flushes stdout.
+pub fn announce_tls(addr: SocketAddr) {
+    println!("listening on https://{addr}");
     let _ = std::io::stdout().flush();
 }
