@@ -4,16 +4,62 @@
 //! with the counts (calls, ok, failed, failures by gRPC code) and exits 0.
 //!
 //! `cargo run --release --example grpc_load -- --target http://127.0.0.1:8080 --connections 8 --concurrency 4 --duration 16s --sleep 20ms`
+//!
+//! Over TLS: `--target https://127.0.0.1:8443 --tls-ca ca.crt` verifies the server's
+//! certificate against the CA in that PEM file (rustls with ring), under the target's host or
+//! `--tls-domain NAME`; ALPN offers h2 and a connection that did not negotiate it fails.
+//!
+//! `--retries N` (default 0: every call that does not end OK is a failure) retries a call, at
+//! most N times, in two cases a gRPC client with a retry policy retries: the call never left
+//! this client (hyper cancelled it before sending, as on a connection that has just received a
+//! GOAWAY: grpc-go retries these transparently), at once; or the server answered `UNAVAILABLE`
+//! with `grpc-retry-pushback-ms`, after that many milliseconds. The retries are counted by kind
+//! in the JSON line (`retries`); a call is counted once, with its final outcome.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lameduck_suite::grpc::{DemoClient, SleepRequest};
-use tonic::transport::Endpoint;
+use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
 
-/// Calls made, calls that ended OK, and the failures by status.
-type Counts = (u64, u64, BTreeMap<String, u64>);
+/// Calls made, calls that ended OK, the failures by status, and the retries by kind.
+#[derive(Default)]
+struct Counts {
+    calls: u64,
+    ok: u64,
+    failures: BTreeMap<String, u64>,
+    retries: BTreeMap<&'static str, u64>,
+}
+
+/// The longest server pushback honoured; a longer one is waited for this long.
+const MAX_PUSHBACK: Duration = Duration::from_secs(10);
+
+/// Whether `status`, a failed call, is one that `--retries` retries, and after how long: a call
+/// hyper cancelled before sending it (`unsent`), or an `UNAVAILABLE` carrying
+/// `grpc-retry-pushback-ms` (`pushback`).
+fn retry_after(status: &tonic::Status) -> Option<(&'static str, Duration)> {
+    let mut source = std::error::Error::source(status);
+    while let Some(e) = source {
+        if e.downcast_ref::<hyper::Error>()
+            .is_some_and(hyper::Error::is_canceled)
+        {
+            return Some(("unsent", Duration::ZERO));
+        }
+        source = e.source();
+    }
+    if status.code() != tonic::Code::Unavailable {
+        return None;
+    }
+    let ms = status
+        .metadata()
+        .get("grpc-retry-pushback-ms")?
+        .to_str()
+        .ok()?
+        .parse::<u64>()
+        .ok()?;
+    Some(("pushback", Duration::from_millis(ms).min(MAX_PUSHBACK)))
+}
 
 struct Args {
     target: String,
@@ -21,6 +67,9 @@ struct Args {
     concurrency: usize,
     duration: Duration,
     sleep: String,
+    tls_ca: Option<String>,
+    tls_domain: Option<String>,
+    retries: u32,
 }
 
 fn parse() -> Result<Args, String> {
@@ -30,6 +79,9 @@ fn parse() -> Result<Args, String> {
         concurrency: 4,
         duration: Duration::from_secs(16),
         sleep: "20ms".into(),
+        tls_ca: None,
+        tls_domain: None,
+        retries: 0,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -51,10 +103,34 @@ fn parse() -> Result<Args, String> {
                     lameduck::parse_duration(&value()?).map_err(|e| format!("--duration: {e}"))?
             }
             "--sleep" => args.sleep = value()?,
+            "--tls-ca" => args.tls_ca = Some(value()?),
+            "--tls-domain" => args.tls_domain = Some(value()?),
+            "--retries" => {
+                args.retries = value()?.parse().map_err(|e| format!("--retries: {e}"))?
+            }
             other => return Err(format!("unknown flag {other}")),
         }
     }
+    if args.tls_ca.is_some() != args.target.starts_with("https://") {
+        return Err("--tls-ca goes with an https:// --target, and only with one".into());
+    }
+    if args.tls_domain.is_some() && args.tls_ca.is_none() {
+        return Err("--tls-domain needs --tls-ca".into());
+    }
     Ok(args)
+}
+
+/// The client TLS of `--tls-ca` and `--tls-domain`: only that CA trusted, ALPN h2 required.
+fn tls_config(args: &Args) -> Result<Option<ClientTlsConfig>, String> {
+    let Some(ca) = &args.tls_ca else {
+        return Ok(None);
+    };
+    let pem = std::fs::read(ca).map_err(|e| format!("--tls-ca {ca}: {e}"))?;
+    let mut tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(pem));
+    if let Some(domain) = &args.tls_domain {
+        tls = tls.domain_name(domain.clone());
+    }
+    Ok(Some(tls))
 }
 
 #[tokio::main]
@@ -66,13 +142,27 @@ async fn main() {
             std::process::exit(2);
         }
     };
-    let endpoint = match Endpoint::from_shared(args.target.clone()) {
+    let mut endpoint = match Endpoint::from_shared(args.target.clone()) {
         Ok(e) => e.connect_timeout(Duration::from_secs(2)),
         Err(e) => {
             eprintln!("error: --target: {e}");
             std::process::exit(2);
         }
     };
+    match tls_config(&args) {
+        Ok(None) => {}
+        Ok(Some(tls)) => match endpoint.tls_config(tls) {
+            Ok(e) => endpoint = e,
+            Err(e) => {
+                eprintln!("error: TLS: {e}");
+                std::process::exit(2);
+            }
+        },
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::exit(2);
+        }
+    }
     let counts: Arc<Mutex<Counts>> = Arc::default();
     let end = Instant::now() + args.duration;
     let mut tasks = Vec::new();
@@ -83,20 +173,39 @@ async fn main() {
             let mut client = DemoClient::new(channel.clone());
             let counts = Arc::clone(&counts);
             let sleep = args.sleep.clone();
+            let retries = args.retries;
             tasks.push(tokio::spawn(async move {
                 while Instant::now() < end {
-                    let mut request = tonic::Request::new(SleepRequest {
-                        duration: sleep.clone(),
-                    });
-                    request.set_timeout(Duration::from_secs(5));
-                    let result = client.sleep(request).await;
+                    let mut attempt = 0;
+                    let result = loop {
+                        let mut request = tonic::Request::new(SleepRequest {
+                            duration: sleep.clone(),
+                        });
+                        request.set_timeout(Duration::from_secs(5));
+                        let result = client.sleep(request).await;
+                        let retry = match &result {
+                            Err(status) if attempt < retries => retry_after(status),
+                            _ => None,
+                        };
+                        let Some((kind, wait)) = retry else {
+                            break result;
+                        };
+                        attempt += 1;
+                        *counts
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .retries
+                            .entry(kind)
+                            .or_default() += 1;
+                        tokio::time::sleep(wait).await;
+                    };
                     let mut c = counts.lock().unwrap_or_else(|p| p.into_inner());
-                    c.0 += 1;
+                    c.calls += 1;
                     match result {
-                        Ok(_) => c.1 += 1,
+                        Ok(_) => c.ok += 1,
                         Err(status) => {
                             let key = format!("{:?}: {}", status.code(), status.message());
-                            *c.2.entry(key).or_default() += 1;
+                            *c.failures.entry(key).or_default() += 1;
                         }
                     }
                 }
@@ -106,14 +215,23 @@ async fn main() {
     for t in tasks {
         let _ = t.await;
     }
-    let (calls, ok, failures) = &*counts.lock().unwrap_or_else(|p| p.into_inner());
-    let failures: Vec<String> = failures
+    let c = &*counts.lock().unwrap_or_else(|p| p.into_inner());
+    let failures: Vec<String> = c
+        .failures
         .iter()
         .map(|(k, v)| format!("{:?}: {v}", k.replace('"', "'")))
         .collect();
+    let retries: Vec<String> = c
+        .retries
+        .iter()
+        .map(|(k, v)| format!("{k:?}: {v}"))
+        .collect();
     println!(
-        "{{\"calls\": {calls}, \"ok\": {ok}, \"failed\": {}, \"failures\": {{{}}}}}",
-        calls - ok,
-        failures.join(", ")
+        "{{\"calls\": {}, \"ok\": {}, \"failed\": {}, \"failures\": {{{}}}, \"retries\": {{{}}}}}",
+        c.calls,
+        c.ok,
+        c.calls - c.ok,
+        failures.join(", "),
+        retries.join(", ")
     );
 }

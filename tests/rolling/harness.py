@@ -5,11 +5,13 @@ example-server instance, free loopback ports, and HAProxy's runtime API (stats s
 Stdlib only. Loopback only.
 """
 
+import http.client
 import json
 import os
 import re
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -118,11 +120,70 @@ def target_dir():
     return json.loads(out)["target_directory"]
 
 
-class Instance:
-    """One example-server process on a fixed port, with its logs in `workdir`."""
+class TlsFiles:
+    """A throwaway CA and a server certificate it signed, made with the openssl CLI in `workdir`
+    (ECDSA P-256, valid one day): SANs IP 127.0.0.1 and DNS localhost, serverAuth.
 
-    def __init__(self, binary, name, port, flags, workdir):
+    `flags` are the example servers' TLS flags; `context()` is a client context that trusts
+    only this CA and checks the name."""
+
+    def __init__(self, workdir):
+        d = os.path.join(workdir, "tls")
+        os.makedirs(d, exist_ok=True)
+        self.ca = os.path.join(d, "ca.crt")
+        self.cert = os.path.join(d, "server.crt")
+        self.key = os.path.join(d, "server.key")
+        ca_key = os.path.join(d, "ca.key")
+        csr = os.path.join(d, "server.csr")
+        ext = os.path.join(d, "server.ext")
+        with open(ext, "w") as f:
+            f.write(
+                "basicConstraints = critical, CA:FALSE\n"
+                "keyUsage = critical, digitalSignature\n"
+                "extendedKeyUsage = serverAuth\n"
+                "subjectAltName = IP:127.0.0.1, DNS:localhost\n"
+            )
+        ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+        for cmd in (
+            ["req", "-x509", *ec, "-keyout", ca_key, "-out", self.ca, "-days", "1",
+             "-subj", "/CN=lameduck rolling-test CA",
+             "-addext", "basicConstraints = critical, CA:TRUE",
+             "-addext", "keyUsage = critical, keyCertSign, cRLSign"],
+            ["req", "-new", *ec, "-keyout", self.key, "-out", csr, "-subj", "/CN=127.0.0.1"],
+            ["x509", "-req", "-in", csr, "-CA", self.ca, "-CAkey", ca_key, "-CAcreateserial",
+             "-out", self.cert, "-days", "1", "-sha256", "-extfile", ext],
+        ):
+            done = subprocess.run(["openssl", *cmd], capture_output=True, text=True, timeout=60)
+            if done.returncode != 0:
+                raise RuntimeError(f"openssl {cmd[0]} failed:\n{done.stderr}")
+        self.flags = ["--tls-cert-file", self.cert, "--tls-private-key-file", self.key]
+
+    def context(self):
+        return ssl.create_default_context(cafile=self.ca)
+
+
+def get_status(port, path, tls=None, timeout=1.0):
+    """GET `path` on 127.0.0.1:`port` (over TLS when `tls`, a TlsFiles); the status code."""
+    if tls:
+        conn = http.client.HTTPSConnection("127.0.0.1", port, timeout=timeout, context=tls.context())
+    else:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request("GET", path)
+        return conn.getresponse().status
+    finally:
+        conn.close()
+
+
+class Instance:
+    """One example-server process on a fixed port, with its logs in `workdir`; with `tls` (a
+    TlsFiles) it serves TLS with that certificate."""
+
+    def __init__(self, binary, name, port, flags, workdir, tls=None):
         self.binary, self.name, self.port, self.flags = binary, name, port, flags
+        self.tls = tls
+        if tls:
+            self.flags = [*flags, *tls.flags]
         self.workdir = workdir
         self.generation = 0
         self.proc = None
@@ -139,7 +200,8 @@ class Instance:
             with open(self.stdout_path, "r", errors="replace") as f:
                 line = f.readline()
             if line.endswith("\n"):
-                expected = f"listening on http://127.0.0.1:{self.port}"
+                scheme = "https" if self.tls else "http"
+                expected = f"listening on {scheme}://127.0.0.1:{self.port}"
                 if line.strip() != expected:
                     raise RuntimeError(f"{self.name}: first stdout line {line!r}, want {expected!r}")
                 return

@@ -18,16 +18,28 @@ Per run, for one example server, one protocol, one shutdown mode and one goaway 
      `/sleep?duration=20ms`, retrying after a Retry-After as client-go does (a 429 or 5xx
      answer with Retry-After: client-go's checkWait), nothing else;
   3. for each old pod: the new pod starts, its /readyz answers 200, its endpoint is enabled
-     (runtime API, `enable server`); the old pod gets SIGTERM, its endpoint is disabled 1 s
-     later (`disable server`), and it must exit 0 within its shutdown delay plus a bound;
+     (runtime API, `enable server`); the client connections HAProxy has on the old pod are
+     noted (`show sess all`: the pod's pinned connections, by client port); the old pod gets
+     SIGTERM, its endpoint is disabled 1 s later (`disable server`), and it must exit 0 within
+     its shutdown delay plus a bound;
   4. from the end of the rollout, 10 s of load: each pod's share of the traffic is the bytes
      HAProxy forwarded from it to clients over the window, read at both ends of the window
      (see `Balancer.bytes_out`). Bytes, not `stot`: `stot` counts connections, and with a few
      long-lived connections a connection says nothing about how much traffic it carries. All
      responses here are small and alike, so bytes track requests;
-  5. the client stops and reports requests, failures, retries and dials (connections).
+  5. the client stops and reports requests, failures, retries and dials (connections), and
+     what it saw of each connection (its GOAWAYs, and whether the server closed it).
 
-Asserted: 0 failed requests, the replaced pods exit 0, and with a goaway chance > 0 every pod's
+TLS pass-through (protocols `h2-tls` and `http1-tls`): the same rollout with the pods serving
+TLS (`--tls-cert-file`, `--tls-private-key-file`: a throwaway CA and a certificate for IP
+127.0.0.1 made with the openssl CLI in the run's directory) and HAProxy still in `mode tcp`,
+so the TLS sessions pass through it to the pods, as behind a network load balancer. The
+client verifies the pods' certificate against that CA (name 127.0.0.1) and offers one ALPN
+protocol, h2 or http/1.1; a connection that negotiated anything else is a failure.
+
+Asserted: 0 failed requests, the replaced pods exit 0, over HTTP/2 (h2c, h2-tls) every
+connection pinned to an old pod received a GOAWAY (and every old pod had pinned connections),
+and no connection was closed by the server without a GOAWAY first; with a goaway chance > 0 every pod's
 share within 25% of an even share, with at least 10 new connections in the window per client
 connection (an even share from connections that never moved would be the rollout's luck). With chance 0 the skew is printed, not asserted. The
 control (`bare_axum --graceful-shutdown`: axum's own graceful shutdown, no lame-duck window)
@@ -55,7 +67,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
 
 RUNTIMES = ["tokio_server", "axum_server", "smol_server", "actix_server"]
-PROTOCOLS = ["h2c", "http1"]
+PROTOCOLS = ["h2c", "http1", "h2-tls", "http1-tls"]
+# The protocols whose pods serve TLS, and those over HTTP/2 (the GOAWAY checks).
+TLS_PROTOCOLS = ("h2-tls", "http1-tls")
+H2_PROTOCOLS = ("h2c", "h2-tls")
+# The control (bare_axum) has no TLS flags.
+CONTROL_PROTOCOLS = ["h2c", "http1"]
 MODES = ["A", "B"]
 CONTROL = "bare_axum"
 # The lame-duck window: the endpoint is removed 1 s after SIGTERM, as kube-proxy would
@@ -127,6 +144,15 @@ class Balancer:
     def stats(self):
         return h.show_stat(self.sock_path)
 
+    def pinned_ports(self, server):
+        """The client ports of the sessions HAProxy has on `server` right now."""
+        ports = set()
+        for block in re.split(r"\n(?=0x[0-9a-f]+: \[)", h.haproxy_command(self.sock_path, "show sess all")):
+            source = re.search(r"^0x[0-9a-f]+: \[.*\bsource=127\.0\.0\.1:(\d+)", block)
+            if source and re.search(rf"^  server={re.escape(server)} ", block, re.M):
+                ports.add(int(source.group(1)))
+        return ports
+
     def bytes_out(self):
         """Bytes forwarded from each server to clients so far: `show stat`'s `bout` (a session's
         bytes, added when it ends: in `mode tcp` HAProxy forwards without waking the session,
@@ -153,21 +179,49 @@ def tail(path, n=20):
         return ""
 
 
-def wait_ready(port, path, timeout=15.0):
-    """Waits until GET `path` on the pod answers 200."""
+def wait_ready(port, path, tls=None, timeout=15.0):
+    """Waits until GET `path` on the pod (over TLS with `tls`, a harness.TlsFiles) answers 200."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
-            conn.request("GET", path)
-            status = conn.getresponse().status
-            conn.close()
-            if status == 200:
+            if h.get_status(port, path, tls) == 200:
                 return
-        except OSError:
+        except (OSError, http.client.HTTPException):
             pass
         time.sleep(0.05)
     raise RuntimeError(f"127.0.0.1:{port}{path} not 200 within {timeout}s")
+
+
+def read_conn_log(path):
+    with open(path, "r", errors="replace") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def pinned_goaways(snapshots, conns):
+    """Matches each pod's pinned client ports (noted at `at_ms`, just before its SIGTERM) with
+    the client's connections (the one on that port open at that moment). Returns
+    {pod: (pinned, with a GOAWAY, ended by the server, unmatched ports)}."""
+    by_port = {}
+    for c in conns:
+        by_port.setdefault(c["port"], []).append(c)
+    out = {}
+    for pod, at_ms, ports in snapshots:
+        pinned = goaway = peer = unmatched = 0
+        for port in sorted(ports):
+            # The client notes its dial once connected, HAProxy its session at accept: allow 1 s.
+            cands = [
+                c for c in by_port.get(port, [])
+                if c["dial_ms"] <= at_ms + 1000 and (c["end_ms"] == 0 or c["end_ms"] >= at_ms - 1000)
+            ]
+            if not cands:
+                unmatched += 1
+                continue
+            c = min(cands, key=lambda c: abs(c["dial_ms"] - at_ms))
+            pinned += 1
+            goaway += c["goaways"] > 0
+            peer += c["ended_by"] == "peer"
+        out[pod] = (pinned, goaway, peer, unmatched)
+    return out
 
 
 def shares(before, after, names):
@@ -182,6 +236,7 @@ def run_one(binary, case, args, client_bin):
     """One rolling update under load. `case`: runtime, protocol, mode, chance, control."""
     runtime, proto, mode, chance = case["runtime"], case["protocol"], case["mode"], case["chance"]
     workdir = tempfile.mkdtemp(prefix=f"rolling-l4-{runtime}-{proto}-{mode}-")
+    tls = h.TlsFiles(workdir) if proto in TLS_PROTOCOLS else None
     if case["control"]:
         flags, ready_path = ["--graceful-shutdown"], "/"
     else:
@@ -191,11 +246,13 @@ def run_one(binary, case, args, client_bin):
         if chance > 0:
             flags += ["--goaway-chance", f"{chance:g}"]
         ready_path = "/readyz"
-    pods = [h.Instance(binary, f"p{i}", h.free_port(), flags, workdir) for i in (1, 2, 3, 4)]
+    pods = [h.Instance(binary, f"p{i}", h.free_port(), flags, workdir, tls=tls) for i in (1, 2, 3, 4)]
     lb = Balancer(workdir, h.free_port(), [(p.name, p.port, p.name in ("p1", "p2")) for p in pods])
     client = None
     events, problems = [], []
     result = dict(case, ok=None, failed=None, retries=None, dials=None, exits={}, shares={}, workdir=workdir)
+    result["tls"] = tls is not None
+    snapshots = []  # (old pod, Unix ms, client ports HAProxy had on it) just before each SIGTERM
     t0 = time.monotonic()
 
     def note(msg):
@@ -204,9 +261,11 @@ def run_one(binary, case, args, client_bin):
     try:
         for pod in pods[:2]:
             pod.start()
-            wait_ready(pod.port, ready_path)
+            wait_ready(pod.port, ready_path, tls)
         lb.start()
         client_out = os.path.join(workdir, "client.out")
+        conn_log = os.path.join(workdir, "client.conns.jsonl")
+        tls_args = ["-cacert", tls.ca, "-server-name", "127.0.0.1"] if tls else []
         with open(client_out, "wb") as out, open(os.path.join(workdir, "client.err"), "wb") as err:
             client = h.spawn(
                 [
@@ -217,6 +276,8 @@ def run_one(binary, case, args, client_bin):
                     "-workers", str(args.workers),
                     "-http1-conns", str(args.http1_conns),
                     "-duration", "300s",
+                    "-conn-log", conn_log,
+                    *tls_args,
                 ],
                 out,
                 err,
@@ -228,9 +289,12 @@ def run_one(binary, case, args, client_bin):
             if client.poll() is not None:
                 raise RuntimeError(f"client exited early with {client.returncode}")
             new.start()
-            wait_ready(new.port, ready_path)
+            wait_ready(new.port, ready_path, tls)
             lb.command(f"enable server be/{new.name}")
             note(f"{new.name} ready, endpoint added")
+            ports = lb.pinned_ports(old.name)
+            snapshots.append((old.name, int(time.time() * 1000), ports))
+            note(f"{len(ports)} client connections pinned to {old.name}")
             term_at = time.monotonic()
             os.kill(old.proc.pid, signal.SIGTERM)
             exit_at = None
@@ -255,7 +319,7 @@ def run_one(binary, case, args, client_bin):
         share, sent, conns = shares(before, lb.bytes_out(), live)
         result["shares"] = share
         result["window_conns"] = sum(conns.values())
-        result["client_conns"] = args.transports * (1 if proto == "h2c" else args.http1_conns)
+        result["client_conns"] = args.transports * (1 if proto in H2_PROTOCOLS else args.http1_conns)
         even = 1 / len(live)
         skew = max(abs(s - even) / even for s in share.values())
         result["skew"] = skew
@@ -272,15 +336,31 @@ def run_one(binary, case, args, client_bin):
         if code != 0 or not out:
             raise RuntimeError(f"client exited {code}: {out}\n{tail(os.path.join(workdir, 'client.err'))}")
         report = json.loads(out.splitlines()[-1])
-        for k in ("ok", "failed", "retries", "dials"):
-            result[k] = report[k]
+        for k in ("ok", "failed", "retries", "dials", "alpn", "goaway_conns", "peer_closed"):
+            result[k] = report.get(k)
+        result["peer_no_goaway"] = report.get("peer_closed_without_goaway")
         result["errors"] = report["errors"]
+        pinned = pinned_goaways(snapshots, read_conn_log(conn_log))
+        result["pinned"] = {pod: list(v) for pod, v in pinned.items()}
+        for pod, (n, goaway, peer, unmatched) in pinned.items():
+            note(
+                f"{n} connections pinned to {pod}: {goaway} got a GOAWAY, {peer} closed by the server"
+                + (f" ({unmatched} ports not found among the client's connections)" if unmatched else "")
+            )
         note(
             f"client: {report['ok']} ok, {report['failed']} failed, retries by status {report['retries']}, "
             f"{report['dials']} dials (per transport {[t['dials'] for t in report['per_transport']]})"
+            + (f", ALPN {report['alpn']}" if tls else "")
+            + f"; {report['goaway_conns']} connections got a GOAWAY, {report['peer_closed']} closed by "
+            f"the server ({report['peer_closed_without_goaway']} without a GOAWAY), {report['open_at_end']} open at the end"
         )
         for e in report["errors"]:
             note(f"  client error: {e}")
+        result["dial_errors"] = report.get("dial_errors")
+        if report.get("dial_errors"):
+            # Not failures by themselves: a dial whose request another connection served is
+            # cancelled (net/http); a request that lost its dial is counted as failed.
+            note(f"{report['dial_errors']} dials did not complete, e.g. {report['dial_error_texts'][:3]}")
     except Exception as e:  # reported as a failed run, with the logs kept
         problems.append(f"{type(e).__name__}: {e}")
     finally:
@@ -291,6 +371,7 @@ def run_one(binary, case, args, client_bin):
             if pod.proc:
                 h.kill(pod.proc)
     result["events"], result["problems"] = events, problems
+    result["duration_s"] = round(time.monotonic() - t0, 1)
     return result
 
 
@@ -302,6 +383,18 @@ def verdict(r):
         return None if r["failed"] > 0 else "the control lost no request (the test should be able to fail)"
     if r["failed"] != 0:
         return f"{r['failed']} failed requests (want 0)"
+    if r["tls"]:
+        want = "h2" if r["protocol"] == "h2-tls" else "http/1.1"
+        if set(r["alpn"]) != {want}:
+            return f"ALPN negotiated {r['alpn']} (want only {want})"
+    if r["protocol"] in H2_PROTOCOLS:
+        for pod, (n, goaway, _peer, _unmatched) in r["pinned"].items():
+            if n == 0:
+                return f"no client connection was pinned to {pod} at its SIGTERM (nothing to check)"
+            if goaway != n:
+                return f"{n - goaway} of the {n} connections pinned to {pod} got no GOAWAY"
+        if r["peer_no_goaway"]:
+            return f"{r['peer_no_goaway']} connections closed by the server without a GOAWAY"
     if r["chance"] > 0 and r["skew"] > SHARE_TOLERANCE:
         return f"a pod's share is {r['skew']:.1%} off even (want within {SHARE_TOLERANCE:.0%})"
     if r["chance"] > 0 and r["window_conns"] < REPLACED_PER_CONN * r["client_conns"]:
@@ -314,7 +407,10 @@ def verdict(r):
 
 
 def table(results):
-    head = ["server", "proto", "mode", "goaway", "ok", "failed", "retries", "dials", "exits", "shares p3/p4", "window conns"]
+    head = [
+        "server", "proto", "mode", "goaway", "ok", "failed", "retries", "dials", "exits",
+        "pinned/GOAWAY", "shares p3/p4", "window conns", "time",
+    ]
     rows = []
     for r in results:
         fmt = lambda v: "error" if v is None else str(v)  # noqa: E731
@@ -329,8 +425,14 @@ def table(results):
                 "error" if r["retries"] is None else (",".join(f"{k}x{v}" for k, v in sorted(r["retries"].items())) or "0"),
                 fmt(r["dials"]),
                 ",".join(f"{k}={v}" for k, v in r["exits"].items()),
+                " ".join(
+                    f"{pod}:{v[0]}/{v[1]}" if r["protocol"] in H2_PROTOCOLS else f"{pod}:{v[0]}/-"
+                    for pod, v in r.get("pinned", {}).items()
+                )
+                or "-",
                 "/".join(f"{v:.1%}" for v in r["shares"].values()) or "-",
                 str(r.get("window_conns", "-")),
+                f"{r['duration_s']:g}s",
             ]
         )
     widths = [max(len(x) for x in col) for col in zip(head, *rows)]
@@ -349,13 +451,15 @@ def split(value, known, what, parser):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--runtimes", default=",".join(RUNTIMES), help="comma-separated example servers")
-    p.add_argument("--protocols", default=",".join(PROTOCOLS), help="h2c, http1")
+    p.add_argument(
+        "--protocols", default="h2c,http1", help="h2c, http1, h2-tls, http1-tls (the last two: TLS pass-through)"
+    )
     p.add_argument(
         "--pairs", default="", help="runtime:protocol pairs to run instead of --runtimes x --protocols"
     )
     p.add_argument("--modes", default="A,B", help="lameduck modes (A, B)")
     p.add_argument("--goaway-chances", default="0,0.02", help="comma-separated --goaway-chance values")
-    p.add_argument("--control", default="h2c,http1", help="protocols of the control run ('' for none)")
+    p.add_argument("--control", default="h2c,http1", help="protocols of the control run: h2c, http1 ('' for none)")
     p.add_argument("--transports", type=int, default=4, help="independent client transports")
     p.add_argument("--workers", type=int, default=8, help="workers per transport")
     p.add_argument("--http1-conns", type=int, default=4, help="http1: connections per transport")
@@ -376,13 +480,14 @@ def main():
             split(r, RUNTIMES, "runtime", p)
             split(q, PROTOCOLS, "protocol", p)
     modes = split(args.modes, MODES, "mode", p)
-    controls = split(args.control, PROTOCOLS, "protocol", p)
+    controls = split(args.control, CONTROL_PROTOCOLS, "control protocol", p)
     try:
         chances = [float(c) for c in args.goaway_chances.split(",") if c]
     except ValueError:
         p.error("--goaway-chances: comma-separated numbers")
 
-    for tool in ("haproxy", "go"):
+    tools = ("haproxy", "go") + (("openssl",) if any(q in TLS_PROTOCOLS for _, q in pairs) else ())
+    for tool in tools:
         if not shutil.which(tool):
             h.log(f"error: {tool} not found (apt-get install -y haproxy golang-go golang-golang-x-net-dev)")
             return 2
