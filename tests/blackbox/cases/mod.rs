@@ -16,6 +16,7 @@ mod requests;
 mod signals;
 mod startup;
 mod systemd;
+mod tls;
 mod watch_drain;
 
 pub use bounds::*;
@@ -33,4 +34,5 @@ pub use requests::*;
 pub use signals::*;
 pub use startup::*;
 pub use systemd::*;
+pub use tls::*;
 pub use watch_drain::*;

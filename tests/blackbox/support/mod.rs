@@ -9,6 +9,7 @@ pub mod h2tap;
 pub mod http1;
 pub mod log;
 pub mod process;
+pub mod tls;
 pub mod trace;
 
 use std::io;
