@@ -694,6 +694,7 @@ pub fn tls_rotation_in_place(bin: &'static str) {
         second.write(&cert, &key);
         let overwritten =
             wait_for_cert(&server, &config, &second.cert_der, "overwritten in place").await;
+        assert_old_connection_served(&mut old, &first.cert_der, "overwritten in place").await;
         // New files renamed over the old names.
         third.replace(&cert, &key);
         let renamed = wait_for_cert(&server, &config, &third.cert_der, "renamed over").await;
@@ -732,6 +733,7 @@ pub fn tls_rotation_secret_volume_swap(bin: &'static str) {
 
         volume.update(&second);
         let once = wait_for_cert(&server, &config, &second.cert_der, "..data swapped").await;
+        assert_old_connection_served(&mut old, &first.cert_der, "..data swapped").await;
         volume.update(&third);
         let twice = wait_for_cert(&server, &config, &third.cert_der, "..data swapped again").await;
         tokio::time::sleep(Duration::from_millis(300)).await;
@@ -802,6 +804,8 @@ pub fn tls_rotation_to_a_bad_pair_keeps_the_old(bin: &'static str) {
         let mut old = H1Tls::connect(addr, &config)
             .await
             .expect("first connection");
+        // Used at every step, so that no idle keep-alive timeout (actix's is 5 s) ends it.
+        assert_old_connection_served(&mut old, &first.cert_der, "before the rotation").await;
         let load = Load::start(addr, &config, 3);
         tokio::time::sleep(Duration::from_millis(300)).await;
 
@@ -810,6 +814,7 @@ pub fn tls_rotation_to_a_bad_pair_keeps_the_old(bin: &'static str) {
         write(&key, &second.key_pem);
         tokio::time::sleep(Duration::from_secs(3)).await;
         still_served(addr, &config, &first.cert_der, "3 s after a mismatched key").await;
+        assert_old_connection_served(&mut old, &first.cert_der, "3 s after a mismatched key").await;
         let mismatch = error_naming(&server, &key, lines, "mismatched key");
 
         // A half-written certificate (with that other key).
@@ -823,6 +828,12 @@ pub fn tls_rotation_to_a_bad_pair_keeps_the_old(bin: &'static str) {
             "2 s after a half-written certificate",
         )
         .await;
+        assert_old_connection_served(
+            &mut old,
+            &first.cert_der,
+            "2 s after a half-written certificate",
+        )
+        .await;
         let half = error_naming(&server, &cert, lines, "half-written certificate");
 
         // Garbage.
@@ -832,6 +843,12 @@ pub fn tls_rotation_to_a_bad_pair_keeps_the_old(bin: &'static str) {
         still_served(
             addr,
             &config,
+            &first.cert_der,
+            "2 s after a certificate of garbage",
+        )
+        .await;
+        assert_old_connection_served(
+            &mut old,
             &first.cert_der,
             "2 s after a certificate of garbage",
         )
