@@ -220,6 +220,27 @@ where
         }
     }
 
+    /// Starts a graceful shutdown at the stop broadcast, once what the connection has received
+    /// already is read: a request (or HTTP/2's preface) that arrived with the goodbye is
+    /// answered, and the goodbye said (`Connection: close`, GOAWAY), instead of the connection
+    /// being closed under it. `Some` when the connection has ended. (Out of line: the
+    /// connection's poll, which runs at every wake-up, keeps one copy of hyper's.)
+    #[cold]
+    #[inline(never)]
+    fn shut_down(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        activity: &ConnActivity<R>,
+    ) -> Option<Result<(), BoxError>> {
+        if let Polled::Done(result) = self.as_mut().poll(cx, activity) {
+            return Some(result);
+        }
+        if !self.graceful_shutdown() {
+            return Some(Ok(()));
+        }
+        None
+    }
+
     /// Starts a graceful shutdown; `false` when there is nothing to shut down gracefully
     /// (the protocol is not known yet: no request has been read), so the connection ends now.
     fn graceful_shutdown(self: Pin<&mut Self>) -> bool {
@@ -281,15 +302,8 @@ where
                 if stop {
                     *this.shutting_down = true;
                     *this.stop_listener = None;
-                    // What the connection has received already is read first: a request (or
-                    // HTTP/2's preface) that arrived with the goodbye is answered, and the
-                    // goodbye said (`Connection: close`, GOAWAY), instead of the connection
-                    // being closed under it.
-                    if let Polled::Done(result) = this.conn.as_mut().poll(cx, this.activity) {
-                        break result;
-                    }
-                    if !this.conn.as_mut().graceful_shutdown() {
-                        break Ok(());
+                    if let Some(ended) = this.conn.as_mut().shut_down(cx, this.activity) {
+                        break ended;
                     }
                 }
             }

@@ -44,15 +44,6 @@ impl Alpn {
     }
 }
 
-impl From<Alpn> for Protocol {
-    fn from(alpn: Alpn) -> Protocol {
-        match alpn {
-            Alpn::Http2 => Protocol::Http2,
-            Alpn::Http1 => Protocol::Http1,
-        }
-    }
-}
-
 /// A handshake every connection of a listener goes through before HTTP, for
 /// [`Server::serve_tls`](crate::Server::serve_tls): TLS (the tokio and smol adapters'
 /// `TlsAcceptor`), or anything else that turns an accepted connection into the I/O HTTP is
@@ -108,6 +99,13 @@ pub(crate) async fn handshake_then_serve<R, I, H, S>(
     let Some((io, alpn)) = done else {
         return;
     };
-    let protocol = alpn.map(Protocol::from);
+    // HTTP/2 is served as such at once. HTTP/1.1 (or no ALPN) goes through the first-bytes
+    // path of a plaintext connection: hyper's HTTP/1 connection then reads through the same
+    // I/O, whose first read is the small one that tells the protocol (served directly from
+    // its first read, hyper allocates a new read buffer for every request over TLS).
+    let protocol = match alpn {
+        Some(Alpn::Http2) => Some(Protocol::Http2),
+        Some(Alpn::Http1) | None => None,
+    };
     serve_connection(&admission, io, peer, service, control, guard, protocol).await;
 }

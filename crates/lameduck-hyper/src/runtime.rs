@@ -82,16 +82,15 @@ pub trait Listener: Send + 'static {
 #[derive(Clone, Debug)]
 pub struct Exec<R>(pub R);
 
+/// For the futures a hyper server spawns (its HTTP/2 streams), which return nothing: each is
+/// handed to the runtime as it is, with no wrapper future of ours to move it into first.
 impl<R, F> hyper::rt::Executor<F> for Exec<R>
 where
     R: Runtime,
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
+    F: Future<Output = ()> + Send + 'static,
 {
     fn execute(&self, future: F) {
-        self.0.spawn(async move {
-            future.await;
-        });
+        self.0.spawn(future);
     }
 }
 
