@@ -147,7 +147,7 @@ where
     S: HttpService,
 {
     /// Drives the connection; tells `activity` when it turns out to be HTTP/2.
-    #[inline]
+    #[inline(always)]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>, activity: &ConnActivity<R>) -> Polled {
         loop {
             let result = match self.as_mut().project() {
