@@ -38,42 +38,6 @@ fn poll_exit(
     }
 }
 
-/// The soft and hard limits on open files of this process (children inherit them).
-fn open_files_limits() -> Option<(u64, u64)> {
-    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
-    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
-    let mut fields = line.split_whitespace().skip(3);
-    let parse = |s: Option<&str>| match s? {
-        "unlimited" => Some(u64::MAX),
-        n => n.parse().ok(),
-    };
-    Some((parse(fields.next())?, parse(fields.next())?))
-}
-
-/// Makes sure this process (and the servers it starts from now on) may open `need` files:
-/// raises the soft limit up to the hard limit with `prlimit` when it is lower (an
-/// unprivileged change), and panics with advice when that is not enough.
-fn ensure_open_files(need: u64) {
-    let Some((soft, hard)) = open_files_limits() else {
-        return; // Not Linux's /proc: nothing to check.
-    };
-    if soft >= need {
-        return;
-    }
-    let target = need.max(4096).min(hard);
-    let raised = std::process::Command::new("prlimit")
-        .arg("--pid")
-        .arg(std::process::id().to_string())
-        .arg(format!("--nofile={target}:"))
-        .status();
-    let now = open_files_limits().map_or(0, |(soft, _)| soft);
-    assert!(
-        now >= need,
-        "this case holds about {need} files: the open-files limit is {soft} (hard {hard}) and \
-         raising it with prlimit gave {now} ({raised:?}); run `ulimit -n {need}` first"
-    );
-}
-
 /// Whether an I/O error means the server aborted the response (closed or reset the
 /// connection), as opposed to the client giving up waiting.
 fn is_abort(e: &io::Error) -> bool {

@@ -652,21 +652,93 @@ fn assert_load(stats: &LoadStats, server: &ServerProcess, what: &str) -> String 
     )
 }
 
-/// A keep-alive connection opened before a rotation: still served, with the old certificate.
-async fn assert_old_connection_served(
-    old: &mut H1Tls,
-    first: &CertificateDer<'static>,
-    what: &str,
-) {
-    assert_ok(
-        &old.get("/").await,
-        Version::HTTP_11,
-        &format!("{what}: the connection opened before the rotation"),
-    );
-    assert!(
-        old.peer.as_ref() == Some(first),
-        "{what}: the old connection's certificate"
-    );
+/// A rotation under load: a keep-alive connection opened before it (used at every step, so
+/// that no idle keep-alive timeout ends it: actix's is 5 s) and new connections opened all
+/// along by three tasks.
+struct Rotation {
+    addr: SocketAddr,
+    config: Arc<ClientConfig>,
+    old: H1Tls,
+    load: Load,
+    first: CertificateDer<'static>,
+}
+
+impl Rotation {
+    /// Opens the old connection to a server serving `first`, and starts the load.
+    async fn begin(
+        addr: SocketAddr,
+        config: &Arc<ClientConfig>,
+        first: &CertificateDer<'static>,
+    ) -> Rotation {
+        let old = H1Tls::connect(addr, config)
+            .await
+            .expect("first connection");
+        let mut rotation = Rotation {
+            addr,
+            config: Arc::clone(config),
+            old,
+            load: Load::start(addr, config, 3),
+            first: first.clone(),
+        };
+        rotation.old_served("before the rotation").await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        rotation
+    }
+
+    /// The old connection is still served, with the first certificate.
+    async fn old_served(&mut self, what: &str) {
+        assert_ok(
+            &self.old.get("/").await,
+            Version::HTTP_11,
+            &format!("{what}: the connection opened before the rotation"),
+        );
+        assert!(
+            self.old.peer.as_ref() == Some(&self.first),
+            "{what}: the old connection's certificate"
+        );
+    }
+
+    /// New handshakes still get the first certificate, and the old connection is served.
+    async fn first_still_served(&mut self, what: &str) {
+        for i in 0..3 {
+            let (_, cert) = get_once(self.addr, &self.config, "/readyz")
+                .await
+                .unwrap_or_else(|e| panic!("{what}: handshake #{i}: {e}"));
+            assert!(
+                cert.as_ref() == Some(&self.first),
+                "{what}: handshake #{i} did not get the old certificate"
+            );
+        }
+        self.old_served(what).await;
+    }
+
+    /// Waits until new handshakes get `want` (within 15 s); how long it took.
+    async fn wait_for(
+        &mut self,
+        server: &ServerProcess,
+        want: &CertificateDer<'static>,
+        what: &str,
+    ) -> Duration {
+        let took = wait_for_cert(server, &self.config, want, what).await;
+        self.old_served(what).await;
+        took
+    }
+
+    /// Stops the load: no request failed, and the old connection is still served; what to
+    /// report.
+    async fn end(mut self, server: &ServerProcess, what: &str) -> String {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        self.old_served(what).await;
+        let stats = self.load.stop().await;
+        assert_load(&stats, server, what)
+    }
+}
+
+/// Ends a case: SIGTERM, exit 0, a legal trace.
+fn terminate(mut server: ServerProcess, flags: &[&str]) {
+    server.signal("TERM");
+    server.assert_exit(0, Duration::from_secs(15));
+    server.assert_trace_legal(flags);
 }
 
 pub fn tls_rotation_in_place(bin: &'static str) {
@@ -678,37 +750,26 @@ pub fn tls_rotation_in_place(bin: &'static str) {
     let third = ca.server("server", KeyForm::RsaPkcs1);
     first.write(&cert, &key);
     let flags = ["--tls-cert-file", &cert, "--tls-private-key-file", &key];
-    let mut server = start_tls(bin, &flags);
-    let addr = server.addr;
+    let server = start_tls(bin, &flags);
     let config = client_config(&ca, &["http/1.1"], None);
 
     let summary = runtime().block_on(async {
-        let mut old = H1Tls::connect(addr, &config)
-            .await
-            .expect("first connection");
-        assert_ok(&old.get("/").await, Version::HTTP_11, "before the rotation");
-        let load = Load::start(addr, &config, 3);
-        tokio::time::sleep(Duration::from_millis(300)).await;
-
+        let mut rotation = Rotation::begin(server.addr, &config, &first.cert_der).await;
         // The files' contents overwritten (truncate and write; the pair is briefly mismatched).
         second.write(&cert, &key);
-        let overwritten =
-            wait_for_cert(&server, &config, &second.cert_der, "overwritten in place").await;
-        assert_old_connection_served(&mut old, &first.cert_der, "overwritten in place").await;
+        let overwritten = rotation
+            .wait_for(&server, &second.cert_der, "overwritten in place")
+            .await;
         // New files renamed over the old names.
         third.replace(&cert, &key);
-        let renamed = wait_for_cert(&server, &config, &third.cert_der, "renamed over").await;
-        tokio::time::sleep(Duration::from_millis(300)).await;
-
-        let stats = load.stop().await;
-        let load = assert_load(&stats, &server, "rotation in place");
-        assert_old_connection_served(&mut old, &first.cert_der, "rotation in place").await;
+        let renamed = rotation
+            .wait_for(&server, &third.cert_der, "renamed over")
+            .await;
+        let load = rotation.end(&server, "rotation in place").await;
         format!("overwrite picked up in {overwritten:?}, rename in {renamed:?}; {load}")
     });
     eprintln!("{bin}: {summary}");
-    server.signal("TERM");
-    server.assert_exit(0, Duration::from_secs(15));
-    server.assert_trace_legal(&flags);
+    terminate(server, &flags);
 }
 
 pub fn tls_rotation_secret_volume_swap(bin: &'static str) {
@@ -719,51 +780,46 @@ pub fn tls_rotation_secret_volume_swap(bin: &'static str) {
     let mut volume = SecretVolume::new(&first);
     let (cert, key) = (volume.cert(), volume.key());
     let flags = ["--tls-cert-file", &cert, "--tls-private-key-file", &key];
-    let mut server = start_tls(bin, &flags);
-    let addr = server.addr;
+    let server = start_tls(bin, &flags);
     let config = client_config(&ca, &["http/1.1"], None);
 
     let summary = runtime().block_on(async {
-        let mut old = H1Tls::connect(addr, &config)
-            .await
-            .expect("first connection");
-        assert_ok(&old.get("/").await, Version::HTTP_11, "before the rotation");
-        let load = Load::start(addr, &config, 3);
-        tokio::time::sleep(Duration::from_millis(300)).await;
-
+        let mut rotation = Rotation::begin(server.addr, &config, &first.cert_der).await;
         volume.update(&second);
-        let once = wait_for_cert(&server, &config, &second.cert_der, "..data swapped").await;
-        assert_old_connection_served(&mut old, &first.cert_der, "..data swapped").await;
+        let once = rotation
+            .wait_for(&server, &second.cert_der, "..data swapped")
+            .await;
         volume.update(&third);
-        let twice = wait_for_cert(&server, &config, &third.cert_der, "..data swapped again").await;
-        tokio::time::sleep(Duration::from_millis(300)).await;
-
-        let stats = load.stop().await;
-        let load = assert_load(&stats, &server, "Secret volume swap");
-        assert_old_connection_served(&mut old, &first.cert_der, "Secret volume swap").await;
+        let twice = rotation
+            .wait_for(&server, &third.cert_der, "..data swapped again")
+            .await;
+        let load = rotation.end(&server, "Secret volume swap").await;
         format!("swaps picked up in {once:?} and {twice:?}; {load}")
     });
     eprintln!("{bin}: {summary}");
-    server.signal("TERM");
-    server.assert_exit(0, Duration::from_secs(15));
-    server.assert_trace_legal(&flags);
+    terminate(server, &flags);
 }
 
-/// Asserts a few new handshakes still get `want`.
-async fn still_served(
-    addr: SocketAddr,
-    config: &Arc<ClientConfig>,
-    want: &CertificateDer<'static>,
-    what: &str,
-) {
-    for i in 0..3 {
-        let (_, cert) = get_once(addr, config, "/readyz")
-            .await
-            .unwrap_or_else(|e| panic!("{what}: handshake #{i}: {e}"));
+/// Waits up to 5 s for an error line naming `path` past the first `skip` lines of `server`'s
+/// stderr; the line.
+fn error_naming(server: &ServerProcess, path: &str, skip: usize, what: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let stderr = server.stderr_text();
+        let found = stderr
+            .lines()
+            .skip(skip)
+            .find(|l| l.contains("ERROR") && l.contains(path))
+            .map(str::to_string);
+        if let Some(line) = found {
+            return line;
+        }
         assert!(
-            cert.as_ref() == Some(want),
-            "{what}: handshake #{i} did not get the old certificate"
+            Instant::now() < deadline,
+            "{what}: no error line naming {path}\n{}",
+            server.describe()
         );
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
@@ -775,102 +831,38 @@ pub fn tls_rotation_to_a_bad_pair_keeps_the_old(bin: &'static str) {
     let second = ca.server("server", KeyForm::EcPkcs8);
     first.write(&cert, &key);
     let flags = ["--tls-cert-file", &cert, "--tls-private-key-file", &key];
-    let mut server = start_tls(bin, &flags);
-    let addr = server.addr;
+    let server = start_tls(bin, &flags);
     let config = client_config(&ca, &["http/1.1"], None);
 
-    // Waits up to 5 s for an error line naming `path` past the first `skip` lines.
-    let error_naming = |server: &ServerProcess, path: &str, skip: usize, what: &str| {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
-            let stderr = server.stderr_text();
-            let found = stderr
-                .lines()
-                .skip(skip)
-                .find(|l| l.contains("ERROR") && l.contains(path))
-                .map(str::to_string);
-            if let Some(line) = found {
-                return line;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{what}: no error line naming {path}\n{}",
-                server.describe()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    };
     let summary = runtime().block_on(async {
-        let mut old = H1Tls::connect(addr, &config)
-            .await
-            .expect("first connection");
-        // Used at every step, so that no idle keep-alive timeout (actix's is 5 s) ends it.
-        assert_old_connection_served(&mut old, &first.cert_der, "before the rotation").await;
-        let load = Load::start(addr, &config, 3);
-        tokio::time::sleep(Duration::from_millis(300)).await;
-
-        // The key of another certificate.
-        let lines = server.stderr_text().lines().count();
-        write(&key, &second.key_pem);
-        tokio::time::sleep(Duration::from_secs(3)).await;
-        still_served(addr, &config, &first.cert_der, "3 s after a mismatched key").await;
-        assert_old_connection_served(&mut old, &first.cert_der, "3 s after a mismatched key").await;
-        let mismatch = error_naming(&server, &key, lines, "mismatched key");
-
-        // A half-written certificate (with that other key).
-        let lines = server.stderr_text().lines().count();
-        write(&cert, &second.cert_pem[..second.cert_pem.len() / 2]);
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        still_served(
-            addr,
-            &config,
-            &first.cert_der,
-            "2 s after a half-written certificate",
-        )
-        .await;
-        assert_old_connection_served(
-            &mut old,
-            &first.cert_der,
-            "2 s after a half-written certificate",
-        )
-        .await;
-        let half = error_naming(&server, &cert, lines, "half-written certificate");
-
-        // Garbage.
-        let lines = server.stderr_text().lines().count();
-        write(&cert, "garbage\n");
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        still_served(
-            addr,
-            &config,
-            &first.cert_der,
-            "2 s after a certificate of garbage",
-        )
-        .await;
-        assert_old_connection_served(
-            &mut old,
-            &first.cert_der,
-            "2 s after a certificate of garbage",
-        )
-        .await;
-        let garbage = error_naming(&server, &cert, lines, "certificate of garbage");
-
+        let mut rotation = Rotation::begin(server.addr, &config, &first.cert_der).await;
+        // Each bad step: what is written where, how long to wait, what the step is.
+        let half_cert = &second.cert_pem[..second.cert_pem.len() / 2];
+        let steps: [(&str, &str, u64, &str); 3] = [
+            (&key, &second.key_pem, 3, "a mismatched key"),
+            (&cert, half_cert, 2, "a half-written certificate"),
+            (&cert, "garbage\n", 2, "a certificate of garbage"),
+        ];
+        let mut errors = Vec::new();
+        for (path, contents, wait, step) in steps {
+            let lines = server.stderr_text().lines().count();
+            write(path, contents);
+            tokio::time::sleep(Duration::from_secs(wait)).await;
+            rotation
+                .first_still_served(&format!("{wait} s after {step}"))
+                .await;
+            errors.push(error_naming(&server, path, lines, step));
+        }
         // The whole new certificate: a valid pair again.
         write(&cert, &second.cert_pem);
-        let took = wait_for_cert(&server, &config, &second.cert_der, "valid pair after bad").await;
-
-        let stats = load.stop().await;
-        let load = assert_load(&stats, &server, "rotation to bad pairs");
-        assert_old_connection_served(&mut old, &first.cert_der, "rotation to bad pairs").await;
-        format!(
-            "errors logged: {mismatch:?}, {half:?}, {garbage:?}; the valid pair picked up in \
-             {took:?}; {load}"
-        )
+        let took = rotation
+            .wait_for(&server, &second.cert_der, "valid pair after bad")
+            .await;
+        let load = rotation.end(&server, "rotation to bad pairs").await;
+        format!("errors logged: {errors:?}; the valid pair picked up in {took:?}; {load}")
     });
     eprintln!("{bin}: {summary}");
-    server.signal("TERM");
-    server.assert_exit(0, Duration::from_secs(15));
-    server.assert_trace_legal(&flags);
+    terminate(server, &flags);
 }
 
 pub fn tls_http2_goaway_at_not_accepting(bin: &'static str) {

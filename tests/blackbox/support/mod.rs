@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 pub use http1::{get, try_get, Conn, IdleState, Response};
 pub use log::*;
-pub use process::{ServerProcess, SignalSent, STARTUP_TIMEOUT};
+pub use process::{ensure_open_files, ServerProcess, SignalSent, STARTUP_TIMEOUT};
 pub use trace::TraceCheck;
 
 /// The health bodies of `docs/design.md#health`.

@@ -46,6 +46,8 @@ impl Captured {
 pub struct ServerProcess {
     pub name: &'static str,
     pub addr: SocketAddr,
+    /// Whether it said `listening on https://` (it serves TLS).
+    pub tls: bool,
     child: Child,
     exit: Option<ExitStatus>,
     stdout: Arc<Captured>,
@@ -55,7 +57,7 @@ pub struct ServerProcess {
 
 impl ServerProcess {
     /// Spawns example `name` with `--listen 127.0.0.1:0` and `flags`, and waits for its
-    /// `listening on http://IP:PORT` line.
+    /// `listening on http://IP:PORT` line (`https://` with TLS flags).
     pub fn start(name: &'static str, flags: &[&str]) -> ServerProcess {
         Self::start_with_env(name, flags, &[])
     }
@@ -104,6 +106,7 @@ impl ServerProcess {
         ServerProcess {
             name,
             addr: SocketAddr::from(([0, 0, 0, 0], 0)),
+            tls: false,
             child,
             exit: None,
             stdout,
@@ -134,12 +137,15 @@ impl ServerProcess {
                 ));
             }
         };
-        let addr = line
-            .strip_prefix("listening on http://")
+        let (tls, rest) = match line.strip_prefix("listening on https://") {
+            Some(rest) => (true, Some(rest)),
+            None => (false, line.strip_prefix("listening on http://")),
+        };
+        let addr = rest
             .and_then(|a| a.trim().parse::<SocketAddr>().ok())
             .ok_or_else(|| {
                 format!(
-                    "first stdout line is {line:?}, not `listening on http://IP:PORT`\n{}",
+                    "first stdout line is {line:?}, not `listening on http[s]://IP:PORT`\n{}",
                     self.describe()
                 )
             })?;
@@ -149,6 +155,7 @@ impl ServerProcess {
             ));
         }
         self.addr = addr;
+        self.tls = tls;
         Ok(addr)
     }
 
@@ -469,5 +476,41 @@ fn ansi_sequences_are_stripped() {
     assert_eq!(
         strip_ansi("\u{1b}[2m2026\u{1b}[0m \u{1b}[32m INFO\u{1b}[0m a \u{1b}[3mname\u{1b}[0m\u{1b}[2m=\u{1b}[0mX"),
         "2026  INFO a name=X"
+    );
+}
+
+/// The soft and hard limits on open files of this process (children inherit them).
+fn open_files_limits() -> Option<(u64, u64)> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    let mut fields = line.split_whitespace().skip(3);
+    let parse = |s: Option<&str>| match s? {
+        "unlimited" => Some(u64::MAX),
+        n => n.parse().ok(),
+    };
+    Some((parse(fields.next())?, parse(fields.next())?))
+}
+
+/// Makes sure this process (and the servers it starts from now on) may open `need` files:
+/// raises the soft limit up to the hard limit with `prlimit` when it is lower (an
+/// unprivileged change), and panics with advice when that is not enough.
+pub fn ensure_open_files(need: u64) {
+    let Some((soft, hard)) = open_files_limits() else {
+        return; // Not Linux's /proc: nothing to check.
+    };
+    if soft >= need {
+        return;
+    }
+    let target = need.max(4096).min(hard);
+    let raised = std::process::Command::new("prlimit")
+        .arg("--pid")
+        .arg(std::process::id().to_string())
+        .arg(format!("--nofile={target}:"))
+        .status();
+    let now = open_files_limits().map_or(0, |(soft, _)| soft);
+    assert!(
+        now >= need,
+        "this case holds about {need} files: the open-files limit is {soft} (hard {hard}) and \
+         raising it with prlimit gave {now} ({raised:?}); run `ulimit -n {need}` first"
     );
 }

@@ -31,7 +31,7 @@ use tokio_rustls::TlsConnector;
 
 use super::h2::{H2Conn, H2Response};
 use super::h2tap::FrameTap;
-use super::process::{ServerProcess, STARTUP_TIMEOUT};
+use super::process::ServerProcess;
 
 /// Bound on a TCP connect plus TLS handshake of the client.
 pub const HANDSHAKE_LIMIT: Duration = Duration::from_secs(5);
@@ -455,81 +455,16 @@ pub fn client_hello_prefix(config: &Arc<ClientConfig>, len: usize) -> Vec<u8> {
     hello
 }
 
-/// Spawns `bin` with `--listen 127.0.0.1:0` and `flags` (TLS flags among them) and waits for
-/// its `listening on https://IP:PORT` line; `server.addr` is set from it.
+/// Starts `bin` (`ServerProcess::start`) with `flags`, TLS flags among them: its first stdout
+/// line must be `listening on https://IP:PORT`.
 pub fn start_tls(bin: &'static str, flags: &[&str]) -> ServerProcess {
-    let mut args = vec!["--listen", "127.0.0.1:0"];
-    args.extend_from_slice(flags);
-    let mut server = ServerProcess::spawn(bin, &args, &[]);
-    let deadline = Instant::now() + STARTUP_TIMEOUT;
-    let line = loop {
-        if let Some(line) = server.stdout_text().lines().next() {
-            break line.to_string();
-        }
-        if let Some(status) = server.wait_exit(Duration::ZERO) {
-            panic!(
-                "{bin} {args:?} exited ({status}) before listening\n{}",
-                server.describe()
-            );
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{bin} {args:?}: no stdout line within {STARTUP_TIMEOUT:?}\n{}",
-            server.describe()
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    let addr = line
-        .strip_prefix("listening on https://")
-        .and_then(|a| a.trim().parse::<SocketAddr>().ok())
-        .unwrap_or_else(|| {
-            panic!(
-                "{bin} {args:?}: first stdout line is {line:?}, not `listening on \
-                 https://IP:PORT`\n{}",
-                server.describe()
-            )
-        });
+    let server = ServerProcess::start(bin, flags);
     assert!(
-        addr.ip() == Ipv4Addr::LOCALHOST && addr.port() != 0,
-        "asked for 127.0.0.1:0, {bin} says it listens on {addr}"
+        server.tls,
+        "{bin} {flags:?} printed `listening on http://`, not https\n{}",
+        server.describe()
     );
-    server.addr = addr;
     server
-}
-
-/// The soft and hard limits on open files of this process (children inherit them).
-fn open_files_limits() -> Option<(u64, u64)> {
-    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
-    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
-    let mut fields = line.split_whitespace().skip(3);
-    let parse = |s: Option<&str>| match s? {
-        "unlimited" => Some(u64::MAX),
-        n => n.parse().ok(),
-    };
-    Some((parse(fields.next())?, parse(fields.next())?))
-}
-
-/// Makes sure this process (and the servers it starts from now on) may open `need` files,
-/// raising the soft limit with `prlimit` when it is lower (as `cases/bounds.rs` does).
-pub fn ensure_open_files(need: u64) {
-    let Some((soft, hard)) = open_files_limits() else {
-        return;
-    };
-    if soft >= need {
-        return;
-    }
-    let target = need.max(4096).min(hard);
-    let raised = Command::new("prlimit")
-        .arg("--pid")
-        .arg(std::process::id().to_string())
-        .arg(format!("--nofile={target}:"))
-        .status();
-    let now = open_files_limits().map_or(0, |(soft, _)| soft);
-    assert!(
-        now >= need,
-        "this case holds about {need} files: the open-files limit is {soft} (hard {hard}) and \
-         raising it with prlimit gave {now} ({raised:?}); run `ulimit -n {need}` first"
-    );
 }
 
 /// A certificate and key laid out as kubelet lays out a Secret volume (`AtomicWriter`):
