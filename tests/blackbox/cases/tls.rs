@@ -108,6 +108,9 @@ pub fn tls_serves_http1_and_http2_by_alpn(bin: &'static str) {
     }
 }
 
+/// How many failing handshakes `tls_plaintext_request_is_refused` sends in a burst.
+const FLOOD: usize = 300;
+
 pub fn tls_plaintext_request_is_refused(bin: &'static str) {
     let ca = Ca::new("blackbox CA");
     let dir = TempDir::new("plaintext");
@@ -147,6 +150,32 @@ pub fn tls_plaintext_request_is_refused(bin: &'static str) {
              the 400: {read:?}"
         );
     }
+
+    // A flood of failing handshakes (a TLS record that is no ClientHello) within the 10 s
+    // log window: counted, logged at info level once per window, never once per failure.
+    let started = Instant::now();
+    for _ in 0..FLOOD {
+        let mut bad = TcpStream::connect(addr).expect("connect");
+        bad.set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("read timeout");
+        let _ = bad.write_all(&[0x16, 0x03, 0x01, 0x00, 0x04, 0xde, 0xad, 0xbe, 0xef]);
+        let _ = bad.read_to_end(&mut Vec::new());
+    }
+    let flood_took = started.elapsed();
+    std::thread::sleep(Duration::from_millis(200));
+    let lines = server
+        .stderr_text()
+        .lines()
+        .filter(|l| l.contains("TLS handshake failed"))
+        .count();
+    // One line for the plaintext requests' window, one more for each 10 s the flood took.
+    let allowed = 2 + flood_took.as_secs() as usize / 10;
+    assert!(
+        lines <= allowed,
+        "{FLOOD} failed handshakes in {flood_took:?} (after 2 plaintext requests) wrote {lines} \
+         info lines (want at most {allowed}: one per 10 s)\n{}",
+        server.describe()
+    );
 
     runtime().block_on(async {
         let config = client_config(&ca, &["http/1.1"], None);
