@@ -80,8 +80,10 @@
 mod body;
 mod goaway;
 pub mod h2_frames;
+mod io;
 mod serve;
 mod server;
+mod tls;
 
 use std::future::{ready, Future, Ready};
 use std::pin::Pin;
@@ -104,6 +106,7 @@ use pin_project_lite::pin_project;
 
 pub use body::LameduckBody;
 pub use goaway::{GoawayBroadcast, GoawayIo, GoawayRequest};
+pub use io::{ConnectionIo, TlsIo};
 pub use lameduck_hyper::{Builder, ConnectionTracker, Handle, ServeError, Server, ShutdownSignal};
 pub use lameduck_tls::{ServerTls, TlsError};
 pub use lameduck_tokio::builder;
@@ -111,7 +114,7 @@ pub use lameduck_tokio::TokioRuntime;
 pub use serve::{
     actix_shutdown_timeout, serve, ActixServeError, ActixServer, ServeSetup, IDLE_CONNECTION_LINGER,
 };
-pub use server::{AutoH2cServer, ConnectionIo, TlsIo};
+pub use server::AutoH2cServer;
 
 /// The admission middleware; see the [crate docs](crate). Cheap to clone: one per worker.
 #[derive(Clone)]

@@ -12,10 +12,8 @@
 use std::io;
 use std::marker::PhantomData;
 use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
-use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use actix_http::body::{BoxBody, MessageBody};
@@ -26,209 +24,17 @@ use actix_service::{
     fn_service, map_config, IntoServiceFactory, ServiceFactory, ServiceFactoryExt,
 };
 use actix_web::dev::AppConfig;
-use lameduck_hyper::{Alpn, ConnectionGuard, ConnectionTracker};
-use lameduck_tls::{HandshakeError, ServerTls};
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt as _, ReadBuf};
-use tokio_rustls::server::TlsStream;
+use lameduck_hyper::ConnectionTracker;
+use lameduck_tls::ServerTls;
 
 use crate::goaway::{GoawayBroadcast, GoawayIo, GoawayRequest};
+use crate::io::ConnectionIo;
 use crate::serve::{ActixServer, ServeSetup};
+use crate::tls::TlsAcceptor;
 
 /// The start of the HTTP/2 preface that marks an h2c (prior knowledge) connection, as actix
 /// itself tells them apart: one peek at the connection's first bytes.
 const H2C_PREFACE_START: &[u8; 12] = b"PRI * HTTP/2";
-
-/// The I/O of one connection: the plain socket for HTTP/1 (passed through untouched), the
-/// GOAWAY-watching wrapper for HTTP/2; over TLS the same, above the TLS stream.
-#[derive(Debug)]
-pub enum ConnectionIo {
-    /// An HTTP/1 connection.
-    Http1(TcpStream),
-    /// An h2c connection.
-    Http2(Box<GoawayIo<TcpStream>>),
-    /// An HTTP/1 connection over TLS (ALPN `http/1.1`, or none).
-    TlsHttp1(Box<TlsIo>),
-    /// An HTTP/2 connection over TLS (ALPN `h2`), watched for GOAWAY above the TLS stream.
-    TlsHttp2(Box<GoawayIo<TlsIo>>),
-}
-
-impl ConnectionIo {
-    /// The socket.
-    #[must_use]
-    pub fn tcp_stream(&self) -> &TcpStream {
-        match self {
-            ConnectionIo::Http1(io) => io,
-            ConnectionIo::Http2(io) => io.get_ref(),
-            ConnectionIo::TlsHttp1(io) => io.tcp_stream(),
-            ConnectionIo::TlsHttp2(io) => io.get_ref().tcp_stream(),
-        }
-    }
-
-    /// The TLS connection (its ALPN protocol, SNI name, client certificates), for TLS
-    /// connections.
-    #[must_use]
-    pub fn tls(&self) -> Option<&TlsIo> {
-        match self {
-            ConnectionIo::Http1(_) | ConnectionIo::Http2(_) => None,
-            ConnectionIo::TlsHttp1(io) => Some(io),
-            ConnectionIo::TlsHttp2(io) => Some(io.get_ref()),
-        }
-    }
-}
-
-impl AsyncRead for ConnectionIo {
-    #[inline]
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            ConnectionIo::Http1(io) => Pin::new(io).poll_read(cx, buf),
-            ConnectionIo::Http2(io) => Pin::new(&mut **io).poll_read(cx, buf),
-            ConnectionIo::TlsHttp1(io) => Pin::new(&mut **io).poll_read(cx, buf),
-            ConnectionIo::TlsHttp2(io) => Pin::new(&mut **io).poll_read(cx, buf),
-        }
-    }
-}
-
-impl AsyncWrite for ConnectionIo {
-    #[inline]
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            ConnectionIo::Http1(io) => Pin::new(io).poll_write(cx, buf),
-            ConnectionIo::Http2(io) => Pin::new(&mut **io).poll_write(cx, buf),
-            ConnectionIo::TlsHttp1(io) => Pin::new(&mut **io).poll_write(cx, buf),
-            ConnectionIo::TlsHttp2(io) => Pin::new(&mut **io).poll_write(cx, buf),
-        }
-    }
-
-    #[inline]
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            ConnectionIo::Http1(io) => Pin::new(io).poll_write_vectored(cx, bufs),
-            ConnectionIo::Http2(io) => Pin::new(&mut **io).poll_write_vectored(cx, bufs),
-            ConnectionIo::TlsHttp1(io) => Pin::new(&mut **io).poll_write_vectored(cx, bufs),
-            ConnectionIo::TlsHttp2(io) => Pin::new(&mut **io).poll_write_vectored(cx, bufs),
-        }
-    }
-
-    #[inline]
-    fn is_write_vectored(&self) -> bool {
-        match self {
-            ConnectionIo::Http1(io) => io.is_write_vectored(),
-            ConnectionIo::Http2(io) => io.is_write_vectored(),
-            ConnectionIo::TlsHttp1(io) => io.is_write_vectored(),
-            ConnectionIo::TlsHttp2(io) => io.is_write_vectored(),
-        }
-    }
-
-    #[inline]
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            ConnectionIo::Http1(io) => Pin::new(io).poll_flush(cx),
-            ConnectionIo::Http2(io) => Pin::new(&mut **io).poll_flush(cx),
-            ConnectionIo::TlsHttp1(io) => Pin::new(&mut **io).poll_flush(cx),
-            ConnectionIo::TlsHttp2(io) => Pin::new(&mut **io).poll_flush(cx),
-        }
-    }
-
-    #[inline]
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            ConnectionIo::Http1(io) => Pin::new(io).poll_shutdown(cx),
-            ConnectionIo::Http2(io) => Pin::new(&mut **io).poll_shutdown(cx),
-            ConnectionIo::TlsHttp1(io) => Pin::new(&mut **io).poll_shutdown(cx),
-            ConnectionIo::TlsHttp2(io) => Pin::new(&mut **io).poll_shutdown(cx),
-        }
-    }
-}
-
-/// A TLS connection once its handshake is done: the TLS stream over the socket, holding the
-/// connection's place in the server's connection count (taken at accept, before the
-/// handshake) until the connection is dropped.
-pub struct TlsIo {
-    stream: TlsStream<TcpStream>,
-    _counted: ConnectionGuard,
-}
-
-impl std::fmt::Debug for TlsIo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TlsIo")
-            .field("tcp", self.tcp_stream())
-            .field("alpn", &self.connection().alpn_protocol())
-            .finish_non_exhaustive()
-    }
-}
-
-impl TlsIo {
-    /// The socket.
-    #[must_use]
-    pub fn tcp_stream(&self) -> &TcpStream {
-        self.stream.get_ref().0
-    }
-
-    /// The rustls connection: the negotiated ALPN protocol and TLS version, the SNI name, the
-    /// client's certificates (with a client CA).
-    #[must_use]
-    pub fn connection(&self) -> &lameduck_tls::rustls::ServerConnection {
-        self.stream.get_ref().1
-    }
-}
-
-impl AsyncRead for TlsIo {
-    #[inline]
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_read(cx, buf)
-    }
-}
-
-impl AsyncWrite for TlsIo {
-    #[inline]
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().stream).poll_write(cx, buf)
-    }
-
-    #[inline]
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().stream).poll_write_vectored(cx, bufs)
-    }
-
-    #[inline]
-    fn is_write_vectored(&self) -> bool {
-        self.stream.is_write_vectored()
-    }
-
-    #[inline]
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
-    }
-
-    #[inline]
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
-    }
-}
 
 /// The app's types, for inference only (`fn`: neither owned nor `!Send`).
 type AppTypes<I, S, B> = fn() -> (I, S, B);
@@ -572,91 +378,6 @@ async fn accept(
     } else {
         (ConnectionIo::Http1(io), Protocol::Http1, peer)
     })
-}
-
-/// The TLS handshake of one worker's connections of one TLS listener.
-struct TlsAcceptor {
-    acceptor: tokio_rustls::TlsAcceptor,
-    tls: ServerTls,
-    goaway: Arc<GoawayBroadcast>,
-    connections: ConnectionTracker,
-    /// The handshakes in progress, which a termination waits for.
-    handshakes: ConnectionTracker,
-}
-
-/// The most bytes of a plaintext request read (and discarded) before its connection is closed.
-const PLAINTEXT_DISCARD_LIMIT: usize = 64 * 1024;
-
-impl TlsAcceptor {
-    /// One accepted TLS connection, run in the connection's own task: counted at once, its
-    /// handshake bounded by the handshake timeout, its protocol chosen by ALPN. A failure is
-    /// reported to the [`ServerTls`] and ends the connection (actix logs nothing about it).
-    async fn accept(
-        self: Rc<Self>,
-        io: TcpStream,
-    ) -> Result<(ConnectionIo, Protocol, Option<SocketAddr>), DispatchError> {
-        // Counted from accept on: a termination waits for the handshake.
-        let counted = self.connections.open();
-        let handshaking = self.handshakes.open();
-        let peer = io.peer_addr().ok();
-        let timeout = self.tls.handshake_timeout();
-        let shaken = match tokio::time::timeout(timeout, self.handshake(io)).await {
-            Ok(shaken) => shaken,
-            Err(_elapsed) => Err(HandshakeError::TimedOut(timeout)),
-        };
-        drop(handshaking);
-        let stream = match shaken {
-            Ok(stream) => stream,
-            Err(e) => {
-                let unknown = SocketAddr::from(([0, 0, 0, 0], 0));
-                self.tls.handshake_failed(peer.unwrap_or(unknown), &e);
-                return Err(DispatchError::Io(io::ErrorKind::ConnectionAborted.into()));
-            }
-        };
-        let alpn = Alpn::from_id(stream.get_ref().1.alpn_protocol());
-        let io = TlsIo {
-            stream,
-            _counted: counted,
-        };
-        Ok(match alpn {
-            Some(Alpn::Http2) => {
-                let io = GoawayIo::new(io, Arc::clone(&self.goaway));
-                (ConnectionIo::TlsHttp2(Box::new(io)), Protocol::Http2, peer)
-            }
-            Some(Alpn::Http1) | None => {
-                (ConnectionIo::TlsHttp1(Box::new(io)), Protocol::Http1, peer)
-            }
-        })
-    }
-
-    /// The handshake: a plaintext request is answered 400 and closed, anything else that is
-    /// not TLS fails in rustls.
-    async fn handshake(&self, mut tcp: TcpStream) -> Result<TlsStream<TcpStream>, HandshakeError> {
-        let mut first = [0u8; 1];
-        if tcp.peek(&mut first).await? == 0 {
-            return Err(HandshakeError::Closed);
-        }
-        if !lameduck_tls::starts_tls_handshake(first[0]) {
-            let _ = tcp.write_all(lameduck_tls::PLAINTEXT_HTTP_RESPONSE).await;
-            let _ = tcp.shutdown().await;
-            discard_received(&tcp);
-            return Err(HandshakeError::PlaintextHttp);
-        }
-        Ok(self.acceptor.accept(tcp).await?)
-    }
-}
-
-/// Reads and discards what the client has sent so far (without waiting), so that closing the
-/// socket sends FIN after the response rather than a reset that could destroy it unread.
-fn discard_received(tcp: &TcpStream) {
-    let mut buf = [0u8; 4096];
-    let mut read = 0;
-    while read < PLAINTEXT_DISCARD_LIMIT {
-        match tcp.try_read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => read += n,
-        }
-    }
 }
 
 /// The admission middleware's hook: a response that closes its connection makes an HTTP/2
