@@ -19,6 +19,10 @@
 //!   ([`grpc`]: `UNAVAILABLE`, trailers-only, with `grpc-retry-pushback-ms`), and a
 //!   long-running body's trailers (a gRPC stream's status) wait for its paced slot.
 //!
+//! * [`Server::serve_tls`] with a [`Handshake`]: connections that go through a handshake
+//!   (TLS) before HTTP, each in its own task and bounded, the protocol chosen by ALPN
+//!   ([`Alpn`]); the tokio and smol adapters' `TlsAcceptor`s implement it with rustls.
+//!
 //! Adapters supply only their runtime's timer, spawner, signals and I/O types.
 //!
 //! # Features

@@ -23,6 +23,11 @@
 //! })
 //! ```
 //!
+//! Over TLS, load the certificate and key once ([`ServerTls`], which reads them again when
+//! they change) and serve with `server.serve_tls("api", listener, TlsAcceptor::new(&tls),
+//! service)` ([`TlsAcceptor`], on futures-rustls): each handshake runs in its connection's own
+//! task, bounded by the handshake timeout, and ALPN picks HTTP/2 or HTTP/1.1.
+//!
 //! # Features
 //!
 //! * `metrics`: records the lifecycle's series (phase, requests in flight, rejections by

@@ -21,6 +21,21 @@
 //! # }
 //! ```
 //!
+//! Over TLS, load the certificate and key once ([`ServerTls`], which reads them again when
+//! they change) and serve with a [`TlsAcceptor`]: each handshake runs in its connection's own
+//! task, bounded by the handshake timeout, and ALPN picks HTTP/2 or HTTP/1.1.
+//!
+//! ```no_run
+//! # async fn run(mut server: lameduck_tokio::Server<lameduck_tokio::TokioRuntime>,
+//! #     service: tower::util::BoxCloneService<http::Request<hyper::body::Incoming>,
+//! #         http::Response<http_body_util::Full<bytes::Bytes>>, std::convert::Infallible>)
+//! #     -> Result<(), Box<dyn std::error::Error>> {
+//! let tls = lameduck_tokio::ServerTls::from_files("/etc/tls/tls.crt", "/etc/tls/tls.key")?;
+//! let listener = lameduck_tokio::bind("0.0.0.0:8443".parse()?).await?;
+//! server.serve_tls("api", listener, lameduck_tokio::TlsAcceptor::new(&tls), service)?;
+//! # Ok(()) }
+//! ```
+//!
 //! Time comes from tokio's clock, so tests with paused time (`tokio::time::pause`) drive the
 //! whole lifecycle deterministically.
 //!
