@@ -8,6 +8,7 @@ Stdlib only. Loopback only.
 import http.client
 import json
 import os
+import random
 import re
 import signal
 import socket
@@ -100,7 +101,37 @@ def kill_all_children():
         kill(proc)
 
 
+# Ports handed out by free_port in this process: never handed out twice.
+_given_ports = set()
+
+
+def _ephemeral_low():
+    """The lowest port of the kernel's ephemeral range (outgoing connections' local ports)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port():
+    """A port on 127.0.0.1 that nothing listens on, for a server started later. It is taken
+    below the ephemeral range: a port from `bind(0)` is one the kernel also gives to outgoing
+    connections (the load clients' and HAProxy's thousands of them), and one of those can hold
+    it by the time the server binds it ("Address already in use")."""
+    low = _ephemeral_low()
+    start = max(1024, low - 12000)
+    for _ in range(200):
+        port = random.randrange(start, low)
+        if port in _given_ports:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _given_ports.add(port)
+        return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
