@@ -140,7 +140,8 @@ impl TlsBuilder {
 }
 
 /// A TLS server configuration that follows its files; cheap to clone (every clone serves the
-/// same, current pair). See the [crate docs](crate).
+/// same, current pair): the files are read again when they change, and a bad new pair is kept
+/// out (see [`TlsBuilder`]).
 #[derive(Clone)]
 pub struct ServerTls {
     config: Arc<ServerConfig>,
