@@ -9,6 +9,12 @@
 //	http1  net/http's Transport with keep-alive, HTTP/2 off, at most -http1-conns connections.
 //	h2-tls     h2c's transport over TLS (crypto/tls, ALPN offering only h2).
 //	http1-tls  http1's transport over TLS (ALPN offering only http/1.1).
+//	oneshot    new connections at a steady -rate per second, one HTTP/1.1 request each
+//	           (net/http with DisableKeepAlives: a fresh dial per request, `Connection: close`),
+//	           at most -max-in-flight at once. Each failure is classified (failure_kinds:
+//	           refused, reset (ECONNRESET/EPIPE), eof (closed before the whole response),
+//	           timeout, addrnotavail (no local port left), "status NNN", other; one example
+//	           each in failure_examples); attempted and achieved_rate say whether the rate held.
 //
 // Over TLS the server is verified against -cacert (PEM) with the server name -server-name
 // (default: the host of -addr, an IP address matched against the certificate's IP SANs), and
@@ -42,6 +48,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -198,6 +205,13 @@ type result struct {
 	Dials        int64             `json:"dials"`
 	Errors       []string          `json:"errors"`
 	PerTransport []transportResult `json:"per_transport"`
+	// oneshot only.
+	Rate            int               `json:"rate,omitempty"`
+	Attempted       int64             `json:"attempted,omitempty"`
+	AchievedRate    float64           `json:"achieved_rate,omitempty"`
+	MaxInFlight     int64             `json:"max_in_flight,omitempty"`
+	FailureKinds    map[string]int64  `json:"failure_kinds,omitempty"`
+	FailureExamples map[string]string `json:"failure_examples,omitempty"`
 }
 
 // errorLog keeps the first few failure texts.
@@ -280,6 +294,10 @@ func newClient(o clientOptions, c *counters, t int) (*http.Client, error) {
 			},
 		}
 		return &http.Client{Transport: t, Timeout: o.timeout}, nil
+	case "oneshot":
+		t := &http.Transport{DialContext: dial, DisableKeepAlives: true, ForceAttemptHTTP2: false,
+			TLSNextProto: map[string]func(string, *tls.Conn) http.RoundTripper{}}
+		return &http.Client{Transport: t, Timeout: o.timeout}, nil
 	case "http1", "http1-tls":
 		t := &http.Transport{
 			DialContext:         dial,
@@ -296,7 +314,7 @@ func newClient(o clientOptions, c *counters, t int) (*http.Client, error) {
 		}
 		return &http.Client{Transport: t, Timeout: o.timeout}, nil
 	}
-	return nil, fmt.Errorf("unknown protocol %q (h2c, http1, h2-tls or http1-tls)", o.proto)
+	return nil, fmt.Errorf("unknown protocol %q (h2c, http1, h2-tls, http1-tls or oneshot)", o.proto)
 }
 
 // tlsConfig is the client side of -proto h2-tls or http1-tls: the server verified against the
@@ -328,31 +346,125 @@ func retryAfter(resp *http.Response) (time.Duration, bool) {
 
 // do runs one logical request with its Retry-After retries; it returns an error text on failure.
 func do(client *http.Client, url string, c *counters, maxRetries int) string {
+	_, msg := doClassified(client, url, c, maxRetries)
+	return msg
+}
+
+// doClassified is do, with the failure's kind (classify, or "status NNN") beside its text.
+func doClassified(client *http.Client, url string, c *counters, maxRetries int) (string, string) {
 	for attempt := 0; ; attempt++ {
 		resp, err := client.Get(url)
 		if err != nil {
-			return err.Error()
+			return classify(err), err.Error()
 		}
 		_, err = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		if err != nil {
-			return "reading body: " + err.Error()
+			return classify(err), "reading body: " + err.Error()
 		}
 		if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-			return ""
+			return "", ""
 		}
 		wait, retry := retryAfter(resp)
 		if !retry || attempt >= maxRetries {
-			return fmt.Sprintf("status %d after %d retries", resp.StatusCode, attempt)
+			return fmt.Sprintf("status %d", resp.StatusCode), fmt.Sprintf("status %d after %d retries", resp.StatusCode, attempt)
 		}
 		c.retried(resp.StatusCode)
 		time.Sleep(wait)
 	}
 }
 
+// classify names the kind of a failed request's error (the oneshot protocol's failure_kinds).
+func classify(err error) string {
+	var ne net.Error
+	text := err.Error()
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED) || strings.Contains(text, "connection refused"):
+		return "refused"
+	case errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		strings.Contains(text, "connection reset") || strings.Contains(text, "broken pipe"):
+		return "reset"
+	case errors.Is(err, syscall.EADDRNOTAVAIL):
+		return "addrnotavail"
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || strings.HasSuffix(text, "EOF"):
+		return "eof"
+	case errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()):
+		return "timeout"
+	}
+	return "other"
+}
+
+// kindLog counts the oneshot failures by kind, with the first example of each.
+type kindLog struct {
+	mu       sync.Mutex
+	kinds    map[string]int64
+	examples map[string]string
+}
+
+func (l *kindLog) add(kind, example string) {
+	l.mu.Lock()
+	l.kinds[kind]++
+	if _, ok := l.examples[kind]; !ok {
+		l.examples[kind] = example
+	}
+	l.mu.Unlock()
+}
+
+// oneshot starts one request on a new connection every 1/rate s (on a fixed schedule: a late
+// start is caught up at once) until stop, at most maxInFlight at once, and waits for them.
+// It fills res's oneshot fields; the ok and failed counts go to c.
+func oneshot(client *http.Client, urls []string, rate, maxInFlight, maxRetries int, c *counters,
+	errs *errorLog, stop <-chan struct{}, res *result) {
+	kinds := &kindLog{kinds: map[string]int64{}, examples: map[string]string{}}
+	sem := make(chan struct{}, maxInFlight)
+	var wg sync.WaitGroup
+	var inFlight int64
+	interval := time.Second / time.Duration(rate)
+	start := time.Now()
+	next := start
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	var n int64
+loop:
+	for ; ; n++ {
+		if d := time.Until(next); d > 0 {
+			timer.Reset(d)
+			select {
+			case <-stop:
+				break loop
+			case <-timer.C:
+			}
+		}
+		select {
+		case <-stop:
+			break loop
+		case sem <- struct{}{}:
+		}
+		if now := atomic.AddInt64(&inFlight, 1); now > res.MaxInFlight {
+			res.MaxInFlight = now
+		}
+		wg.Add(1)
+		go func(url string) {
+			defer func() { atomic.AddInt64(&inFlight, -1); <-sem; wg.Done() }()
+			if kind, msg := doClassified(client, url, c, maxRetries); kind != "" {
+				atomic.AddInt64(&c.failed, 1)
+				kinds.add(kind, msg)
+				errs.add(fmt.Sprintf("%.2fs oneshot: %s", time.Since(start).Seconds(), msg))
+			} else {
+				atomic.AddInt64(&c.ok, 1)
+			}
+		}(urls[n%int64(len(urls))])
+		next = next.Add(interval)
+	}
+	res.Rate, res.Attempted = rate, n
+	res.AchievedRate = float64(n) / time.Since(start).Seconds()
+	wg.Wait()
+	res.FailureKinds, res.FailureExamples = kinds.kinds, kinds.examples
+}
+
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8080", "host:port of the balancer")
-	proto := flag.String("proto", "h2c", "h2c, http1, h2-tls or http1-tls")
+	proto := flag.String("proto", "h2c", "h2c, http1, h2-tls, http1-tls or oneshot")
 	transports := flag.Int("transports", 4, "independent client transports")
 	workers := flag.Int("workers", 8, "workers per transport")
 	paths := flag.String("paths", "/,/sleep?duration=20ms", "comma-separated paths; worker i uses path i mod n")
@@ -363,7 +475,13 @@ func main() {
 	caFile := flag.String("cacert", "", "h2-tls, http1-tls: PEM file of the CA that signed the server's certificate")
 	serverName := flag.String("server-name", "", "h2-tls, http1-tls: name verified in the server's certificate (default: the host of -addr)")
 	connLogPath := flag.String("conn-log", "", "write one JSON line per connection to this file at the end")
+	rate := flag.Int("rate", 500, "oneshot: new connections (one request each) per second")
+	maxInFlight := flag.Int("max-in-flight", 1024, "oneshot: requests in flight at most")
 	flag.Parse()
+	if *proto == "oneshot" && (*rate <= 0 || *maxInFlight <= 0) {
+		fmt.Fprintln(os.Stderr, "error: -rate and -max-in-flight must be positive")
+		os.Exit(2)
+	}
 
 	opts := clientOptions{proto: *proto, timeout: *timeout, http1Conns: *http1Conns, conns: &connLog{},
 		dialErrs: &errorLog{keep: 5}}
@@ -408,10 +526,14 @@ func main() {
 	}()
 
 	errs := &errorLog{keep: 5}
-	all := make([]*counters, *transports)
+	nTransports := *transports
+	if *proto == "oneshot" {
+		nTransports = 0 // one transport, driven by oneshot below
+	}
+	all := make([]*counters, nTransports)
 	var wg sync.WaitGroup
 	start := time.Now()
-	for t := 0; t < *transports; t++ {
+	for t := 0; t < nTransports; t++ {
 		c := &counters{retries: map[string]int64{}, alpn: map[string]int64{}}
 		all[t] = c
 		client, err := newClient(opts, c, t)
@@ -440,10 +562,23 @@ func main() {
 			}(t)
 		}
 	}
+	var one result
+	if *proto == "oneshot" {
+		c := &counters{retries: map[string]int64{}, alpn: map[string]int64{}}
+		all = append(all, c)
+		client, _ := newClient(opts, c, 0)
+		urls := make([]string, len(pathList))
+		for i, p := range pathList {
+			urls[i] = scheme + *addr + p
+		}
+		oneshot(client, urls, *rate, *maxInFlight, *maxRetries, c, errs, stop, &one)
+	}
 	wg.Wait()
 
-	res := result{Protocol: *proto, TLS: opts.tls != nil, Transports: *transports, Workers: *workers,
-		Errors: errs.errs, Retries: map[string]int64{}, ALPN: map[string]int64{}}
+	res := result{Protocol: *proto, TLS: opts.tls != nil, Transports: len(all), Workers: *workers,
+		Errors: errs.errs, Retries: map[string]int64{}, ALPN: map[string]int64{}, Rate: one.Rate,
+		Attempted: one.Attempted, AchievedRate: one.AchievedRate, MaxInFlight: one.MaxInFlight,
+		FailureKinds: one.FailureKinds, FailureExamples: one.FailureExamples}
 	res.ElapsedS = time.Since(start).Seconds()
 	if res.Errors == nil {
 		res.Errors = []string{}
