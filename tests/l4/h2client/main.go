@@ -11,10 +11,12 @@
 //	http1-tls  http1's transport over TLS (ALPN offering only http/1.1).
 //	oneshot    new connections at a steady -rate per second, one HTTP/1.1 request each
 //	           (net/http with DisableKeepAlives: a fresh dial per request, `Connection: close`),
-//	           at most -max-in-flight at once. Each failure is classified (failure_kinds:
-//	           refused, reset (ECONNRESET/EPIPE), eof (closed before the whole response),
-//	           timeout, addrnotavail (no local port left), "status NNN", other; one example
-//	           each in failure_examples); attempted and achieved_rate say whether the rate held.
+//	           at most -max-in-flight at once; attempted and achieved_rate say whether the
+//	           rate held.
+//
+// With every protocol, each failed request is classified in the JSON's failure_kinds: refused,
+// reset (ECONNRESET/EPIPE), eof (closed before the whole response), timeout, addrnotavail (no
+// local port left), "status NNN", other; failure_examples holds the first of each kind.
 //
 // Over TLS the server is verified against -cacert (PEM) with the server name -server-name
 // (default: the host of -addr, an IP address matched against the certificate's IP SANs), and
@@ -205,7 +207,7 @@ type result struct {
 	Dials        int64             `json:"dials"`
 	Errors       []string          `json:"errors"`
 	PerTransport []transportResult `json:"per_transport"`
-	// oneshot only.
+	// failure_kinds, failure_examples: every protocol (when a request failed); the others: oneshot.
 	Rate            int               `json:"rate,omitempty"`
 	Attempted       int64             `json:"attempted,omitempty"`
 	AchievedRate    float64           `json:"achieved_rate,omitempty"`
@@ -344,13 +346,8 @@ func retryAfter(resp *http.Response) (time.Duration, bool) {
 	return time.Duration(s) * time.Second, true
 }
 
-// do runs one logical request with its Retry-After retries; it returns an error text on failure.
-func do(client *http.Client, url string, c *counters, maxRetries int) string {
-	_, msg := doClassified(client, url, c, maxRetries)
-	return msg
-}
-
-// doClassified is do, with the failure's kind (classify, or "status NNN") beside its text.
+// doClassified runs one logical request with its Retry-After retries; on failure it returns the
+// failure's kind (classify, or "status NNN") and its text.
 func doClassified(client *http.Client, url string, c *counters, maxRetries int) (string, string) {
 	for attempt := 0; ; attempt++ {
 		resp, err := client.Get(url)
@@ -374,7 +371,7 @@ func doClassified(client *http.Client, url string, c *counters, maxRetries int) 
 	}
 }
 
-// classify names the kind of a failed request's error (the oneshot protocol's failure_kinds).
+// classify names the kind of a failed request's error (failure_kinds).
 func classify(err error) string {
 	var ne net.Error
 	text := err.Error()
@@ -394,7 +391,7 @@ func classify(err error) string {
 	return "other"
 }
 
-// kindLog counts the oneshot failures by kind, with the first example of each.
+// kindLog counts the failures by kind, with the first example of each.
 type kindLog struct {
 	mu       sync.Mutex
 	kinds    map[string]int64
@@ -414,8 +411,7 @@ func (l *kindLog) add(kind, example string) {
 // start is caught up at once) until stop, at most maxInFlight at once, and waits for them.
 // It fills res's oneshot fields; the ok and failed counts go to c.
 func oneshot(client *http.Client, urls []string, rate, maxInFlight, maxRetries int, c *counters,
-	errs *errorLog, stop <-chan struct{}, res *result) {
-	kinds := &kindLog{kinds: map[string]int64{}, examples: map[string]string{}}
+	errs *errorLog, kinds *kindLog, stop <-chan struct{}, res *result) {
 	sem := make(chan struct{}, maxInFlight)
 	var wg sync.WaitGroup
 	var inFlight int64
@@ -459,7 +455,6 @@ loop:
 	res.Rate, res.Attempted = rate, n
 	res.AchievedRate = float64(n) / time.Since(start).Seconds()
 	wg.Wait()
-	res.FailureKinds, res.FailureExamples = kinds.kinds, kinds.examples
 }
 
 func main() {
@@ -526,6 +521,7 @@ func main() {
 	}()
 
 	errs := &errorLog{keep: 5}
+	kinds := &kindLog{kinds: map[string]int64{}, examples: map[string]string{}}
 	nTransports := *transports
 	if *proto == "oneshot" {
 		nTransports = 0 // one transport, driven by oneshot below
@@ -552,8 +548,9 @@ func main() {
 						return
 					default:
 					}
-					if msg := do(client, url, c, *maxRetries); msg != "" {
+					if kind, msg := doClassified(client, url, c, *maxRetries); kind != "" {
 						atomic.AddInt64(&c.failed, 1)
+						kinds.add(kind, msg)
 						errs.add(fmt.Sprintf("%.2fs transport %d: %s", time.Since(start).Seconds(), t, msg))
 					} else {
 						atomic.AddInt64(&c.ok, 1)
@@ -571,14 +568,14 @@ func main() {
 		for i, p := range pathList {
 			urls[i] = scheme + *addr + p
 		}
-		oneshot(client, urls, *rate, *maxInFlight, *maxRetries, c, errs, stop, &one)
+		oneshot(client, urls, *rate, *maxInFlight, *maxRetries, c, errs, kinds, stop, &one)
 	}
 	wg.Wait()
 
 	res := result{Protocol: *proto, TLS: opts.tls != nil, Transports: len(all), Workers: *workers,
 		Errors: errs.errs, Retries: map[string]int64{}, ALPN: map[string]int64{}, Rate: one.Rate,
 		Attempted: one.Attempted, AchievedRate: one.AchievedRate, MaxInFlight: one.MaxInFlight,
-		FailureKinds: one.FailureKinds, FailureExamples: one.FailureExamples}
+		FailureKinds: kinds.kinds, FailureExamples: kinds.examples}
 	res.ElapsedS = time.Since(start).Seconds()
 	if res.Errors == nil {
 		res.Errors = []string{}
