@@ -25,11 +25,14 @@ No generated code (no protoc): the messages are encoded by hand. SleepRequest is
 At the end, exactly one JSON line on stdout:
 
     {"ok": N, "failed": N, "retried": N, "errors": {"CODE: details": count, ...},
-     "examples": [up to 5 strings], "elapsed_s": X, "retries": {"CODE: details": count}}
+     "examples": [up to 5 strings], "elapsed_s": X, "retries": {"CODE: details": count},
+     "with_pushback": N}
 
 `errors` holds the failed calls by final status; `examples` the first call of each kind of
-failure, with when (seconds since the start), its worker and channel, and grpcio's debug
-string. Exit status 0 whatever the calls' outcomes (the caller decides); 2 on bad arguments
+failure, with when (seconds since the start), its worker and channel, the server's
+`grpc-retry-pushback-ms` if it sent one, and grpcio's debug string when it says more;
+`with_pushback` counts the failed calls whose trailers carried a `grpc-retry-pushback-ms` (a
+client with a retry policy would have retried them after it). Exit status 0 whatever the calls' outcomes (the caller decides); 2 on bad arguments
 or when grpcio cannot be imported.
 """
 
@@ -122,18 +125,21 @@ class Counts:
         self.errors = {}
         self.retries = {}
         self.examples = []
+        self.with_pushback = 0
 
     def success(self):
         with self.lock:
             self.ok += 1
 
-    def failure(self, key, where, debug):
+    def failure(self, key, where, debug, pushback=None):
         with self.lock:
             self.failed += 1
+            self.with_pushback += pushback is not None
             first = key not in self.errors
             self.errors[key] = self.errors.get(key, 0) + 1
             if first and len(self.examples) < MAX_EXAMPLES:
-                text = f"{key} (+{time.monotonic() - self.t0:.3f}s, {where})"
+                text = f"{key} (+{time.monotonic() - self.t0:.3f}s, {where}"
+                text += ")" if pushback is None else f", grpc-retry-pushback-ms {pushback})"
                 if debug:
                     text += f"; {debug[:400]}"
                 self.examples.append(text)
@@ -144,8 +150,8 @@ class Counts:
             self.retries[key] = self.retries.get(key, 0) + 1
 
 
-def pushback_s(err):
-    """The server's `grpc-retry-pushback-ms`, in seconds, or None."""
+def pushback_ms(err):
+    """The server's `grpc-retry-pushback-ms` (a whole number of milliseconds), or None."""
     try:
         trailers = err.trailing_metadata() or ()
     except Exception:  # noqa: BLE001 (not every RpcError carries trailers)
@@ -153,7 +159,7 @@ def pushback_s(err):
     for key, value in trailers:
         if key == "grpc-retry-pushback-ms":
             try:
-                return min(int(value) / 1000, MAX_PUSHBACK_S)
+                return int(value)
             except ValueError:
                 return None
     return None
@@ -169,16 +175,16 @@ def worker(grpc, call, request, args, counts, stop, end, where):
                 code = err.code()
                 name = code.name if code is not None else "UNKNOWN"
                 key = f"{name}: {err.details()}"
+                pushback = pushback_ms(err)
                 if code == grpc.StatusCode.UNAVAILABLE and attempt < args.retries:
                     attempt += 1
                     counts.retry(key)
-                    wait = pushback_s(err)
-                    stop.wait(0.05 * attempt if wait is None else wait)
+                    stop.wait(0.05 * attempt if pushback is None else min(pushback / 1000, MAX_PUSHBACK_S))
                     continue
                 debug = err.debug_error_string() if hasattr(err, "debug_error_string") else ""
                 if debug == f"{name}:{err.details()}":
                     debug = ""  # nothing more than the status
-                counts.failure(key, where, debug)
+                counts.failure(key, where, debug, pushback)
                 break
             try:
                 message = decode_sleep_reply(reply)
@@ -299,6 +305,7 @@ def main(argv):
             "examples": list(counts.examples),
             "elapsed_s": round(elapsed, 3),
             "retries": dict(sorted(counts.retries.items())),
+            "with_pushback": counts.with_pushback,
         }
     if stuck:
         report["stuck_workers"] = stuck
