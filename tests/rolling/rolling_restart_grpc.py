@@ -1,36 +1,54 @@
 #!/usr/bin/env python3
 """Zero-downtime proof for gRPC: a rolling restart of the gRPC example server behind HAProxy
-with HTTP/2 on both sides, under steady gRPC load.
+under steady gRPC load.
 
-The same procedure as rolling_restart.py (whose helpers this script reuses), with:
+The same procedure as rolling_restart.py (whose helpers this script reuses): two
+`grpc_server` instances, each in turn sent SIGTERM, waited for, restarted on its port and
+waited for until HAProxy has it UP again, HAProxy health-checking `GET /readyz` (every 250 ms,
+`fall 2`, `rise 2`, `timeout check 500ms`, `retries 0`, no `option redispatch`). By default
+HAProxy speaks HTTP/2 on both sides: the frontend bound with `proto h2` (h2c), the servers
+reached with `proto h2` (layer 7: HAProxy ends the client's calls and makes its own).
 
-  * `grpc_server` instances, the HAProxy frontend bound with `proto h2` (h2c) and the backend
-    servers reached with `proto h2`, health-checked on `GET /readyz` (every 250 ms, `fall 2`,
-    `rise 2`, `timeout check 500ms`, `retries 0`, no `option redispatch`);
-  * the load from the `grpc_load` example (tonic's client): unary `Sleep(20ms)` calls on
-    several HTTP/2 connections with several calls in flight on each, counted by gRPC status.
+`--l4`: HAProxy in `mode tcp` in front, plaintext h2c passed through (as kube-proxy or a
+network load balancer would), the same health checks in plain HTTP/1.1. Each of the client's
+HTTP/2 connections is then pinned to one instance until that instance ends it: the lame-duck
+window has to move every connection with a GOAWAY, not only the balancer's choice of backend
+for new ones.
 
-With `--tls` the same rollout runs over TLS end to end: the instances serve TLS
-(`--tls-cert-file`, `--tls-private-key-file`: a throwaway CA and a certificate for IP 127.0.0.1
-made with the openssl CLI in the run's directory) and HAProxy is in `mode tcp`, passing the TLS
-sessions through (as a network load balancer would), with the same health checks made over
-TLS (`check-ssl`, verified against the CA). The load verifies the certificate against the CA
-(`grpc_load --tls-ca`, name 127.0.0.1) and requires ALPN h2. Each of its HTTP/2 connections is
-then pinned to one instance until that instance ends it: the lame-duck window has to move
-every connection with a GOAWAY, not only the balancer's choice of backend for new ones.
-The client does then what a gRPC client with a retry policy does (`grpc_load --retries 3`):
-a call that never left it (tonic's hyper cancels calls queued on a connection that has just
-received a GOAWAY; grpc-go retries these transparently) is retried at once, and an
-`UNAVAILABLE` with `grpc-retry-pushback-ms` (mode B's answer) after its pushback. The retries
-are reported by kind; a call that still fails is a failed call.
+`--tls`: the same as --l4 over TLS end to end: the instances serve TLS (`--tls-cert-file`,
+`--tls-private-key-file`: a throwaway CA and a certificate for IP 127.0.0.1 made with the
+openssl CLI in the run's directory), HAProxy in `mode tcp` passes the TLS sessions through and
+makes the health checks over TLS (`check-ssl`, verified against the CA). The client verifies
+the certificate against the CA (name 127.0.0.1); tonic's client requires ALPN h2.
 
-A failed call is any call that did not end with status OK. The shutdown delay is the one of
-rolling_restart.py (HAProxy's worst-case detection plus a margin). The naive baseline
-(`--shutdown-delay 0s`) is run and reported too; with HTTP/2 on both sides HAProxy may
-absorb part of its damage, so only the lameduck runs are required to lose nothing.
+The load (`--client`):
 
-Stdlib only. Loopback only. Every process started here is killed by its PID when the script
-ends, however it ends; every wait is bounded.
+  * `tonic` (default): the `grpc_load` example (tonic's client), unary `Sleep(20ms)` calls on
+    --connections HTTP/2 connections with --concurrency calls in flight on each. With --l4 or
+    --tls it does what a gRPC client with a retry policy does (`grpc_load --retries 3`): a call
+    that never left it (tonic's hyper cancels calls queued on a connection that has just
+    received a GOAWAY; grpc-go retries these transparently) is retried at once, and an
+    `UNAVAILABLE` with `grpc-retry-pushback-ms` (mode B's answer) after its pushback.
+  * `grpcio`: grpcio_load.py (Python's grpcio, the C-core client) with 4 independent channels
+    (connections) and 16 worker threads calling `Sleep(20ms)`, grpcio as it is: only its own
+    transparent retries (streams refused with REFUSED_STREAM or left out of a GOAWAY, streams
+    that never left the client), no application retries unless --retries.
+
+Retries, when any, are reported by kind; a call that still fails is a failed call. A failed
+call is any call that did not end with status OK; each kind of failure is reported with its
+status, its message and its count (with grpcio also the first such call: when, on which
+worker and channel).
+
+The shutdown delay is the one of rolling_restart.py (HAProxy's worst-case detection plus a
+margin). The naive baseline (`--shutdown-delay 0s`) is run and reported too, but not asserted:
+HAProxy may absorb part of its damage. `--runs N` repeats the whole plan (every mode and the
+baseline) N times; the table gives each run's calls and failures, then the totals per mode.
+
+Asserted: every lameduck run of every repetition lost 0 calls, every instance exited 0, and
+the rolling restart ended within the load.
+
+Stdlib only (and grpcio with --client grpcio). Loopback only. Every process started here is
+killed by its PID when the script ends, however it ends; every wait is bounded.
 
 Exit status: 0 when every lameduck run lost 0 calls; 1 otherwise; 2 on a setup problem.
 """
@@ -50,21 +68,30 @@ import harness as h  # noqa: E402
 import rolling_restart as rr  # noqa: E402
 
 BINARY = "grpc_server"
+CLIENTS = ["tonic", "grpcio"]
+GRPCIO_LOAD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "grpcio_load.py")
+# grpcio_load.py's shape: independent channels (connections) and worker threads over them.
+GRPCIO_CHANNELS = 4
+GRPCIO_WORKERS = 16
+# Each call's deadline, both clients.
+CALL_TIMEOUT_S = 5
 
 
-def tls_passthrough_haproxy(workdir, fe_port, servers, tls):
-    """rolling_restart.py's HAProxy and health checks, in `mode tcp`: the TLS sessions pass
-    through to the servers; the checks are made over TLS, verified against the CA."""
+def tcp_haproxy(workdir, fe_port, servers, tls=None):
+    """rolling_restart.py's HAProxy and health checks, in `mode tcp`: the client's connections
+    pass through to the servers (h2c, or TLS sessions with `tls`, a harness.TlsFiles); with
+    `tls` the checks are made over TLS, verified against the CA."""
     haproxy = rr.HAProxy(workdir, fe_port, servers)
     with open(haproxy.cfg_path) as f:
         cfg = f.read()
     cfg = cfg.replace("    mode http\n", "    mode tcp\n")
     cfg = cfg.replace("    option http-keep-alive\n", "").replace("    http-reuse safe\n", "")
-    cfg = re.sub(
-        r"(    server \S+ 127\.0\.0\.1:\d+ check)\n",
-        rf"\1 check-ssl verify required ca-file {tls.ca} check-alpn http/1.1\n",
-        cfg,
-    )
+    if tls:
+        cfg = re.sub(
+            r"(    server \S+ 127\.0\.0\.1:\d+ check)\n",
+            rf"\1 check-ssl verify required ca-file {tls.ca} check-alpn http/1.1\n",
+            cfg,
+        )
     with open(haproxy.cfg_path, "w") as f:
         f.write(cfg)
     return haproxy
@@ -82,8 +109,71 @@ def h2_haproxy(workdir, fe_port, servers):
     return haproxy
 
 
+def default_retries(args):
+    """tonic's client retries what a client with a retry policy retries when its connections
+    are pinned (--l4, --tls); grpcio is measured as it is."""
+    if args.retries is not None:
+        return args.retries
+    return 3 if args.client == "tonic" and (args.tls or args.l4) else 0
+
+
+def load_command(examples, fe_port, tls, args):
+    """The load client's command line."""
+    retries = default_retries(args)
+    if args.client == "grpcio":
+        tls_args = ["--tls-ca", tls.ca, "--tls-domain", "127.0.0.1"] if tls else []
+        return [
+            sys.executable, GRPCIO_LOAD,
+            "--target", f"127.0.0.1:{fe_port}",
+            *tls_args,
+            "--channels", str(GRPCIO_CHANNELS),
+            "--workers", str(GRPCIO_WORKERS),
+            "--duration", str(args.duration),
+            "--sleep", "20ms",
+            "--timeout", str(CALL_TIMEOUT_S),
+            "--retries", str(retries),
+        ]
+    target = f"https://127.0.0.1:{fe_port}" if tls else f"http://127.0.0.1:{fe_port}"
+    return [
+        os.path.join(examples, "grpc_load"),
+        "--target", target,
+        *(["--tls-ca", tls.ca] if tls else []),
+        "--retries", str(retries),
+        "--connections", str(args.connections),
+        "--concurrency", str(args.concurrency),
+        "--duration", f"{args.duration}s",
+        "--sleep", "20ms",
+    ]
+
+
+def load_counts(client, text):
+    """The load's last line, in one shape for both clients: calls, failed, failures (by
+    "STATUS: message"), retries (by kind), examples (grpcio: the first call of each failure)."""
+    report = json.loads(text.strip().splitlines()[-1])
+    if client == "grpcio":
+        return {
+            "calls": report["ok"] + report["failed"],
+            "failed": report["failed"],
+            "failures": report["errors"],
+            "retries": report.get("retries", {}),
+            "examples": report["examples"],
+            "stuck": report.get("stuck_workers", 0),
+            "with_pushback": report.get("with_pushback"),
+        }
+    return {
+        "calls": report["calls"],
+        "failed": report["failed"],
+        "failures": report["failures"],
+        "retries": report.get("retries", {}),
+        "examples": [],
+        "stuck": 0,
+        "with_pushback": None,
+    }
+
+
 def run_one(examples, mode, delay_ms, args, keep_dir):
-    workdir = tempfile.mkdtemp(prefix=f"rolling-grpc{'-tls' if args.tls else ''}-{mode}-{delay_ms}-")
+    front = "tls" if args.tls else ("l4" if args.l4 else "h2")
+    workdir = tempfile.mkdtemp(prefix=f"rolling-grpc-{front}-{args.client}-{mode}-{delay_ms}-")
     tls = h.TlsFiles(workdir) if args.tls else None
     flags = ["--shutdown-delay", rr.fmt_ms(delay_ms)]
     if mode == "B":
@@ -92,7 +182,10 @@ def run_one(examples, mode, delay_ms, args, keep_dir):
     instances = [rr.Instance(binary, name, rr.free_port(), flags, workdir, tls=tls) for name in ("a", "b")]
     fe_port = rr.free_port()
     servers = [(i.name, i.port) for i in instances]
-    haproxy = tls_passthrough_haproxy(workdir, fe_port, servers, tls) if tls else h2_haproxy(workdir, fe_port, servers)
+    if args.tls or args.l4:
+        haproxy = tcp_haproxy(workdir, fe_port, servers, tls)
+    else:
+        haproxy = h2_haproxy(workdir, fe_port, servers)
     load = None
     events, problems = [], []
     t0 = time.monotonic()
@@ -100,38 +193,27 @@ def run_one(examples, mode, delay_ms, args, keep_dir):
     def note(msg):
         events.append(f"{time.monotonic() - t0:6.2f}s {msg}")
 
-    result = {"runtime": BINARY, "mode": mode, "delay_ms": delay_ms, "requests": None, "failed": None}
-    target = f"https://127.0.0.1:{fe_port}" if tls else f"http://127.0.0.1:{fe_port}"
-    tls_args = ["--tls-ca", tls.ca] if tls else []
-    retries = args.retries if args.retries is not None else (3 if tls else 0)
+    result = {
+        "runtime": BINARY, "mode": mode, "delay_ms": delay_ms, "requests": None, "failed": None,
+        "failures": {}, "retries": {}, "examples": [],
+    }
+    retries = default_retries(args)
     try:
         for inst in instances:
             inst.start()
         haproxy.start()
         for inst in instances:
             haproxy.wait_status(inst.name, "UP", 15)
-        note("both instances UP in HAProxy; starting gRPC load")
-        out_path = os.path.join(workdir, "grpc_load.out")
-        with open(out_path, "wb") as out:
-            load = rr.spawn(
-                [
-                    os.path.join(examples, "grpc_load"),
-                    "--target", target,
-                    *tls_args,
-                    "--retries", str(retries),
-                    "--connections", str(args.connections),
-                    "--concurrency", str(args.concurrency),
-                    "--duration", f"{args.duration}s",
-                    "--sleep", "20ms",
-                ],
-                out,
-                subprocess.STDOUT,
-            )
+        out_path = os.path.join(workdir, "load.out")
+        err_path = os.path.join(workdir, "load.err")
+        with open(out_path, "wb") as out, open(err_path, "wb") as err:
+            load = rr.spawn(load_command(examples, fe_port, tls, args), out, err)
         load_start = time.monotonic()
+        note(f"both instances UP in HAProxy; {args.client} load started (its times count from here)")
         time.sleep(args.warmup)
         for inst in instances:
             term_at = time.monotonic()
-            note(f"SIGTERM {inst.name} (pid {inst.proc.pid})")
+            note(f"SIGTERM {inst.name} (pid {inst.proc.pid}), load +{term_at - load_start:.2f}s")
             code = inst.terminate_and_wait(timeout=delay_ms / 1000 + 30)
             exit_at = time.monotonic()
             down_at = haproxy.first_transition(inst.name, "DOWN", term_at)
@@ -149,18 +231,35 @@ def run_one(examples, mode, delay_ms, args, keep_dir):
             time.sleep(args.settle)
         if time.monotonic() - load_start > args.duration - 0.5:
             problems.append("the rolling restart outlasted the load: rerun with a longer --duration")
-        code = rr.reap(load, args.duration + 30)
+        code = rr.reap(load, args.duration + CALL_TIMEOUT_S + 30)
         with open(out_path, "r", errors="replace") as f:
             text = f.read()
-        if code != 0:
-            raise RuntimeError(f"grpc_load exited {code}:\n{text}")
-        counts = json.loads(text.strip().splitlines()[-1])
+        if code != 0 or not text.strip():
+            with open(err_path, "r", errors="replace") as f:
+                err_text = f.read()[-3000:]
+            raise RuntimeError(f"{args.client} load exited {code}:\n{text}\n{err_text}")
+        counts = load_counts(args.client, text)
+        if counts["stuck"]:
+            problems.append(f"{counts['stuck']} grpcio workers still in a call after the load ended")
+        retried = sum(counts["retries"].values())
         note(
-            f"load done: {counts['calls']} calls, {counts['failed']} failed {counts['failures']}, "
-            f"retries {counts.get('retries', {})} (at most {retries} per call)"
+            f"load done: {counts['calls']} calls, {counts['failed']} failed; "
+            f"{retried} retries (at most {retries} per call)"
         )
+        for kind, n in sorted(counts["failures"].items()):
+            note(f"  failed: {n} x {kind}")
+        for kind, n in sorted(counts["retries"].items()):
+            note(f"  retried: {n} x {kind}")
+        for example in counts["examples"]:
+            note(f"  first of its kind: {example}")
+        if counts["with_pushback"]:
+            note(
+                f"  {counts['with_pushback']} of the failed calls carried grpc-retry-pushback-ms "
+                f"(a client with a retry policy would have retried them)"
+            )
         result.update(
-            requests=counts["calls"], failed=counts["failed"], failures=counts["failures"], retries=counts.get("retries")
+            requests=counts["calls"], failed=counts["failed"], failures=counts["failures"],
+            retries=counts["retries"], examples=counts["examples"],
         )
     except Exception as e:  # reported as a failed run, with the logs kept
         problems.append(f"{type(e).__name__}: {e}")
@@ -177,16 +276,80 @@ def run_one(examples, mode, delay_ms, args, keep_dir):
     return result
 
 
+def fmt_kinds(kinds, width=None):
+    """`n x STATUS: message`, most frequent first; each cut to `width` characters (the tables:
+    the runs' logs above them have the whole messages)."""
+    cut = lambda k: k if width is None or len(k) <= width else k[: width - 3] + "..."  # noqa: E731
+    return "; ".join(f"{n} x {cut(k)}" for k, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))) or "-"
+
+
+def render(head, rows, markdown):
+    if markdown:
+        out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        out += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
+        return "\n".join(out)
+    widths = [max(len(x) for x in col) for col in zip(head, *rows)]
+    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
+    return "\n".join([line(head), line(["-" * w for w in widths])] + [line(r) for r in rows])
+
+
+def delay_txt(r):
+    return rr.fmt_ms(r["delay_ms"]) + (" (naive baseline)" if r["delay_ms"] == 0 else "")
+
+
+def tables(results, markdown=False):
+    """One row per run, then the totals per mode and delay over the repetitions."""
+    fmt = lambda v: "error" if v is None else str(v)  # noqa: E731
+    head = ["run", "mode", "shutdown delay", "calls", "failed", "failures", "retries", "time"]
+    rows = [
+        [
+            str(r["run"]), r["mode"], delay_txt(r), fmt(r["requests"]), fmt(r["failed"]),
+            fmt_kinds(r["failures"], 70), str(sum(r["retries"].values())), f"{r['duration_s']:g}s",
+        ]
+        for r in results
+    ]
+    totals = {}
+    for r in results:
+        totals.setdefault((r["mode"], r["delay_ms"]), []).append(r)
+    head2 = ["mode", "shutdown delay", "runs", "calls", "failed", "failed per run", "failures"]
+    rows2 = []
+    for rs in totals.values():
+        done = [r for r in rs if r["failed"] is not None]
+        kinds = {}
+        for r in done:
+            for k, n in r["failures"].items():
+                kinds[k] = kinds.get(k, 0) + n
+        rows2.append(
+            [
+                rs[0]["mode"], delay_txt(rs[0]), str(len(rs)),
+                str(sum(r["requests"] for r in done)), str(sum(r["failed"] for r in done)),
+                ",".join(fmt(r["failed"]) for r in rs), fmt_kinds(kinds, 70),
+            ]
+        )
+    sep = "\n\n" if markdown else "\n\ntotals:\n"
+    return render(head, rows, markdown) + sep + render(head2, rows2, markdown)
+
+
+def grpcio_missing():
+    """Why grpcio_load.py cannot run here, or None."""
+    done = subprocess.run([sys.executable, "-c", "import grpc"], capture_output=True, text=True, timeout=60)
+    return done.stderr.strip().splitlines()[-1] if done.returncode != 0 else None
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--modes", default="A,B", help="lameduck modes to run (A, B)")
     p.add_argument("--baseline-modes", default="A", help="modes of the --shutdown-delay 0s baseline ('' for none)")
     p.add_argument("--duration", type=int, default=16, help="seconds of load per run (>= 15)")
-    p.add_argument("--connections", type=int, default=8, help="HTTP/2 connections of the load client")
-    p.add_argument("--concurrency", type=int, default=4, help="calls in flight per connection")
+    p.add_argument("--runs", type=int, default=1, help="repeat the whole plan this many times")
+    p.add_argument("--client", default="tonic", choices=CLIENTS, help="the load: grpc_load (tonic) or grpcio_load.py")
+    p.add_argument("--connections", type=int, default=8, help="tonic: HTTP/2 connections of the load client")
+    p.add_argument("--concurrency", type=int, default=4, help="tonic: calls in flight per connection")
     p.add_argument("--warmup", type=float, default=1.5, help="seconds of load before the first SIGTERM")
     p.add_argument("--settle", type=float, default=1.0, help="seconds between an UP and the next SIGTERM")
-    p.add_argument(
+    front = p.add_mutually_exclusive_group()
+    front.add_argument("--l4", action="store_true", help="HAProxy in mode tcp in front, plaintext h2c passed through")
+    front.add_argument(
         "--tls",
         action="store_true",
         help="TLS end to end: the instances serve TLS, HAProxy in mode tcp passes it through",
@@ -194,14 +357,18 @@ def main():
     p.add_argument(
         "--retries",
         type=int,
-        help="grpc_load --retries: calls never sent and UNAVAILABLE with pushback (default 3 with --tls, else 0)",
+        help="the load's --retries (tonic: calls never sent and UNAVAILABLE with pushback; grpcio: "
+        "UNAVAILABLE); default 3 for tonic with --l4 or --tls, else 0",
     )
     p.add_argument("--no-build", action="store_true", help="use the existing release build")
+    p.add_argument("--bin-dir", help="take grpc_server and grpc_load from this directory (implies --no-build)")
     p.add_argument("--keep", action="store_true", help="keep every run's logs (failed runs always keep them)")
-    p.add_argument("--markdown", help="also write the table as Markdown to this file")
+    p.add_argument("--markdown", help="also write the tables as Markdown to this file")
     args = p.parse_args()
     if args.duration < 15:
         p.error("--duration must be at least 15 s")
+    if args.runs < 1:
+        p.error("--runs must be at least 1")
     modes = [m for m in args.modes.split(",") if m]
     baseline_modes = [m for m in args.baseline_modes.split(",") if m]
     for m in modes + baseline_modes:
@@ -213,51 +380,73 @@ def main():
     if args.tls and not shutil.which("openssl"):
         rr.log("error: openssl not found (apt-get install -y openssl)")
         return 2
-    if not args.no_build:
-        rr.log("==> cargo build --release --example grpc_server --example grpc_load")
-        build = ["cargo", "build", "--release", "--example", BINARY, "--example", "grpc_load"]
-        if subprocess.run(build, cwd=rr.ROOT).returncode != 0:
+    if args.client == "grpcio":
+        why = grpcio_missing()
+        if why:
+            rr.log(f"error: {sys.executable} cannot import grpc ({why}): pip install grpcio")
             return 2
-    examples = os.path.join(rr.target_dir(), "release", "examples")
-    front = (
-        "mode tcp (TLS passed through to the instances), health checks over TLS"
-        if args.tls
-        else "HTTP/2 frontend and backends"
-    )
+    if args.bin_dir:
+        examples = os.path.abspath(args.bin_dir)
+    else:
+        if not args.no_build:
+            rr.log("==> cargo build --release --example grpc_server --example grpc_load")
+            build = ["cargo", "build", "--release", "--example", BINARY, "--example", "grpc_load"]
+            if subprocess.run(build, cwd=rr.ROOT).returncode != 0:
+                return 2
+        examples = os.path.join(rr.target_dir(), "release", "examples")
+    for name in [BINARY] + (["grpc_load"] if args.client == "tonic" else []):
+        if not os.path.isfile(os.path.join(examples, name)):
+            rr.log(f"error: {os.path.join(examples, name)} does not exist")
+            return 2
+    if args.tls:
+        front = "mode tcp (TLS passed through to the instances), health checks over TLS"
+    elif args.l4:
+        front = "mode tcp (h2c passed through to the instances), health checks in HTTP/1.1"
+    else:
+        front = "HTTP/2 frontend and backends"
     rr.log(
         f"HAProxy: {front}, option httpchk GET /readyz, inter {rr.INTER_MS}ms, "
         f"fall {rr.FALL}, rise {rr.RISE}, timeout check {rr.CHECK_TIMEOUT_MS}ms, retries 0; "
-        f"--shutdown-delay {rr.fmt_ms(rr.SHUTDOWN_DELAY_MS)}"
+        f"--shutdown-delay {rr.fmt_ms(rr.SHUTDOWN_DELAY_MS)}; binaries from {examples}"
     )
+    if args.client == "grpcio":
+        shape = f"grpcio_load.py (grpcio), {GRPCIO_CHANNELS} channels x {GRPCIO_WORKERS} workers in all"
+    else:
+        shape = f"grpc_load (tonic), {args.connections} connections x {args.concurrency} calls in flight"
     rr.log(
-        f"load: grpc_load, {args.connections} connections x {args.concurrency} calls in flight, "
-        f"unary Sleep(20ms), {args.duration}s" + (", TLS verified against the run's CA, ALPN h2" if args.tls else "")
+        f"load: {shape}, unary Sleep(20ms), {CALL_TIMEOUT_S}s deadline, {args.duration}s, "
+        f"application retries {default_retries(args)}"
+        + (", TLS verified against the run's CA" if args.tls else "")
     )
     plan = [(m, rr.SHUTDOWN_DELAY_MS) for m in modes] + [(m, 0) for m in baseline_modes]
     results = []
-    for mode, delay_ms in plan:
-        rr.log(f"\n==> {BINARY}, mode {mode}, --shutdown-delay {rr.fmt_ms(delay_ms)}")
-        r = run_one(examples, mode, delay_ms, args, args.keep)
-        rr.log_run(r, r["problems"] or args.keep)
-        rr.log(f"    run took {r['duration_s']:g}s")
-        results.append(r)
-    rr.log("\n" + rr.table(results).replace("requests", "calls   "))
+    started = time.monotonic()
+    for run in range(1, args.runs + 1):
+        for mode, delay_ms in plan:
+            rr.log(f"\n==> run {run}/{args.runs}: {BINARY}, mode {mode}, --shutdown-delay {rr.fmt_ms(delay_ms)}")
+            r = run_one(examples, mode, delay_ms, args, args.keep)
+            r["run"] = run
+            rr.log_run(r, r["problems"] or args.keep)
+            rr.log(f"    run took {r['duration_s']:g}s")
+            results.append(r)
+    rr.log("\n" + tables(results))
+    rr.log(f"\n{len(results)} runs in {time.monotonic() - started:.0f}s")
     if args.markdown:
         with open(args.markdown, "w") as f:
-            f.write(rr.table(results, markdown=True).replace("requests", "calls") + "\n")
+            f.write(tables(results, markdown=True) + "\n")
     bad = []
     for r in results:
-        what = f"mode {r['mode']} delay {rr.fmt_ms(r['delay_ms'])}"
+        what = f"run {r['run']} mode {r['mode']} delay {rr.fmt_ms(r['delay_ms'])}"
         if r["delay_ms"] == 0:
             continue
         if r["problems"] or r["failed"] is None:
             bad.append(f"{what}: run problems")
         elif r["failed"] != 0:
-            bad.append(f"{what}: {r['failed']} failed calls (want 0)")
+            bad.append(f"{what}: {r['failed']} failed calls (want 0): {fmt_kinds(r['failures'])}")
     if bad:
         rr.log("\nFAILED:\n  " + "\n  ".join(bad))
         return 1
-    rr.log("\nOK: 0 failed gRPC calls with the lame-duck window.")
+    rr.log(f"\nOK: 0 failed gRPC calls with the lame-duck window, in each of {args.runs} runs.")
     return 0
 
 
