@@ -26,13 +26,14 @@ At the end, exactly one JSON line on stdout:
 
     {"ok": N, "failed": N, "retried": N, "errors": {"CODE: details": count, ...},
      "examples": [up to 5 strings], "elapsed_s": X, "retries": {"CODE: details": count},
-     "with_pushback": N}
+     "with_pushback": N, "start_unix": T}
 
 `errors` holds the failed calls by final status; `examples` the first call of each kind of
 failure, with when (seconds since the start), its worker and channel, the server's
 `grpc-retry-pushback-ms` if it sent one, and grpcio's debug string when it says more;
 `with_pushback` counts the failed calls whose trailers carried a `grpc-retry-pushback-ms` (a
-client with a retry policy would have retried them after it). Exit status 0 whatever the calls' outcomes (the caller decides); 2 on bad arguments
+client with a retry policy would have retried them after it); `start_unix` is the Unix time
+the examples' times count from. Exit status 0 whatever the calls' outcomes (the caller decides); 2 on bad arguments
 or when grpcio cannot be imported.
 """
 
@@ -266,7 +267,7 @@ def main(argv):
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
 
-    t0 = time.monotonic()
+    t0, t0_unix = time.monotonic(), time.time()
     counts = Counts(t0)
     end = t0 + args.duration
     request = encode_sleep_request(args.sleep)
@@ -306,6 +307,7 @@ def main(argv):
             "elapsed_s": round(elapsed, 3),
             "retries": dict(sorted(counts.retries.items())),
             "with_pushback": counts.with_pushback,
+            "start_unix": round(t0_unix, 3),
         }
     if stuck:
         report["stuck_workers"] = stuck
