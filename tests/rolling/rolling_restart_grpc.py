@@ -159,6 +159,7 @@ def load_counts(client, text):
             "examples": report["examples"],
             "stuck": report.get("stuck_workers", 0),
             "with_pushback": report.get("with_pushback"),
+            "start_unix": report.get("start_unix"),
         }
     return {
         "calls": report["calls"],
@@ -168,6 +169,7 @@ def load_counts(client, text):
         "examples": [],
         "stuck": 0,
         "with_pushback": None,
+        "start_unix": None,
     }
 
 
@@ -188,7 +190,7 @@ def run_one(examples, mode, delay_ms, args, keep_dir):
         haproxy = h2_haproxy(workdir, fe_port, servers)
     load = None
     events, problems = [], []
-    t0 = time.monotonic()
+    t0, t0_unix = time.monotonic(), time.time()
 
     def note(msg):
         events.append(f"{time.monotonic() - t0:6.2f}s {msg}")
@@ -209,7 +211,7 @@ def run_one(examples, mode, delay_ms, args, keep_dir):
         with open(out_path, "wb") as out, open(err_path, "wb") as err:
             load = rr.spawn(load_command(examples, fe_port, tls, args), out, err)
         load_start = time.monotonic()
-        note(f"both instances UP in HAProxy; {args.client} load started (its times count from here)")
+        note(f"both instances UP in HAProxy; {args.client} load started")
         time.sleep(args.warmup)
         for inst in instances:
             term_at = time.monotonic()
@@ -251,7 +253,13 @@ def run_one(examples, mode, delay_ms, args, keep_dir):
         for kind, n in sorted(counts["retries"].items()):
             note(f"  retried: {n} x {kind}")
         for example in counts["examples"]:
-            note(f"  first of its kind: {example}")
+            # grpcio_load.py's times count from its own start: on this run's clock, they say
+            # where the call ended among the SIGTERMs, exits and restarts above.
+            at = re.search(r"\(\+(\d+\.\d+)s, ", example)
+            when = ""
+            if at and counts["start_unix"] is not None:
+                when = f" (ended at {counts['start_unix'] + float(at.group(1)) - t0_unix:.2f}s on this run's clock)"
+            note(f"  first of its kind{when}: {example}")
         if counts["with_pushback"]:
             note(
                 f"  {counts['with_pushback']} of the failed calls carried grpc-retry-pushback-ms "
@@ -309,6 +317,8 @@ def tables(results, markdown=False):
         for r in results
     ]
     totals = {}
+    # Kinds merged over the runs without their port numbers (each run has its own ports).
+    anyport = lambda k: re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:PORT", k)  # noqa: E731
     for r in results:
         totals.setdefault((r["mode"], r["delay_ms"]), []).append(r)
     head2 = ["mode", "shutdown delay", "runs", "calls", "failed", "failed per run", "failures"]
@@ -318,7 +328,7 @@ def tables(results, markdown=False):
         kinds = {}
         for r in done:
             for k, n in r["failures"].items():
-                kinds[k] = kinds.get(k, 0) + n
+                kinds[anyport(k)] = kinds.get(anyport(k), 0) + n
         rows2.append(
             [
                 rs[0]["mode"], delay_txt(rs[0]), str(len(rs)),
