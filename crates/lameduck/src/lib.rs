@@ -62,7 +62,9 @@ pub use machine::{
     InputError, ListenerId, Machine, MachineStage, MuxSignalId, Phase, RegisterError, StopSource,
 };
 pub use rejections::{RejectionCounts, RejectionReason};
-pub use shared::{Admission, CheckFn, EndpointSet, Shared, SignalFired};
+pub use shared::{
+    Admission, CheckFn, ConnectionKind, EndpointSet, Shared, SignalFired, IDLE_CONNECTION_LINGER,
+};
 pub use signal::{Signal, SignalSet, SignalTimes};
 pub use time::Instant;
 #[cfg(feature = "std")]

@@ -21,6 +21,7 @@ pub const SHUTTING_DOWN: CannedResponse = CannedResponse {
     status: 503,
     headers: &[
         ("Retry-After", "1"),
+        ("Connection", "close"),
         ("Content-Type", "application/json"),
         ("X-Content-Type-Options", "nosniff"),
     ],
@@ -83,6 +84,7 @@ mod tests {
     #[test]
     fn retry_after_values_match_kube() {
         assert_eq!(SHUTTING_DOWN.header("retry-after"), Some("1"));
+        assert_eq!(SHUTTING_DOWN.header("Connection"), Some("close"));
         assert_eq!(RETRY_AFTER.header("Retry-After"), Some("5"));
         assert_eq!(RETRY_AFTER.header("Connection"), Some("close"));
         assert_eq!(ROUTES_NOT_READY.header("Retry-After"), Some("5"));

@@ -246,7 +246,7 @@ impl Simulator {
         match shared.admit(class) {
             Admission::Normal(t) | Admission::Exempt(Some(t)) => self.held.push(Held::Normal(t)),
             Admission::LongRunning(t) => self.held.push(Held::LongRunning(t)),
-            Admission::Exempt(None) | Admission::Rejected(_) => return false,
+            Admission::Exempt(None) | Admission::Rejected(_) | Admission::Late(_) => return false,
         }
         true
     }
