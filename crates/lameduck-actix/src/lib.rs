@@ -98,7 +98,7 @@ use actix_web::http::{ConnectionType, StatusCode};
 use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
 use bytes::Bytes;
 use lameduck::responses::{CannedResponse, REQUEST_TIMEOUT, ROUTES_NOT_READY};
-use lameduck::{RequestInfo, Shared, StdClock};
+use lameduck::{ConnectionKind, RequestInfo, Shared, StdClock};
 use lameduck_hyper::{
     decide, Classifier, Deadline, Decision, LifecycleResponse, RequestTracker, Runtime,
 };
@@ -224,6 +224,18 @@ fn canned<B>(req: HttpRequest, c: &CannedResponse) -> ServiceResponse<LameduckBo
     )
 }
 
+/// The kind of connection `req` came on: HTTP/2 only when [`AutoH2cServer`] watches its
+/// frames (and so ends it with the two-step GOAWAY); actix-web's own HTTP/2 sends none.
+fn connection_kind(req: &ServiceRequest) -> ConnectionKind {
+    if req.conn_data::<Rc<goaway::GoawayRequest>>().is_some() {
+        ConnectionKind::Http2
+    } else if req.version() == actix_web::http::Version::HTTP_2 {
+        ConnectionKind::Unknown
+    } else {
+        ConnectionKind::Http1
+    }
+}
+
 /// Once new requests are no longer accepted (or, when the sockets outlive this process, once
 /// termination started), every response closes its keep-alive connection.
 fn close_if_draining<B>(shared: &Shared, res: &mut ServiceResponse<B>) {
@@ -259,7 +271,8 @@ where
             clock,
             ..
         } = &*self.admission;
-        let decision = decide(shared, &request_info(&req), classifier, *clock);
+        let kind = connection_kind(&req);
+        let decision = decide(shared, &request_info(&req), classifier, *clock, kind);
         let (tracker, timeout, long_running, close_connection) = match decision {
             Decision::Reject(response) => {
                 let (req, _payload) = req.into_parts();

@@ -12,7 +12,9 @@ use bytes::Bytes;
 use http::{header, Request, Response, StatusCode};
 use lameduck::gate::owned::OwnedLongRunningTicket;
 use lameduck::responses::{CannedResponse, REQUEST_TIMEOUT, ROUTES_NOT_READY};
-use lameduck::{Admission, RequestInfo, Shared, Signal, SignalFired, StdClock};
+use lameduck::{
+    Admission, ConnectionKind, RequestClass, RequestInfo, Shared, Signal, SignalFired, StdClock,
+};
 use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
@@ -149,18 +151,27 @@ impl Decision {
     }
 }
 
-/// Classifies and admits one request: the admission decision every adapter applies (the
-/// tower layer here, actix-web's middleware elsewhere). Allocation-free for normal
-/// requests.
+/// Classifies and admits one request that came on a connection of `kind`: the admission
+/// decision every adapter applies (the tower layer here, actix-web's middleware elsewhere).
+/// Allocation-free for normal requests.
 pub fn decide(
     shared: &Arc<Shared>,
     info: &RequestInfo<'_>,
     classifier: &Classifier,
     clock: StdClock,
+    kind: ConnectionKind,
 ) -> Decision {
     let class = shared.classify(info, |i| classifier(i));
-    match shared.admit(class) {
+    match shared.admit_on(class, kind) {
         Admission::Rejected(rejection) => Decision::Reject(rejection.response()),
+        Admission::Late(class) => Decision::Serve {
+            tracker: Some(RequestTracker::late(shared)),
+            timeout: request_timeout(shared),
+            signal: (class == RequestClass::LongRunning)
+                .then(|| ShutdownSignal::new(Arc::clone(shared))),
+            upgrade: None,
+            close_connection: true,
+        },
         // Health and metrics: tracked like a normal request while the gate is open (so the
         // drain waits for a scrape in flight), untracked once it closed; never rejected.
         Admission::Exempt(ticket) => Decision::Serve {
@@ -253,13 +264,14 @@ impl Admitted {
 }
 
 impl<R: Runtime> AdmissionLayer<R> {
-    /// Admits the request `req` (answering health requests and rejections itself). Long-running
-    /// requests get their [`ShutdownSignal`] (and upgrade slot) as request extensions.
+    /// Admits the request `req`, which came on a connection of `kind` (answering health
+    /// requests and rejections itself). Long-running requests get their [`ShutdownSignal`]
+    /// (and upgrade slot) as request extensions.
     ///
     /// The path of a normal request is kept short: no allocation, no clock read, no timer,
     /// one pass over the request's header names.
     #[inline]
-    pub(crate) fn admit<B>(&self, req: &mut Request<B>) -> Admitted {
+    pub(crate) fn admit<B>(&self, req: &mut Request<B>, kind: ConnectionKind) -> Admitted {
         let shared = &self.shared;
         let info = request_info(req);
         if self.serve_health
@@ -272,8 +284,9 @@ impl<R: Runtime> AdmissionLayer<R> {
         }
         let class = shared.classify(&info, |i| (self.classifier)(i));
         let is_exempt = class == lameduck::RequestClass::Exempt;
-        let tracker = match shared.admit(class) {
+        let tracker = match shared.admit_on(class, kind) {
             Admission::Normal(ticket) => Some(RequestTracker(Tracker::Normal(ticket))),
+            Admission::Late(class) => return self.serve_late(req, class),
             Admission::Rejected(rejection) => {
                 // A gRPC call gets the gRPC form (read from the content-type, here only).
                 let response = crate::grpc::rejection_for(req.headers(), rejection.response());
@@ -317,6 +330,22 @@ impl<R: Runtime> AdmissionLayer<R> {
         Some((http_response(health), tracker))
     }
 
+    /// Serves a request that came after the gate closed ([`Admission::Late`]): bounded by
+    /// the request timeout, its response ends the connection; a long-running handler gets a
+    /// shutdown signal that has already fired, so that it ends the stream at once.
+    #[cold]
+    #[inline(never)]
+    fn serve_late<B>(&self, req: &mut Request<B>, class: RequestClass) -> Admitted {
+        if class == RequestClass::LongRunning {
+            let signal = ShutdownSignal::new(Arc::clone(&self.shared));
+            Decision::hand_over(Some(signal), None, req.extensions_mut());
+        }
+        Admitted::Serve {
+            tracker: Some(RequestTracker::late(&self.shared)),
+            close_connection: true,
+        }
+    }
+
     /// Admits a long-running request: no request timeout; the handler gets the shutdown
     /// signal (and, for an upgrade, the ticket slot) as request extensions.
     #[cold]
@@ -356,8 +385,9 @@ where
     fn call(&mut self, mut req: Request<ReqBody>) -> Self::Future {
         let inner = &mut self.inner;
         let runtime = self.layer.runtime.clone();
+        // A middleware inside a server that is not this crate's: the connection is unknown.
         self.layer
-            .admit(&mut req)
+            .admit(&mut req, ConnectionKind::Unknown)
             .into_future(req, None, runtime, |req| inner.call(req))
     }
 }

@@ -105,7 +105,10 @@ impl<R: Runtime> ConnAdmission<R> {
             let refused = http_response::<Bytes>(&lameduck::responses::SHUTTING_DOWN);
             return Some(Box::new((refused, None)));
         };
-        match in_flight.admission().admit(req) {
+        match in_flight
+            .admission()
+            .admit(req, in_flight.connection_kind())
+        {
             Admitted::Serve {
                 tracker,
                 close_connection,

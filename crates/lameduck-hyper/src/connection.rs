@@ -22,6 +22,7 @@ use crate::context::ServeControl;
 use crate::error::BoxError;
 use crate::head_watch::{ConnActivity, HeadWatch, HEADER_READ_TIMEOUT};
 use crate::layer::AdmissionLayer;
+use crate::linger::Linger;
 use crate::logging;
 use crate::preface::{ConnIo, Protocol};
 use crate::runtime::{Exec, Runtime};
@@ -59,7 +60,8 @@ where
 /// Serves one connection: every request is admitted by `admission` (which hands it to
 /// `service` when it is to be served). The connection speaks HTTP/1 or, if it starts with the
 /// client preface, HTTP/2. Graceful shutdown (HTTP/1 `Connection: close` after the current
-/// response, idle connections closed; HTTP/2 GOAWAY) starts when the run loop broadcasts
+/// response, idle connections closed, those that may be about to carry a request once it
+/// came or a short wait passed (see [`Linger`]); HTTP/2 GOAWAY) starts when the run loop broadcasts
 /// `StopListening` (the machine decides when: in mode A at `NotAcceptingNewRequest`, in mode
 /// B after the drain), and for an HTTP/2 connection also when one of its responses asks to
 /// close the connection (mode B's 429). An HTTP/1 connection waiting longer than
@@ -101,6 +103,7 @@ where
         stop_listener: None,
         registered: false,
         shutting_down: false,
+        linger: None,
         activity,
         head_watch,
         peer,
@@ -241,6 +244,17 @@ where
         None
     }
 
+    /// At the stop: whether the connection waits for a request, and for its first one
+    /// (`Some(true)`: no request has come yet); `None` while a request is in flight, and for
+    /// HTTP/2, whose two-step GOAWAY lets in the streams that race it.
+    fn waits_for_request(&self, activity: &ConnActivity<R>) -> Option<bool> {
+        match self {
+            HttpConnection::Detecting { .. } => Some(true),
+            HttpConnection::Http1 { .. } => activity.is_idle().then(|| activity.heads() == 0),
+            HttpConnection::Http2 { .. } => None,
+        }
+    }
+
     /// Starts a graceful shutdown; `false` when there is nothing to shut down gracefully
     /// (the protocol is not known yet: no request has been read), so the connection ends now.
     fn graceful_shutdown(self: Pin<&mut Self>) -> bool {
@@ -272,6 +286,8 @@ pin_project! {
         stop_listener: Option<EventListener>,
         registered: bool,
         shutting_down: bool,
+        // Stopped, and kept open for the request it waits for (see `linger`).
+        linger: Option<Box<Linger<R>>>,
         // Its GOAWAY flag is set by this connection's own responses, inside `conn.poll`, so
         // it is checked after it.
         activity: Arc<ConnActivity<R>>,
@@ -302,8 +318,14 @@ where
                 if stop {
                     *this.shutting_down = true;
                     *this.stop_listener = None;
-                    if let Some(ended) = this.conn.as_mut().shut_down(cx, this.activity) {
-                        break ended;
+                    *this.linger = this
+                        .conn
+                        .waits_for_request(this.activity)
+                        .and_then(|first| Linger::at_stop(this.activity, first));
+                    if this.linger.is_none() {
+                        if let Some(ended) = this.conn.as_mut().shut_down(cx, this.activity) {
+                            break ended;
+                        }
                     }
                 }
             }
@@ -318,6 +340,17 @@ where
                         this.conn.as_mut().graceful_shutdown();
                         continue;
                     }
+                }
+            }
+            if let Some(linger) = this.linger {
+                if linger.is_over(cx, this.activity) {
+                    // A request came (it is answered, then the connection closes), or the
+                    // wait is over.
+                    *this.linger = None;
+                    if !this.conn.as_mut().graceful_shutdown() {
+                        break Ok(());
+                    }
+                    continue;
                 }
             }
             if this.head_watch.after_pending(cx) {

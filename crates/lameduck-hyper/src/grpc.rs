@@ -56,8 +56,8 @@ pub fn trailers_only<B: From<Bytes>>(code: u8, message: &'static str) -> Respons
 
 /// The gRPC form of a rejection (mode A's 503, mode B's 429): `UNAVAILABLE`, with
 /// `grpc-retry-pushback-ms` set to the canned response's `Retry-After` in milliseconds, and,
-/// when the canned response closes its connection (mode B), `Connection: close`, which the
-/// server turns into a GOAWAY on HTTP/2 as it does for the 429.
+/// when the canned response closes its connection (both do), `Connection: close`, which the
+/// server turns into a GOAWAY on HTTP/2 as it does for the HTTP answers.
 #[must_use]
 pub fn rejection<B: From<Bytes>>(canned: &CannedResponse) -> Response<B> {
     let mut res = trailers_only(UNAVAILABLE, SHUTTING_DOWN_MESSAGE);
@@ -69,7 +69,7 @@ pub fn rejection<B: From<Bytes>>(canned: &CannedResponse) -> Response<B> {
     {
         headers.insert("grpc-retry-pushback-ms", HeaderValue::from(ms));
     }
-    if canned.close_connection && canned.header("Connection").is_some() {
+    if canned.close_connection {
         headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
     res
@@ -144,7 +144,7 @@ mod tests {
     fn mode_a_rejection_has_one_second_pushback() {
         let res: Response<Bytes> = rejection_for(&headers("application/grpc"), &SHUTTING_DOWN);
         assert_eq!(res.headers()["grpc-retry-pushback-ms"], "1000");
-        assert!(res.headers().get("connection").is_none());
+        assert_eq!(res.headers()["connection"], "close");
     }
 
     #[test]

@@ -69,6 +69,22 @@ impl<R: Runtime> ConnActivity<R> {
         InFlight(Arc::clone(self))
     }
 
+    /// Request heads received so far.
+    pub(crate) fn heads(&self) -> usize {
+        self.heads.load(Ordering::Relaxed)
+    }
+
+    /// Whether every request received so far has had its response end: the connection
+    /// waits for the next one (HTTP/1).
+    pub(crate) fn is_idle(&self) -> bool {
+        self.ended.load(Ordering::Acquire) == self.heads.load(Ordering::Relaxed)
+    }
+
+    /// Whether the connection speaks HTTP/2.
+    pub(crate) fn is_http2(&self) -> bool {
+        self.http2.load(Ordering::Relaxed)
+    }
+
     /// Marks the connection as HTTP/2.
     pub(crate) fn set_http2(&self) {
         self.http2.store(true, Ordering::Relaxed);
@@ -84,6 +100,16 @@ impl<R: Runtime> InFlight<R> {
     #[inline]
     pub(crate) fn admission(&self) -> &AdmissionLayer<R> {
         &self.0.admission
+    }
+
+    /// The kind of connection the request came on, for admission after the gate closed.
+    #[inline]
+    pub(crate) fn connection_kind(&self) -> lameduck::ConnectionKind {
+        if self.0.http2.load(Ordering::Relaxed) {
+            lameduck::ConnectionKind::Http2
+        } else {
+            lameduck::ConnectionKind::Http1
+        }
     }
 
     /// Looks at the response about to be sent: on HTTP/2, which has no `Connection` header,

@@ -65,6 +65,7 @@ mod head_watch;
 mod health;
 mod hooks;
 mod layer;
+mod linger;
 mod logging;
 mod preface;
 mod report;

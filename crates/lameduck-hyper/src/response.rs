@@ -61,11 +61,8 @@ impl LifecycleResponse for HealthResponse {
 /// The `http` response for `response`, with any body made from its bytes (`Bytes`,
 /// `http_body_util::Full`, [`LameduckBody`](crate::LameduckBody)).
 ///
-/// [`LifecycleResponse::close_connection`] needs nothing here: the 429 carries
-/// `Connection: close` among its headers (which the driver turns into a GOAWAY on HTTP/2),
-/// and mode A's 503 is answered only from `NotAcceptingNewRequest`, the moment the machine
-/// also says to stop listening, from which hyper closes every connection after its current
-/// response.
+/// [`LifecycleResponse::close_connection`] needs nothing here: the 429 and the 503 carry
+/// `Connection: close` among their headers (which the driver turns into a GOAWAY on HTTP/2).
 pub fn http_response<B: From<Bytes>>(response: impl LifecycleResponse) -> Response<B> {
     let status =
         StatusCode::from_u16(response.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);

@@ -49,6 +49,9 @@ pub(crate) enum Tracker {
     /// Held for its `Drop`, which releases the request.
     Normal(#[allow(dead_code)] OwnedNormalTicket),
     LongRunning(TicketSlot),
+    /// Served after the gate closed ([`lameduck::Admission::Late`]): nothing to release,
+    /// but bounded by the request timeout like a normal request.
+    Late(Arc<Shared>),
 }
 
 /// Keeps one admitted request counted in the gate until dropped; hold it until the response
@@ -63,7 +66,7 @@ impl RequestTracker {
     #[must_use]
     pub fn hold_until(&self, now: Instant) -> Option<Instant> {
         match &self.0 {
-            Tracker::Normal(_) => None,
+            Tracker::Normal(_) | Tracker::Late(_) => None,
             Tracker::LongRunning(slot) => {
                 let clock = slot.clock;
                 let guard = slot.lock();
@@ -81,6 +84,7 @@ impl RequestTracker {
         match &self.0 {
             Tracker::Normal(ticket) => Some(Arc::clone(ticket.holder())),
             Tracker::LongRunning(slot) => slot.lock().as_ref().map(|t| Arc::clone(t.holder())),
+            Tracker::Late(shared) => Some(Arc::clone(shared)),
         }
     }
 
@@ -90,6 +94,7 @@ impl RequestTracker {
         match &self.0 {
             Tracker::Normal(ticket) => request_timeout(ticket.holder()),
             Tracker::LongRunning(_) => None,
+            Tracker::Late(shared) => request_timeout(shared),
         }
     }
 
@@ -97,7 +102,7 @@ impl RequestTracker {
     /// gives them back for a normal request's tracker.
     pub(crate) fn hold_trailers(&self, trailers: http::HeaderMap) -> Option<http::HeaderMap> {
         match &self.0 {
-            Tracker::Normal(_) => Some(trailers),
+            Tracker::Normal(_) | Tracker::Late(_) => Some(trailers),
             Tracker::LongRunning(slot) => {
                 *slot.trailers.lock().unwrap_or_else(PoisonError::into_inner) = Some(trailers);
                 None
@@ -108,7 +113,7 @@ impl RequestTracker {
     /// The trailers [`Self::hold_trailers`] kept, if any.
     pub(crate) fn take_trailers(&self) -> Option<http::HeaderMap> {
         match &self.0 {
-            Tracker::Normal(_) => None,
+            Tracker::Normal(_) | Tracker::Late(_) => None,
             Tracker::LongRunning(slot) => slot
                 .trailers
                 .lock()
@@ -122,11 +127,18 @@ impl RequestTracker {
     /// request. Only normal requests have a timeout; for others it does nothing.
     #[cold]
     pub fn count_timeout(&self) {
-        if let Tracker::Normal(ticket) = &self.0 {
-            ticket
-                .holder()
-                .count_rejection(lameduck::RejectionReason::RequestTimeout);
-        }
+        let shared = match &self.0 {
+            Tracker::Normal(ticket) => ticket.holder(),
+            Tracker::Late(shared) => shared,
+            Tracker::LongRunning(_) => return,
+        };
+        shared.count_rejection(lameduck::RejectionReason::RequestTimeout);
+    }
+
+    /// The tracker of a request served after the gate closed: untracked in the gate, bounded
+    /// by the request timeout.
+    pub(crate) fn late(shared: &Arc<Shared>) -> Self {
+        RequestTracker(Tracker::Late(Arc::clone(shared)))
     }
 
     /// Whether this is a long-running request's tracker (its end may be held).

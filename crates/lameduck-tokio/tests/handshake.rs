@@ -4,7 +4,6 @@
 //! running when the server stops accepting completes and its connection is then told to go
 //! away (HTTP/2 GOAWAY), while the termination waits for it.
 
-use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -12,31 +11,15 @@ use std::time::Duration;
 
 use hyper_util::rt::TokioIo;
 use lameduck::Config;
-use lameduck_hyper::{Alpn, Handshake, Listener};
+use lameduck_hyper::{Alpn, Handshake};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 
 mod support;
 
+use support::Connections;
+
 /// The bound of the stand-in handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// A listener that hands out its in-memory connections in order, then waits forever.
-struct Connections(Vec<DuplexStream>);
-
-impl Listener for Connections {
-    type Io = TokioIo<DuplexStream>;
-
-    async fn accept(&mut self) -> io::Result<(Self::Io, SocketAddr)> {
-        if self.0.is_empty() {
-            std::future::pending::<()>().await;
-        }
-        Ok((TokioIo::new(self.0.remove(0)), ([127, 0, 0, 1], 2).into()))
-    }
-
-    fn local_addr(&self) -> io::Result<SocketAddr> {
-        Ok(([127, 0, 0, 1], 1).into())
-    }
-}
 
 /// The stand-in for TLS: the client's first byte is its "ClientHello" and names the protocol
 /// (`1`: HTTP/1.1, `2`: HTTP/2); anything else fails the handshake.

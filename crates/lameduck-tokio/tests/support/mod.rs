@@ -51,3 +51,21 @@ impl Listener for OneConnection {
         Ok(([127, 0, 0, 1], 1).into())
     }
 }
+
+/// A listener that hands out its in-memory connections in order, then waits forever.
+pub struct Connections(pub Vec<DuplexStream>);
+
+impl Listener for Connections {
+    type Io = TokioIo<DuplexStream>;
+
+    async fn accept(&mut self) -> io::Result<(Self::Io, SocketAddr)> {
+        if self.0.is_empty() {
+            std::future::pending::<()>().await;
+        }
+        Ok((TokioIo::new(self.0.remove(0)), ([127, 0, 0, 1], 2).into()))
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        Ok(([127, 0, 0, 1], 1).into())
+    }
+}

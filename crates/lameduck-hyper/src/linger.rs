@@ -1,0 +1,47 @@
+//! The stop of a connection that waits for a request. Closing it at once races the request
+//! its client may be sending at that moment, which then fails without an answer (a reset, or
+//! the end of the stream under the request). So a connection that has carried no request
+//! yet, and, when the sockets outlive the process, an idle keep-alive one, stays open until
+//! [`Shared::idle_close_at`](lameduck::Shared::idle_close_at): a request that arrives
+//! meanwhile is answered and the connection closed after it; otherwise it is closed then.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use crate::head_watch::ConnActivity;
+use crate::runtime::Runtime;
+
+/// A stopped connection kept open for its next request: until a request head arrives, the
+/// connection turns out to speak HTTP/2 (whose GOAWAY lets its first streams in), or the
+/// timer fires.
+pub(crate) struct Linger<R: Runtime> {
+    heads_at_stop: usize,
+    timer: Pin<Box<R::Sleep>>,
+}
+
+impl<R: Runtime> Linger<R> {
+    /// The linger of a connection stopped now, waiting for its first request (`first`) or
+    /// its next one; `None` when it is to be shut down at once.
+    pub(crate) fn at_stop(activity: &ConnActivity<R>, first: bool) -> Option<Box<Self>> {
+        let admission = &activity.admission;
+        let (runtime, clock) = (&admission.runtime, admission.clock);
+        let now = runtime.now();
+        let until = admission.shared.idle_close_at(first, clock.instant(now));
+        let until = clock.to_std(until);
+        (until > now).then(|| {
+            Box::new(Linger {
+                heads_at_stop: activity.heads(),
+                timer: Box::pin(runtime.sleep_until(until)),
+            })
+        })
+    }
+
+    /// Whether the wait is over: a request came, the connection speaks HTTP/2, or the time
+    /// is up (otherwise the timer wakes the task).
+    pub(crate) fn is_over(&mut self, cx: &mut Context<'_>, activity: &ConnActivity<R>) -> bool {
+        activity.heads() != self.heads_at_stop
+            || activity.is_http2()
+            || matches!(self.timer.as_mut().poll(cx), Poll::Ready(()))
+    }
+}

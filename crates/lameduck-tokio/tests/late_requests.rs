@@ -1,0 +1,237 @@
+//! Requests that race a connection's goodbye, under tokio's paused clock with in-memory
+//! connections: none fails at the client.
+//!
+//! - HTTP/2: a stream that arrives after the server stopped accepting, but before its final
+//!   GOAWAY, is served.
+//! - HTTP/1, sockets that outlive the process (socket activation, hand-over): a request on a
+//!   kept-alive connection during the drain is served with `Connection: close`; an idle
+//!   connection is kept open for it for a moment instead of being closed under it.
+//! - HTTP/1 behind a balancer: a request after the close gets the 503 with `Retry-After`
+//!   and `Connection: close`; a connection that has carried no request yet is kept for its
+//!   first one rather than closed under it.
+
+use std::time::Duration;
+
+use lameduck::Config;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+
+mod support;
+
+use support::Connections;
+
+/// A server (no signal handlers, shutdown delay 0) serving `n` in-memory connections, its
+/// sockets outliving it or not: the clients' ends, the handle and the running server.
+fn serve(
+    n: usize,
+    outlive: bool,
+) -> (
+    Vec<DuplexStream>,
+    lameduck_hyper::Handle,
+    tokio::task::JoinHandle<Result<u8, lameduck_hyper::ServeError>>,
+) {
+    let (clients, servers): (Vec<_>, Vec<_>) = (0..n).map(|_| tokio::io::duplex(8192)).unzip();
+    let mut b = lameduck_tokio::builder(Config::default());
+    b.without_signals();
+    let mut server = b.prepare();
+    server
+        .serve("api", Connections(servers), support::service("ok"))
+        .unwrap();
+    if outlive {
+        server.sockets_outlive_process();
+    }
+    let handle = server.handle();
+    (clients, handle, tokio::spawn(server.run()))
+}
+
+const GET: &[u8] = b"GET / HTTP/1.1\r\nhost: x\r\n\r\n";
+
+/// Reads one HTTP/1 response (head and a body of `content-length`), bounded by 5 virtual
+/// seconds; the text, or what was read when the connection closed first.
+async fn read_response(client: &mut DuplexStream) -> String {
+    let mut all = Vec::new();
+    let mut buf = [0u8; 1024];
+    let _ = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            let text = String::from_utf8_lossy(&all).to_string();
+            if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                let len = head
+                    .lines()
+                    .find_map(|l| {
+                        l.to_ascii_lowercase()
+                            .strip_prefix("content-length: ")
+                            .map(str::to_string)
+                    })
+                    .and_then(|v| v.trim().parse::<usize>().ok())
+                    .unwrap_or(0);
+                if body.len() >= len {
+                    return;
+                }
+            }
+            match client.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => all.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    String::from_utf8_lossy(&all).to_string()
+}
+
+/// Whether the server closes `client` within `within` (virtual time).
+async fn closed_within(client: &mut DuplexStream, within: Duration) -> bool {
+    let mut buf = [0u8; 64];
+    matches!(
+        tokio::time::timeout(within, client.read(&mut buf)).await,
+        Ok(Ok(0) | Err(_))
+    )
+}
+
+#[tokio::test(start_paused = true)]
+async fn sockets_outlive_a_request_on_a_kept_alive_connection_after_the_stop_is_served_and_closes_it(
+) {
+    let (mut clients, handle, run) = serve(1, true);
+    let client = &mut clients[0];
+    client.write_all(GET).await.unwrap();
+    let first = read_response(client).await;
+    assert!(first.starts_with("HTTP/1.1 200"), "{first}");
+    assert!(
+        !first.to_ascii_lowercase().contains("connection: close"),
+        "{first}"
+    );
+
+    // Shutdown delay 0: the gate closes at once. The client sends its next request on the
+    // kept-alive connection a moment later, as a busy client does.
+    handle.request_shutdown();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    client.write_all(GET).await.unwrap();
+    let second = read_response(client).await;
+    assert!(second.starts_with("HTTP/1.1 200"), "not served: {second}");
+    assert!(second.ends_with("ok"), "{second}");
+    assert!(
+        second.to_ascii_lowercase().contains("connection: close"),
+        "{second}"
+    );
+    assert!(closed_within(client, Duration::from_secs(1)).await);
+    assert_eq!(run.await.unwrap().unwrap(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn sockets_outlive_an_idle_connection_that_stays_silent_is_closed_after_the_linger() {
+    let (mut clients, handle, run) = serve(1, true);
+    let client = &mut clients[0];
+    client.write_all(GET).await.unwrap();
+    assert!(read_response(client).await.starts_with("HTTP/1.1 200"));
+    let stopped = tokio::time::Instant::now();
+    handle.request_shutdown();
+    assert!(closed_within(client, Duration::from_secs(5)).await);
+    let waited = stopped.elapsed();
+    assert!(
+        waited >= lameduck::IDLE_CONNECTION_LINGER - Duration::from_millis(10)
+            && waited <= lameduck::IDLE_CONNECTION_LINGER + Duration::from_millis(100),
+        "closed {waited:?} after the stop"
+    );
+    assert_eq!(run.await.unwrap().unwrap(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn behind_a_balancer_an_idle_keep_alive_connection_closes_at_the_stop_and_a_late_request_gets_503_with_close(
+) {
+    let (mut clients, handle, run) = serve(2, false);
+    let mut idle = clients.remove(0);
+    let mut fresh = clients.remove(0);
+    idle.write_all(GET).await.unwrap();
+    assert!(read_response(&mut idle).await.starts_with("HTTP/1.1 200"));
+    tokio::time::sleep(Duration::from_millis(10)).await;
+
+    handle.request_shutdown();
+    // Go's Server.Shutdown: the idle keep-alive connection is closed at once.
+    assert!(closed_within(&mut idle, Duration::from_millis(50)).await);
+    // The connection that carried nothing yet is kept for its first request, which is new
+    // work behind a balancer: kube-apiserver's 503, and the connection closes after it.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    fresh.write_all(GET).await.unwrap();
+    let reply = read_response(&mut fresh).await;
+    assert!(reply.starts_with("HTTP/1.1 503"), "{reply}");
+    let lower = reply.to_ascii_lowercase();
+    assert!(lower.contains("retry-after: 1"), "{reply}");
+    assert!(lower.contains("connection: close"), "{reply}");
+    assert!(closed_within(&mut fresh, Duration::from_secs(1)).await);
+    assert_eq!(run.await.unwrap().unwrap(), 0);
+}
+
+const GOAWAY: u8 = 0x7;
+const DATA: u8 = 0x0;
+const HEADERS: u8 = 0x1;
+
+/// The client preface and an empty SETTINGS frame.
+const H2_START: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00";
+
+/// A HEADERS frame (END_STREAM, END_HEADERS) on `stream` for `GET http://x/`, HPACK-encoded
+/// with the static table (`:method GET`, `:scheme http`, `:path /`) and a literal
+/// `:authority x`.
+fn get_frame(stream: u8) -> Vec<u8> {
+    let block = [0x82, 0x86, 0x84, 0x01, 0x01, b'x'];
+    let mut frame = vec![0, 0, block.len() as u8, HEADERS, 0x5, 0, 0, 0, stream];
+    frame.extend_from_slice(&block);
+    frame
+}
+
+/// The frames in `bytes` as (type, stream, payload).
+fn frames(mut bytes: &[u8]) -> Vec<(u8, u32, Vec<u8>)> {
+    let mut out = Vec::new();
+    while bytes.len() >= 9 {
+        let len = usize::from(bytes[0]) << 16 | usize::from(bytes[1]) << 8 | usize::from(bytes[2]);
+        if bytes.len() < 9 + len {
+            break;
+        }
+        let stream = u32::from_be_bytes([bytes[5] & 0x7f, bytes[6], bytes[7], bytes[8]]);
+        out.push((bytes[3], stream, bytes[9..9 + len].to_vec()));
+        bytes = &bytes[9 + len..];
+    }
+    out
+}
+
+/// Reads frames until `done` says so (bounded by 5 virtual seconds); all bytes read.
+async fn read_frames_until(
+    client: &mut DuplexStream,
+    bytes: &mut Vec<u8>,
+    done: impl Fn(&[(u8, u32, Vec<u8>)]) -> bool,
+) {
+    let mut buf = vec![0u8; 4096];
+    while !done(&frames(bytes)) {
+        let n = tokio::time::timeout(Duration::from_secs(5), client.read(&mut buf))
+            .await
+            .expect("the server sent nothing more")
+            .unwrap();
+        assert!(n > 0, "closed; frames {:?}", frames(bytes));
+        bytes.extend_from_slice(&buf[..n]);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn http2_a_stream_that_races_the_goaway_is_served() {
+    let (mut clients, handle, run) = serve(1, false);
+    let client = &mut clients[0];
+    client.write_all(H2_START).await.unwrap();
+    let mut bytes = Vec::new();
+    read_frames_until(client, &mut bytes, |f| !f.is_empty()).await;
+
+    // Shutdown delay 0: the server stops accepting and says GOAWAY (with the highest stream
+    // id, and a PING). The client has already sent a stream it does not know is too late.
+    handle.request_shutdown();
+    read_frames_until(client, &mut bytes, |f| f.iter().any(|(t, ..)| *t == GOAWAY)).await;
+    client.write_all(&get_frame(1)).await.unwrap();
+    read_frames_until(client, &mut bytes, |f| {
+        f.iter()
+            .any(|(t, s, p)| *t == DATA && *s == 1 && p.as_slice() == b"ok")
+    })
+    .await;
+    let status = frames(&bytes)
+        .into_iter()
+        .find(|(t, s, _)| *t == HEADERS && *s == 1)
+        .map(|(_, _, p)| p[0]);
+    // HPACK's static entry 8 is `:status 200`.
+    assert_eq!(status, Some(0x88), "stream 1 was not answered 200");
+    drop(clients);
+    assert_eq!(run.await.unwrap().unwrap(), 0);
+}
