@@ -28,6 +28,26 @@ pub struct ServeSetup {
     pub(crate) handshakes: ConnectionTracker,
     /// Tells the server's HTTP/2 connections to say GOAWAY (where they can).
     pub(crate) goaway: Arc<GoawayBroadcast>,
+    /// The lifecycle and its clock, which say how long an idle connection is kept at the
+    /// stop ([`lameduck::Shared::idle_close_at`]).
+    pub(crate) lifecycle: Option<LifecycleRef>,
+}
+
+/// The lifecycle's shared state and clock, as a server's connections see them.
+pub(crate) type LifecycleRef = (Arc<lameduck::Shared>, lameduck::StdClock);
+
+/// Resolves once a connection idle at the stop (awaited from then on) may be closed: at once,
+/// or, when the sockets outlive the process, once its client had the time to send the request
+/// it may have been sending ([`lameduck::Shared::idle_close_at`]; actix cannot tell a
+/// connection that carried no request yet from an idle one: both wait the same).
+pub(crate) async fn idle_linger(lifecycle: Option<LifecycleRef>) {
+    if let Some((shared, clock)) = lifecycle {
+        let now = TokioRuntime.now();
+        let until = clock.to_std(shared.idle_close_at(false, clock.instant(now)));
+        if until > now {
+            TokioRuntime.sleep_until(until).await;
+        }
+    }
 }
 
 impl std::fmt::Debug for ServeSetup {
@@ -198,6 +218,7 @@ pub fn serve<H: ActixServer>(
         connections: connections.clone(),
         handshakes: handshakes.clone(),
         goaway: Arc::clone(&goaway),
+        lifecycle: Some((Arc::clone(lifecycle.shared()), lifecycle.clock())),
     });
     let http = bind(http).map_err(ActixServeError::Bind)?;
     if http.bound_addrs().is_empty() {
@@ -209,6 +230,7 @@ pub fn serve<H: ActixServer>(
             .map_err(|e| ActixServeError::Serve(ServeError::HandOverSocket(e)))?;
     }
     let http = http.start().map_err(ActixServeError::Bind)?;
+    let clock = lifecycle.clock();
     lifecycle.serve_with(name, move |ctx| async move {
         let handle = http.handle();
         // The actix server runs (its accept thread and workers) while this future is polled.
@@ -237,6 +259,7 @@ pub fn serve<H: ActixServer>(
         ctx.report_listener_stopped();
         let shared = Arc::clone(ctx.shared());
         let drained = Arc::clone(&shared);
+        let lingering = Some((Arc::clone(&shared), clock));
         let idle_after_drain = pin!(async move {
             drained.signal_fired(Signal::InFlightRequestsDrained).await;
             // TLS handshakes in progress (each bounded by its timeout) end first: then their
@@ -245,6 +268,8 @@ pub fn serve<H: ActixServer>(
             TokioRuntime
                 .sleep_until(TokioRuntime.now() + IDLE_CONNECTION_LINGER)
                 .await;
+            // Idle connections kept for a request their clients may be sending.
+            idle_linger(lingering).await;
         });
         let closed = pin!(connections.wait_zero());
         let actix_done = pin!(async {

@@ -29,7 +29,7 @@ use lameduck_tls::ServerTls;
 
 use crate::goaway::{GoawayBroadcast, GoawayIo, GoawayRequest};
 use crate::io::ConnectionIo;
-use crate::serve::{ActixServer, ServeSetup};
+use crate::serve::{idle_linger, ActixServer, LifecycleRef, ServeSetup};
 use crate::tls::TlsAcceptor;
 
 /// The start of the HTTP/2 preface that marks an h2c (prior knowledge) connection, as actix
@@ -213,6 +213,7 @@ struct HttpSettings {
     request_timeout: Duration,
     disconnect_timeout: Duration,
     graceful: actix_server::GracefulShutdownSignal,
+    lifecycle: Option<LifecycleRef>,
     connections: ConnectionTracker,
     addr: SocketAddr,
     secure: bool,
@@ -245,6 +246,7 @@ where
         request_timeout,
         disconnect_timeout,
         graceful,
+        lifecycle,
         connections,
         addr,
         secure,
@@ -253,8 +255,13 @@ where
     let host = addr.to_string();
     let builder = HttpService::<ConnectionIo, _, _>::build()
         .graceful_shutdown_signal(move || {
-            let graceful = graceful.clone();
-            async move { graceful.notified().await }
+            let (graceful, lifecycle) = (graceful.clone(), lifecycle.clone());
+            async move {
+                graceful.notified().await;
+                // An idle connection is not closed under a request its client may be
+                // sending; a busy one closes after its response anyway.
+                idle_linger(lifecycle).await;
+            }
         })
         .keep_alive(keep_alive)
         .client_request_timeout(request_timeout)
@@ -333,6 +340,7 @@ where
                 request_timeout: self.client_request_timeout,
                 disconnect_timeout: self.client_disconnect_timeout,
                 graceful: graceful.clone(),
+                lifecycle: setup.lifecycle.clone(),
                 connections: setup.connections.clone(),
                 addr,
                 secure: tls.is_some(),

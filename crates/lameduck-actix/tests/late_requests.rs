@@ -1,0 +1,134 @@
+//! Requests that race a connection's goodbye on actix-web (loopback, real time, generous
+//! bounds): when the sockets outlive the process (socket activation, hand-over), a request
+//! sent on a kept-alive connection right after the gate closed is served with
+//! `Connection: close`, and an idle connection is not closed under it; behind a balancer,
+//! a request after the close gets the 503 with `Retry-After` and `Connection: close`.
+
+use std::net::{SocketAddr, TcpListener};
+use std::time::Duration;
+
+use actix_web::{web, App};
+use lameduck::Config;
+use lameduck_actix::AutoH2cServer;
+use lameduck_hyper::Handle;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// A running lifecycle (shutdown delay 0) on one loopback listener, its sockets outliving
+/// it or not.
+fn start(outlive: bool) -> (SocketAddr, Handle, tokio::task::JoinHandle<u8>) {
+    let mut builder = lameduck_actix::builder(Config::default());
+    builder.without_signals();
+    let mut server = builder.prepare();
+    let (shared, clock) = (server.shared().clone(), server.clock());
+    let admission = lameduck_actix::Admission::new(shared, clock);
+    let http = AutoH2cServer::new(move || {
+        App::new()
+            .wrap(admission.clone())
+            .route("/", web::get().to(|| async { "ok" }))
+    });
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    lameduck_actix::serve(&mut server, "api", http, |http| {
+        http.workers(1).listen(listener)
+    })
+    .unwrap();
+    if outlive {
+        server.sockets_outlive_process();
+    }
+    let handle = server.handle();
+    let run = actix_rt::spawn(async move { server.run().await.unwrap() });
+    (addr, handle, run)
+}
+
+const GET: &[u8] = b"GET / HTTP/1.1\r\nhost: x\r\n\r\n";
+
+/// One response on `conn` (head and `content-length` body), within 5 s; what was read.
+async fn response(conn: &mut TcpStream) -> String {
+    let mut all = Vec::new();
+    let mut buf = [0u8; 1024];
+    let _ = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            let text = String::from_utf8_lossy(&all).to_string();
+            if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                let len = head
+                    .lines()
+                    .filter_map(|l| {
+                        l.to_ascii_lowercase()
+                            .strip_prefix("content-length: ")
+                            .map(str::to_string)
+                    })
+                    .find_map(|v| v.trim().parse::<usize>().ok())
+                    .unwrap_or(0);
+                if body.len() >= len {
+                    return;
+                }
+            }
+            match conn.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => all.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    String::from_utf8_lossy(&all).to_string()
+}
+
+/// Keep-alive connection, one request served; the gate closes; the next request follows.
+async fn request_after_the_close(outlive: bool) -> String {
+    let (addr, handle, run) = start(outlive);
+    let mut conn = TcpStream::connect(addr).await.unwrap();
+    conn.write_all(GET).await.unwrap();
+    let first = response(&mut conn).await;
+    assert!(first.starts_with("HTTP/1.1 200"), "{first}");
+    assert!(handle.request_shutdown());
+    // Shutdown delay 0: wait for the gate to close, as a busy client's next request would
+    // find it.
+    let shared = handle.shared().clone();
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        shared.signal_fired(lameduck::Signal::NotAcceptingNewRequest),
+    )
+    .await
+    .expect("the gate closes");
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    conn.write_all(GET).await.unwrap();
+    let second = response(&mut conn).await;
+    let mut buf = [0u8; 16];
+    let closed = tokio::time::timeout(Duration::from_secs(5), conn.read(&mut buf)).await;
+    assert!(
+        matches!(closed, Ok(Ok(0) | Err(_))),
+        "the connection stayed open"
+    );
+    let code = tokio::time::timeout(Duration::from_secs(10), run)
+        .await
+        .expect("the server exits")
+        .unwrap();
+    assert_eq!(code, 0);
+    second
+}
+
+#[actix_web::test]
+async fn sockets_outlive_a_request_on_a_kept_alive_connection_after_the_close_is_served() {
+    let reply = request_after_the_close(true).await;
+    assert!(reply.starts_with("HTTP/1.1 200"), "not served: {reply}");
+    assert!(reply.ends_with("ok"), "{reply}");
+    assert!(
+        reply.to_ascii_lowercase().contains("connection: close"),
+        "{reply}"
+    );
+}
+
+#[actix_web::test]
+async fn behind_a_balancer_a_request_after_the_close_gets_503_that_closes_the_connection() {
+    let reply = request_after_the_close(false).await;
+    if reply.is_empty() {
+        // actix closed the idle keep-alive connection at the stop, before the request came
+        // (Go's `Server.Shutdown` does the same): nothing was answered, nothing served.
+        return;
+    }
+    assert!(reply.starts_with("HTTP/1.1 503"), "{reply}");
+    let lower = reply.to_ascii_lowercase();
+    assert!(lower.contains("retry-after: 1"), "{reply}");
+    assert!(lower.contains("connection: close"), "{reply}");
+}
