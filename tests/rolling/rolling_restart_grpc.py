@@ -437,7 +437,9 @@ def main():
             r = run_one(examples, mode, delay_ms, args, args.keep)
             r["run"] = run
             rr.log_run(r, r["problems"] or args.keep)
-            rr.log(f"    run took {r['duration_s']:g}s")
+            # A busy machine slows the load and the instances alike: the 1-minute load average
+            # says how busy it was.
+            rr.log(f"    run took {r['duration_s']:g}s; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
             results.append(r)
     rr.log("\n" + tables(results))
     rr.log(f"\n{len(results)} runs in {time.monotonic() - started:.0f}s")
