@@ -110,9 +110,10 @@ def log_run(run, keep):
                      r["retried"], "; ".join(extra)])
     if rows:
         h.log(c.table(["load", "ok", "failed (by kind)", "retried", ""], rows))
-    for r in run["loads"]:
-        for k, ex in sorted(r["examples"].items()):
-            h.log(f"    e.g. {r['load']} {k}: {ex}")
+    if run["kind"] == "reference":  # a lameduck run lists them with its problems
+        for r in run["loads"]:
+            for k, ex in sorted(r["examples"].items()):
+                h.log(f"    e.g. {r['load']} {k}: {ex}")
     for name, g in run["generations"].items():
         if "records" in g:
             rs = g["restart_s"]
