@@ -52,6 +52,8 @@ def add_load_flags(parser, event, count_flag, first):
     parser.add_argument("--first", type=float, default=first, help=f"seconds of load before the first {event}")
     parser.add_argument("--interval", type=float, default=4.0, help=f"seconds between {event}s")
     parser.add_argument("--min-requests", type=int, default=100000, help="fewest wrk requests that pass")
+    parser.add_argument("--path", default="/", help="the path wrk requests (e.g. /sleep?duration=20ms)")
+    parser.add_argument("--runs", type=int, default=1, help="run every runtime this many times; each run must pass")
     parser.add_argument("--probe-connections", type=int, default=4,
                         help="keep-alive probe connections beside wrk, which say how lost requests were lost (0: none)")
 

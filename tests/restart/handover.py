@@ -116,7 +116,7 @@ def run_one(binary, runtime, args):
         if status != 200:
             problems.append(f"GET / before the load: {status}")
 
-        wrk_proc, wrk_out = c.wrk(port, args.duration, workdir, "wrk", connections=args.connections)
+        wrk_proc, wrk_out = c.wrk(port, args.duration, workdir, "wrk", connections=args.connections, path=args.path)
         load_start = time.monotonic()
         if args.probe_connections:
             probe = c.KeepAliveProbe(port, connections=args.probe_connections)
@@ -233,7 +233,8 @@ def main():
         f"--shutdown-watch-termination-grace-period {GRACE_S:g}s"
     )
 
-    results = c.run_runtimes([(r, run_one) for r in runtimes], examples, args)
+    plan = [(r, run_one) for _ in range(max(1, args.runs)) for r in runtimes]
+    results = c.run_runtimes(plan, examples, args)
     if results is None:
         return 2
     rows = [

@@ -93,7 +93,7 @@ def run_one(binary, runtime, args):
         if status != 200:
             problems.append(f"GET / before the load: {status}")
 
-        wrk_proc, wrk_out = c.wrk(port, args.duration, workdir, "wrk", connections=args.connections)
+        wrk_proc, wrk_out = c.wrk(port, args.duration, workdir, "wrk", connections=args.connections, path=args.path)
         load_start = time.monotonic()
         if args.probe_connections:
             probe = c.KeepAliveProbe(port, connections=args.probe_connections)
@@ -204,11 +204,12 @@ def main():
     if examples is None:
         return 2
     h.log(
-        f"load: wrk -t2 -c{args.connections} -d{args.duration}s (keep-alive) on GET /; {args.restarts} "
-        f"restarts {args.interval:g}s apart from +{args.first:g}s; --shutdown-delay {args.shutdown_delay}"
+        f"load: wrk -t2 -c{args.connections} -d{args.duration}s (keep-alive) on GET {args.path}; {args.restarts} "
+        f"restarts {args.interval:g}s apart from +{args.first:g}s; --shutdown-delay {args.shutdown_delay}; "
+        f"{args.runs} run(s) per runtime"
     )
 
-    plan = [(r, run_one) for r in runtimes]
+    plan = [(r, run_one) for _ in range(max(1, args.runs)) for r in runtimes]
     if not args.no_systemd_socket_activate:
         if os.access(SYSTEMD_SOCKET_ACTIVATE, os.X_OK):
             plan.append(("tokio_server", run_systemd_socket_activate))

@@ -39,7 +39,8 @@ protocol, h2 or http/1.1; a connection that negotiated anything else is a failur
 
 Asserted: 0 failed requests, the replaced pods exit 0, over HTTP/2 (h2c, h2-tls) every
 connection pinned to an old pod received a GOAWAY (and every old pod had pinned connections),
-and no connection was closed by the server without a GOAWAY first; with a goaway chance > 0 every pod's
+and no connection was closed by the server without a GOAWAY first, and in mode A no request
+was retried (a stream that races the GOAWAY is served, never answered 503); with a goaway chance > 0 every pod's
 share within 25% of an even share, with at least 10 new connections in the window per client
 connection (an even share from connections that never moved would be the rollout's luck). With chance 0 the skew is printed, not asserted. The
 control (`bare_axum --graceful-shutdown`: axum's own graceful shutdown, no lame-duck window)
@@ -387,6 +388,9 @@ def verdict(r):
         want = "h2" if r["protocol"] == "h2-tls" else "http/1.1"
         if set(r["alpn"]) != {want}:
             return f"ALPN negotiated {r['alpn']} (want only {want})"
+    if r["protocol"] in H2_PROTOCOLS and r["mode"] == "A" and sum((r["retries"] or {}).values()):
+        # Every stream the server read before its final GOAWAY is served: none gets a 503.
+        return f"retries {r['retries']} in mode A over HTTP/2 (want none)"
     if r["protocol"] in H2_PROTOCOLS:
         for pod, (n, goaway, _peer, _unmatched) in r["pinned"].items():
             if n == 0:
