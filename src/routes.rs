@@ -408,6 +408,7 @@ mod tests {
             "lameduck_phase{phase=\"prepared\"} 1",
             "lameduck_phase{phase=\"serving\"} 0",
             "lameduck_rejected_requests_total{reason=\"retry_after\"} 0",
+            "lameduck_requests_served_after_close_total 0",
             "lameduck_termination_budget_seconds 60",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} missing:\n{text}");

@@ -63,6 +63,8 @@ pub const PHASE: &str = "lameduck_phase";
 pub const IN_FLIGHT: &str = "lameduck_in_flight_requests";
 /// `lameduck_rejected_requests_total{reason}`: requests turned away.
 pub const REJECTED: &str = "lameduck_rejected_requests_total";
+/// `lameduck_requests_served_after_close_total`: requests served after the gate closed.
+pub const SERVED_AFTER_CLOSE: &str = "lameduck_requests_served_after_close_total";
 /// `lameduck_signal_fired{signal}`: 1 once the signal has fired.
 pub const SIGNAL_FIRED: &str = "lameduck_signal_fired";
 /// `lameduck_signal_timestamp_seconds{signal}`: when the signal fired, Unix time.
@@ -100,6 +102,13 @@ pub const SERIES: &[Series] = &[
         labels: &["reason"],
         unit: None,
         help: "Requests turned away, by reason: not_accepting (503 after the gate closed), retry_after (429 in retry-after mode), request_timeout (504 or aborted at the request timeout), routes_not_ready (503 before every route is installed).",
+    },
+    Series {
+        name: SERVED_AFTER_CLOSE,
+        kind: SeriesKind::Counter,
+        labels: &[],
+        unit: None,
+        help: "Requests served after the gate closed because their connection could not turn them away cleanly: HTTP/2 streams that arrived before the final GOAWAY, and requests on kept-alive connections when the listening sockets outlive the process.",
     },
     Series {
         name: SIGNAL_FIRED,
@@ -211,6 +220,7 @@ pub fn record_state(shared: &Shared) {
     for reason in RejectionReason::ALL {
         counter!(REJECTED, "reason" => reason.name()).absolute(rejected.get(reason));
     }
+    counter!(SERVED_AFTER_CLOSE).absolute(shared.served_after_close());
     gauge!(TERMINATION_BUDGET)
         .set(termination_budget(shared.config()).map_or(f64::INFINITY, |d| d.as_secs_f64()));
 }
