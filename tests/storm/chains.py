@@ -17,7 +17,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "restart"))
 import common as c  # noqa: E402
 import handover as ho  # noqa: E402
-from common import h  # noqa: E402
+from common import h  # noqa: E402,F401 (the storm's other modules take c and h from here)
 
 METHODS = ["handover", "socket-activation"]
 GRACE = "3s"

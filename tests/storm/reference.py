@@ -37,11 +37,23 @@ def tail(path, n=20):
         return ""
 
 
+def children(pid):
+    """The PIDs of the children of process `pid` (/proc/PID/task/TID/children)."""
+    pids = []
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                pids += [int(p) for p in f.read().split()]
+    except (OSError, ValueError):
+        pass
+    return pids
+
+
 class Reference:
     """One reference server (`kind`: haproxy or nginx) on two fresh ports, reloaded by reload()."""
 
     def __init__(self, kind, workdir):
-        self.kind, self.workdir = kind, workdir
+        self.kind, self.name, self.workdir = kind, kind, workdir
         self.http_port, self.h2c_port = h.free_port(), h.free_port()
         self.cfg = os.path.join(workdir, f"{kind}.cfg")
         self.log = os.path.join(workdir, f"{kind}.log")
@@ -133,8 +145,17 @@ class Reference:
             h.reap(self.proc, 15)
 
     def kill(self):
-        if self.proc:
-            h.kill(self.proc)
+        """Kills the master and then its workers (an nginx worker outlives a killed master),
+        each by its PID."""
+        if not self.proc:
+            return
+        workers = children(self.proc.pid) if self.proc.poll() is None else []
+        h.kill(self.proc)
+        for pid in workers:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
     def generations(self):
         """What the master's log says: reloads done and the old workers' exit codes."""

@@ -75,16 +75,15 @@ Go client with `GO111MODULE=off GOPATH=/usr/share/gocode go build`):
   python3 tests/storm/storm.py --duration 20 --runtimes tokio_server --methods handover
 
 A short run takes about 70 s per (runtime, method) (65-68 s measured), a long one about
-10.2 minutes; a reference as long. Needs wrk,
-go with golang-golang-x-net-dev, openssl, bash, and for the references haproxy and nginx.
-The script raises its descriptor limit as far as allowed. Loopback only; every wait is
+10.2 minutes, a reference as long. Needs wrk, go with golang-golang-x-net-dev, openssl, bash,
+and for the references haproxy and nginx. The script raises its descriptor limit as far as
+allowed. Loopback only; every wait is
 bounded; every process started here is killed by its PID on every exit path.
 
 Exit status: 0 when every lameduck run passed; 1 otherwise; 2 on a setup problem.
 """
 
 import argparse
-import json
 import os
 import resource
 import shutil
@@ -123,7 +122,7 @@ def restart_together(services, bound):
         try:
             s.restart(bound)
         except Exception as e:  # reported by the caller
-            errors.append(f"{getattr(s, 'name', getattr(s, 'kind', '?'))}: {type(e).__name__}: {e}")
+            errors.append(f"{s.name}: {type(e).__name__}: {e}")
 
     threads = [threading.Thread(target=one, args=(s,), daemon=True) for s in services]
     for t in threads:
@@ -161,9 +160,9 @@ def storm(a, services, plan, workdir, note):
     except Exception as e:  # the loads' results are still collected and reported
         error = f"{type(e).__name__}: {e}"
         note(f"storm stopped: {error}")
-    finally:
-        results = ld.stop(loads)
-    return results, done, planned, late, error
+    # On an interrupt (KeyboardInterrupt, SIGTERM) the loads are not waited for:
+    # harness.run_main kills every child by its PID.
+    return ld.stop(loads), done, planned, late, error
 
 
 def new_run(name, kind, workdir):
