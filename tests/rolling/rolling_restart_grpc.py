@@ -45,7 +45,10 @@ HAProxy may absorb part of its damage. `--runs N` repeats the whole plan (every 
 baseline) N times; the table gives each run's calls and failures, then the totals per mode.
 
 Asserted: every lameduck run of every repetition lost 0 calls, every instance exited 0, and
-the rolling restart ended within the load.
+the rolling restart ended within the load. A run in which HAProxy marked an instance DOWN only
+after the instance's lame-duck window had ended is noted as such (new connections still went
+to it after its window: the detection took longer than the model's worst case, as on a busy
+machine), and each run gives the machine's load average.
 
 Stdlib only (and grpcio with --client grpcio). Loopback only. Every process started here is
 killed by its PID when the script ends, however it ends; every wait is bounded.
@@ -189,7 +192,7 @@ def run_one(examples, mode, delay_ms, args, keep_dir):
     else:
         haproxy = h2_haproxy(workdir, fe_port, servers)
     load = None
-    events, problems = [], []
+    events, problems, notes = [], [], []
     t0, t0_unix = time.monotonic(), time.time()
 
     def note(msg):
@@ -197,7 +200,7 @@ def run_one(examples, mode, delay_ms, args, keep_dir):
 
     result = {
         "runtime": BINARY, "mode": mode, "delay_ms": delay_ms, "requests": None, "failed": None,
-        "failures": {}, "retries": {}, "examples": [],
+        "failures": {}, "retries": {}, "examples": [], "late_down": [],
     }
     retries = default_retries(args)
     try:
@@ -221,6 +224,17 @@ def run_one(examples, mode, delay_ms, args, keep_dir):
             down_at = haproxy.first_transition(inst.name, "DOWN", term_at)
             down_txt = f"HAProxy DOWN +{down_at - term_at:.2f}s, " if down_at else ""
             note(f"{inst.name} exited {code}: {down_txt}exit +{exit_at - term_at:.2f}s after SIGTERM")
+            if delay_ms > 0 and (down_at is None or down_at - term_at > delay_ms / 1000):
+                # The window is the balancer's time to stop sending new connections: past it,
+                # a connection HAProxy still sends there is refused (mode A) or answered with
+                # rejections (mode B).
+                late = "not DOWN before it exited" if down_at is None else f"DOWN +{down_at - term_at:.2f}s"
+                result["late_down"].append(f"{inst.name} {late}")
+                notes.append(
+                    f"HAProxy had {inst.name} {late} after SIGTERM, later than the end of its "
+                    f"{rr.fmt_ms(delay_ms)} window (the detection model's worst case: {rr.DETECTION_MS}ms): "
+                    f"new connections still went to {inst.name} after it (a busy machine eats the margin)"
+                )
             if code != 0:
                 problems.append(f"{inst.name} exited {code}:\n{inst.stderr_tail()}")
             restart_at = time.monotonic()
@@ -280,7 +294,7 @@ def run_one(examples, mode, delay_ms, args, keep_dir):
                 rr.kill(inst.proc)
         if not keep_dir and not problems:
             shutil.rmtree(workdir, ignore_errors=True)
-    result.update(events=events, problems=problems, workdir=workdir, duration_s=round(time.monotonic() - t0, 1))
+    result.update(events=events, problems=problems, notes=notes, workdir=workdir, duration_s=round(time.monotonic() - t0, 1))
     return result
 
 
@@ -454,7 +468,8 @@ def main():
         if r["problems"] or r["failed"] is None:
             bad.append(f"{what}: run problems")
         elif r["failed"] != 0:
-            bad.append(f"{what}: {r['failed']} failed calls (want 0): {fmt_kinds(r['failures'])}")
+            late = f" (HAProxy DOWN after the window: {', '.join(r['late_down'])})" if r["late_down"] else ""
+            bad.append(f"{what}: {r['failed']} failed calls (want 0){late}: {fmt_kinds(r['failures'])}")
     if bad:
         rr.log("\nFAILED:\n  " + "\n  ".join(bad))
         return 1
