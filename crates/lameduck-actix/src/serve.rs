@@ -126,6 +126,10 @@ fn track_connections(
 /// responses reach the socket first.
 pub const IDLE_CONNECTION_LINGER: std::time::Duration = std::time::Duration::from_millis(250);
 
+/// How long the workers get, once actix stopped accepting, to take the connections its accept
+/// thread queued for them, before the graceful stop (which drops what is still queued).
+const ACCEPT_QUEUE_GRACE: Duration = Duration::from_millis(100);
+
 /// Margin added to the longest lameduck bound for actix's own `shutdown_timeout`.
 const ACTIX_SHUTDOWN_MARGIN: Duration = Duration::from_secs(60);
 
@@ -238,11 +242,25 @@ pub fn serve<H: ActixServer>(
         ctx.report_serving();
         let stopped = async {
             let elsewhere = pin!(ctx.accepting_elsewhere());
-            if let Either::Left(_) = select(elsewhere, pin!(ctx.stop_listening())).await {
-                // Another process accepts on the sockets: stop accepting, keep serving.
-                handle.pause().await;
-                ctx.stop_listening().await;
-            }
+            let paused_at = match select(elsewhere, pin!(ctx.stop_listening())).await {
+                Either::Left(_) => {
+                    // Another process accepts on the sockets: stop accepting, keep serving.
+                    handle.pause().await;
+                    let paused_at = TokioRuntime.now();
+                    ctx.stop_listening().await;
+                    paused_at
+                }
+                Either::Right(_) => {
+                    handle.pause().await;
+                    TokioRuntime.now()
+                }
+            };
+            // actix's graceful stop drops the connections its accept thread has queued for a
+            // worker and no worker has taken yet, resetting them under their first request:
+            // give the workers the time to take them.
+            TokioRuntime
+                .sleep_until(paused_at + ACCEPT_QUEUE_GRACE)
+                .await;
         };
         if let Either::Left(_) = select(&mut running, pin!(stopped)).await {
             // actix stopped on its own: the listener failed.

@@ -246,12 +246,15 @@ where
 
     /// At the stop: whether the connection waits for a request, and for its first one
     /// (`Some(true)`: no request has come yet); `None` while a request is in flight, and for
-    /// HTTP/2, whose two-step GOAWAY lets in the streams that race it.
+    /// an HTTP/2 connection that has carried a stream, whose two-step GOAWAY lets in the
+    /// streams that race it. One that has not may still be in its handshake, which hyper's
+    /// graceful shutdown would cut (closing the connection under the client's first stream):
+    /// it waits for that stream like a new HTTP/1 connection.
     fn waits_for_request(&self, activity: &ConnActivity<R>) -> Option<bool> {
         match self {
             HttpConnection::Detecting { .. } => Some(true),
             HttpConnection::Http1 { .. } => activity.is_idle().then(|| activity.heads() == 0),
-            HttpConnection::Http2 { .. } => None,
+            HttpConnection::Http2 { .. } => (activity.heads() == 0).then_some(true),
         }
     }
 

@@ -80,11 +80,6 @@ impl<R: Runtime> ConnActivity<R> {
         self.ended.load(Ordering::Acquire) == self.heads.load(Ordering::Relaxed)
     }
 
-    /// Whether the connection speaks HTTP/2.
-    pub(crate) fn is_http2(&self) -> bool {
-        self.http2.load(Ordering::Relaxed)
-    }
-
     /// Marks the connection as HTTP/2.
     pub(crate) fn set_http2(&self) {
         self.http2.store(true, Ordering::Relaxed);

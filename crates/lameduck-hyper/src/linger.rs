@@ -12,9 +12,8 @@ use std::task::{Context, Poll};
 use crate::head_watch::ConnActivity;
 use crate::runtime::Runtime;
 
-/// A stopped connection kept open for its next request: until a request head arrives, the
-/// connection turns out to speak HTTP/2 (whose GOAWAY lets its first streams in), or the
-/// timer fires.
+/// A stopped connection kept open for its next request: until a request head (an HTTP/2
+/// stream) arrives, or the timer fires.
 pub(crate) struct Linger<R: Runtime> {
     heads_at_stop: usize,
     timer: Pin<Box<R::Sleep>>,
@@ -37,11 +36,11 @@ impl<R: Runtime> Linger<R> {
         })
     }
 
-    /// Whether the wait is over: a request came, the connection speaks HTTP/2, or the time
-    /// is up (otherwise the timer wakes the task).
+    /// Whether the wait is over: a request came (an HTTP/2 connection has then finished its
+    /// handshake, and its GOAWAY lets in the streams that race it), or the time is up
+    /// (otherwise the timer wakes the task).
     pub(crate) fn is_over(&mut self, cx: &mut Context<'_>, activity: &ConnActivity<R>) -> bool {
         activity.heads() != self.heads_at_stop
-            || activity.is_http2()
             || matches!(self.timer.as_mut().poll(cx), Poll::Ready(()))
     }
 }

@@ -208,30 +208,66 @@ async fn read_frames_until(
     }
 }
 
+/// Whether stream `stream` was answered 200 with the body `ok` in `bytes`.
+fn answered_ok(frames: &[(u8, u32, Vec<u8>)], stream: u32) -> bool {
+    frames
+        .iter()
+        .any(|(t, s, p)| *t == DATA && *s == stream && p.as_slice() == b"ok")
+}
+
+/// The first byte of stream `stream`'s response header block (HPACK's static entry 8,
+/// `0x88`, is `:status 200`).
+fn status_byte(bytes: &[u8], stream: u32) -> Option<u8> {
+    frames(bytes)
+        .into_iter()
+        .find(|(t, s, _)| *t == HEADERS && *s == stream)
+        .map(|(_, _, p)| p[0])
+}
+
 #[tokio::test(start_paused = true)]
 async fn http2_a_stream_that_races_the_goaway_is_served() {
+    let (mut clients, handle, run) = serve(1, false);
+    let client = &mut clients[0];
+    client.write_all(H2_START).await.unwrap();
+    client.write_all(&get_frame(1)).await.unwrap();
+    let mut bytes = Vec::new();
+    read_frames_until(client, &mut bytes, |f| answered_ok(f, 1)).await;
+
+    // Shutdown delay 0: the server stops accepting and says GOAWAY (with the highest stream
+    // id, and a PING). The client sends a stream before it has read the GOAWAY.
+    handle.request_shutdown();
+    read_frames_until(client, &mut bytes, |f| f.iter().any(|(t, ..)| *t == GOAWAY)).await;
+    client.write_all(&get_frame(3)).await.unwrap();
+    read_frames_until(client, &mut bytes, |f| answered_ok(f, 3)).await;
+    assert_eq!(
+        status_byte(&bytes, 3),
+        Some(0x88),
+        "stream 3 was not answered 200"
+    );
+    drop(clients);
+    assert_eq!(run.await.unwrap().unwrap(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn http2_a_new_connection_at_the_stop_gets_its_first_stream_served_then_goaway() {
     let (mut clients, handle, run) = serve(1, false);
     let client = &mut clients[0];
     client.write_all(H2_START).await.unwrap();
     let mut bytes = Vec::new();
     read_frames_until(client, &mut bytes, |f| !f.is_empty()).await;
 
-    // Shutdown delay 0: the server stops accepting and says GOAWAY (with the highest stream
-    // id, and a PING). The client has already sent a stream it does not know is too late.
+    // The connection has carried no stream yet (it may still be in its handshake): the stop
+    // does not close it under the client's first stream, which comes a moment later.
     handle.request_shutdown();
-    read_frames_until(client, &mut bytes, |f| f.iter().any(|(t, ..)| *t == GOAWAY)).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
     client.write_all(&get_frame(1)).await.unwrap();
-    read_frames_until(client, &mut bytes, |f| {
-        f.iter()
-            .any(|(t, s, p)| *t == DATA && *s == 1 && p.as_slice() == b"ok")
-    })
-    .await;
-    let status = frames(&bytes)
-        .into_iter()
-        .find(|(t, s, _)| *t == HEADERS && *s == 1)
-        .map(|(_, _, p)| p[0]);
-    // HPACK's static entry 8 is `:status 200`.
-    assert_eq!(status, Some(0x88), "stream 1 was not answered 200");
+    read_frames_until(client, &mut bytes, |f| answered_ok(f, 1)).await;
+    assert_eq!(
+        status_byte(&bytes, 1),
+        Some(0x88),
+        "stream 1 was not answered 200"
+    );
+    read_frames_until(client, &mut bytes, |f| f.iter().any(|(t, ..)| *t == GOAWAY)).await;
     drop(clients);
     assert_eq!(run.await.unwrap().unwrap(), 0);
 }
