@@ -244,16 +244,19 @@ where
         None
     }
 
-    /// At the stop: whether the connection waits for a request, and for its first one
-    /// (`Some(true)`: no request has come yet); `None` while a request is in flight, and for
-    /// an HTTP/2 connection that has carried a stream, whose two-step GOAWAY lets in the
-    /// streams that race it. One that has not may still be in its handshake, which hyper's
-    /// graceful shutdown would cut (closing the connection under the client's first stream):
-    /// it waits for that stream like a new HTTP/1 connection.
+    /// At the stop: whether the connection may be about to carry a request, and whether it
+    /// would be its first (`Some(true)`: none has come yet); `None` for an HTTP/2 connection
+    /// that has carried a stream, whose two-step GOAWAY lets in the streams that race it.
+    ///
+    /// An HTTP/1 connection busy with a request counts as one about to carry the next: its
+    /// response may already be on its way without `Connection: close`, and its client will
+    /// then send the next request on it. An HTTP/2 connection that has carried no stream may
+    /// still be in its handshake, which hyper's graceful shutdown would cut (closing the
+    /// connection under the client's first stream). [`Linger`] decides how long each waits.
     fn waits_for_request(&self, activity: &ConnActivity<R>) -> Option<bool> {
         match self {
             HttpConnection::Detecting { .. } => Some(true),
-            HttpConnection::Http1 { .. } => activity.is_idle().then(|| activity.heads() == 0),
+            HttpConnection::Http1 { .. } => Some(activity.heads() == 0),
             HttpConnection::Http2 { .. } => (activity.heads() == 0).then_some(true),
         }
     }

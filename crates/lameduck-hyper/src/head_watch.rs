@@ -74,12 +74,6 @@ impl<R: Runtime> ConnActivity<R> {
         self.heads.load(Ordering::Relaxed)
     }
 
-    /// Whether every request received so far has had its response end: the connection
-    /// waits for the next one (HTTP/1).
-    pub(crate) fn is_idle(&self) -> bool {
-        self.ended.load(Ordering::Acquire) == self.heads.load(Ordering::Relaxed)
-    }
-
     /// Marks the connection as HTTP/2.
     pub(crate) fn set_http2(&self) {
         self.http2.store(true, Ordering::Relaxed);

@@ -1,9 +1,11 @@
-//! The stop of a connection that waits for a request. Closing it at once races the request
-//! its client may be sending at that moment, which then fails without an answer (a reset, or
-//! the end of the stream under the request). So a connection that has carried no request
-//! yet, and, when the sockets outlive the process, an idle keep-alive one, stays open until
-//! [`Shared::idle_close_at`](lameduck::Shared::idle_close_at): a request that arrives
-//! meanwhile is answered and the connection closed after it; otherwise it is closed then.
+//! The stop of a connection that may be about to carry a request. Closing it at once races
+//! the request its client may be sending at that moment, which then fails without an answer
+//! (a reset, or the end of the stream under the request). So a connection that has carried no
+//! request yet, and, when the sockets outlive the process, a keep-alive one (idle, or busy
+//! with a response that may already have gone out without `Connection: close`), stays open
+//! until [`Shared::idle_close_at`](lameduck::Shared::idle_close_at): a request that arrives
+//! meanwhile is answered and the connection closed after it; otherwise it is closed then
+//! (after the response in progress, if any).
 
 use std::future::Future;
 use std::pin::Pin;

@@ -116,6 +116,48 @@ async fn sockets_outlive_a_request_on_a_kept_alive_connection_after_the_stop_is_
 }
 
 #[tokio::test(start_paused = true)]
+async fn sockets_outlive_a_connection_busy_at_the_stop_serves_the_next_request_instead_of_closing_under_it(
+) {
+    let (clients, servers): (Vec<_>, Vec<_>) = (0..1).map(|_| tokio::io::duplex(8192)).unzip();
+    let mut b = lameduck_tokio::builder(Config::default());
+    b.without_signals();
+    let mut server = b.prepare();
+    let slow = tower::service_fn(|_req: http::Request<hyper::body::Incoming>| async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        Ok::<_, std::convert::Infallible>(http::Response::new(http_body_util::Full::new(
+            bytes::Bytes::from_static(b"ok"),
+        )))
+    });
+    server.serve("api", Connections(servers), slow).unwrap();
+    server.sockets_outlive_process();
+    let handle = server.handle();
+    let run = tokio::spawn(server.run());
+    let mut clients = clients;
+    let client = &mut clients[0];
+
+    // The request is admitted before the signal: its response says nothing of closing.
+    client.write_all(GET).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    handle.request_shutdown();
+    let first = read_response(client).await;
+    assert!(first.starts_with("HTTP/1.1 200"), "{first}");
+    // So the client sends its next request on the same connection: it is served, and the
+    // connection closes after it, instead of closing under it.
+    client.write_all(GET).await.unwrap();
+    let second = read_response(client).await;
+    assert!(
+        second.starts_with("HTTP/1.1 200"),
+        "closed under the next request: {second:?}"
+    );
+    assert!(
+        second.to_ascii_lowercase().contains("connection: close"),
+        "{second}"
+    );
+    assert!(closed_within(client, Duration::from_secs(1)).await);
+    assert_eq!(run.await.unwrap().unwrap(), 0);
+}
+
+#[tokio::test(start_paused = true)]
 async fn sockets_outlive_an_idle_connection_that_stays_silent_is_closed_after_the_linger() {
     let (mut clients, handle, run) = serve(1, true);
     let client = &mut clients[0];

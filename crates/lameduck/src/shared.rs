@@ -522,9 +522,11 @@ impl Shared {
     /// its client may be sending, which then fails without an answer; so:
     /// - a connection that has carried no request yet was just opened by a client about to
     ///   send one: it is kept until `now` + [`IDLE_CONNECTION_LINGER`];
-    /// - when the sockets outlive this process, an idle keep-alive connection is kept until
+    /// - when the sockets outlive this process, a keep-alive connection is kept until
     ///   [`IDLE_CONNECTION_LINGER`] after [`Signal::ShutdownInitiated`] (so at once when the
-    ///   shutdown delay was at least that long: its client had the time to move);
+    ///   shutdown delay was at least that long: its client had the time to move), idle or
+    ///   busy with a response admitted before the signal, which goes out without
+    ///   `Connection: close`;
     /// - otherwise it is closed at `now`, as Go's `Server.Shutdown` does.
     ///
     /// A request that arrives meanwhile is answered ([`Shared::admit_on`]) and the connection
