@@ -28,6 +28,10 @@ use crate::signal::{Signal, SignalSet};
 use crate::sync::{AtomicU64, AtomicU8, Ordering};
 use crate::time::Instant;
 
+mod after_close;
+
+pub use after_close::{ConnectionKind, IDLE_CONNECTION_LINGER};
+
 const NOT_YET: u64 = u64::MAX;
 
 /// A user health check: `Ok(())` when healthy, or the reason it is not.
@@ -153,21 +157,6 @@ pub enum Admission {
     Late(RequestClass),
 }
 
-/// The connection a request came on, as far as a closed gate cares ([`Shared::admit_on`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum ConnectionKind {
-    /// Not known (a middleware inside a server the adapter does not drive): a closed gate
-    /// rejects, as kube-apiserver's filters do.
-    Unknown,
-    /// An HTTP/1 connection the adapter serves and ends itself.
-    Http1,
-    /// An HTTP/2 connection the adapter ends with the two-step GOAWAY (GOAWAY, PING, then
-    /// the final GOAWAY once the PING is acknowledged). Every stream it hands over arrived
-    /// before the final GOAWAY, whose last-stream-id promises the client it is processed.
-    Http2,
-}
-
 /// The machine's progress that the signals do not show.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
@@ -200,12 +189,8 @@ pub struct Shared {
     /// [`SOCKETS_OUTLIVE`] and [`KEEP_ALIVE_ENDED`].
     sockets: AtomicU8,
     /// Requests served after the gate closed ([`Admission::Late`]).
-    served_after_close: AtomicU64,
+    pub(crate) served_after_close: AtomicU64,
 }
-
-/// How long a connection that waits for a request is kept open at the stop for that request;
-/// see [`Shared::idle_close_at`].
-pub const IDLE_CONNECTION_LINGER: core::time::Duration = core::time::Duration::from_secs(1);
 
 /// A bit of `Shared::sockets`: the listening sockets outlive this process.
 const SOCKETS_OUTLIVE: u8 = 1;
@@ -414,72 +399,6 @@ impl Shared {
         self.admit_on(class, ConnectionKind::Unknown)
     }
 
-    /// Admits a request of `class` that came on a connection of `kind`.
-    ///
-    /// While the gate is open, as [`Shared::admit`]. Once it has closed, a request that
-    /// reaches the server on a connection opened before is new work only where a client can
-    /// take the answer elsewhere; otherwise refusing it would fail a request the client had
-    /// every reason to send. So, after the close, a request is served
-    /// ([`Admission::Late`]) when it came
-    /// - on an HTTP/2 connection ended with the two-step GOAWAY, in mode A: it arrived before
-    ///   the final GOAWAY, which tells the client it was processed;
-    /// - on any connection the adapter serves, when the listening sockets outlive this
-    ///   process ([`Shared::set_sockets_outlive`]): its client is kept alive and its next
-    ///   connection goes to the process that keeps the sockets.
-    ///
-    /// Every other request after the close gets the mode's rejection: kube-apiserver's 503
-    /// `Retry-After: 1` (mode A, HTTP/1 behind a balancer) or 429 `Retry-After: 5` (mode B),
-    /// both with `Connection: close`, so that the client retries on a new connection, which
-    /// the balancer sends elsewhere.
-    #[inline]
-    pub fn admit_on(self: &Arc<Self>, class: RequestClass, kind: ConnectionKind) -> Admission {
-        match class {
-            RequestClass::Exempt => Admission::Exempt(NormalTicketOf::admit(self).ok()),
-            RequestClass::Normal => match NormalTicketOf::admit(self) {
-                Ok(t) => Admission::Normal(t),
-                Err(r) => self.after_close(class, r, kind),
-            },
-            RequestClass::LongRunning => match LongRunningTicketOf::admit(self) {
-                Ok(t) => Admission::LongRunning(t),
-                Err(r) => self.after_close(class, r, kind),
-            },
-        }
-    }
-
-    /// Whether a request that found the gate closed with `rejection` on a connection of
-    /// `kind` is served anyway (see [`Shared::admit_on`]).
-    #[must_use]
-    pub fn serves_after_close(&self, rejection: Rejection, kind: ConnectionKind) -> bool {
-        match kind {
-            ConnectionKind::Unknown => false,
-            ConnectionKind::Http1 => self.sockets_outlive(),
-            ConnectionKind::Http2 => rejection == Rejection::ShuttingDown || self.sockets_outlive(),
-        }
-    }
-
-    /// A closed gate's answer: served late, or the rejection, counted.
-    #[cold]
-    #[inline(never)]
-    fn after_close(
-        &self,
-        class: RequestClass,
-        rejection: Rejection,
-        kind: ConnectionKind,
-    ) -> Admission {
-        if self.serves_after_close(rejection, kind) {
-            self.served_after_close.fetch_add(1, Ordering::Relaxed);
-            return Admission::Late(class);
-        }
-        self.rejections.count(rejection.into());
-        Admission::Rejected(rejection)
-    }
-
-    /// The requests served after the gate closed ([`Admission::Late`]).
-    #[must_use]
-    pub fn served_after_close(&self) -> u64 {
-        self.served_after_close.load(Ordering::Relaxed)
-    }
-
     /// Counts a request the adapter turned away for `reason` (a 504 or an aborted response at
     /// the request timeout, an unknown path before the routes are ready); [`Shared::admit`]
     /// counts closed-gate rejections itself. Call it on the rejection path only.
@@ -515,31 +434,6 @@ impl Shared {
     #[inline]
     pub fn keep_alive_ended(&self) -> bool {
         self.sockets.load(Ordering::Relaxed) & KEEP_ALIVE_ENDED != 0
-    }
-
-    /// When an adapter stopping at `now` closes a connection that waits for a request:
-    /// `first` when none has come on it yet. Closing an idle connection races a request
-    /// its client may be sending, which then fails without an answer; so:
-    /// - a connection that has carried no request yet was just opened by a client about to
-    ///   send one: it is kept until `now` + [`IDLE_CONNECTION_LINGER`];
-    /// - when the sockets outlive this process, a keep-alive connection is kept until
-    ///   [`IDLE_CONNECTION_LINGER`] after [`Signal::ShutdownInitiated`] (so at once when the
-    ///   shutdown delay was at least that long: its client had the time to move), idle or
-    ///   busy with a response admitted before the signal, which goes out without
-    ///   `Connection: close`;
-    /// - otherwise it is closed at `now`, as Go's `Server.Shutdown` does.
-    ///
-    /// A request that arrives meanwhile is answered ([`Shared::admit_on`]) and the connection
-    /// closed after it.
-    #[must_use]
-    pub fn idle_close_at(&self, first: bool, now: Instant) -> Instant {
-        if first {
-            return now + IDLE_CONNECTION_LINGER;
-        }
-        match self.fired_at(Signal::ShutdownInitiated) {
-            Some(at) if self.sockets_outlive() => core::cmp::max(now, at + IDLE_CONNECTION_LINGER),
-            _ => now,
-        }
     }
 
     /// Ends keep-alive ([`Shared::keep_alive_ended`]); the machine calls it.
