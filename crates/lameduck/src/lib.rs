@@ -32,6 +32,7 @@ extern crate std;
 
 pub mod classify;
 pub mod config;
+pub mod connection;
 pub mod duration;
 pub mod gate;
 pub mod health;
@@ -53,6 +54,7 @@ pub mod trace;
 
 pub use classify::{default_is_long_running, RequestClass, RequestInfo};
 pub use config::{Config, ConfigBuilder, ConfigError, ConfigOption, GoawayChance, ShutdownMode};
+pub use connection::{ConnectionKind, IDLE_CONNECTION_LINGER};
 pub use duration::{parse_duration, DurationError};
 pub use gate::{Gate, LongRunningTicket, NormalTicket, Rejection};
 pub use health::{CheckOutcome, Endpoint, HealthQuery, HealthResponse, HealthTarget};
@@ -62,9 +64,7 @@ pub use machine::{
     InputError, ListenerId, Machine, MachineStage, MuxSignalId, Phase, RegisterError, StopSource,
 };
 pub use rejections::{RejectionCounts, RejectionReason};
-pub use shared::{
-    Admission, CheckFn, ConnectionKind, EndpointSet, Shared, SignalFired, IDLE_CONNECTION_LINGER,
-};
+pub use shared::{Admission, CheckFn, EndpointSet, Shared, SignalFired};
 pub use signal::{Signal, SignalSet, SignalTimes};
 pub use time::Instant;
 #[cfg(feature = "std")]

@@ -20,6 +20,7 @@ use event_listener::{Event, EventListener};
 
 use crate::classify::{default_is_long_running, RequestClass, RequestInfo};
 use crate::config::Config;
+use crate::connection::ConnectionKind;
 use crate::gate::{sealed, Gate, GateRef, LongRunningTicketOf, NormalTicketOf, Rejection};
 use crate::health::{self, CheckOutcome, Endpoint, HealthQuery, HealthResponse, HealthTarget};
 use crate::phase::Phase;
@@ -29,8 +30,6 @@ use crate::sync::{AtomicU64, AtomicU8, Ordering};
 use crate::time::Instant;
 
 mod after_close;
-
-pub use after_close::{ConnectionKind, IDLE_CONNECTION_LINGER};
 
 const NOT_YET: u64 = u64::MAX;
 
