@@ -126,15 +126,16 @@ class Probe:
                       clean_closes=p.outcomes.get("clean", 0))
 
 
-class GoClient:
-    """tests/l4/h2client with `flags`, ended by SIGTERM."""
+class JsonClient:
+    """A load client process that prints one JSON line when SIGTERM ends it: `cmd`'s stdout
+    and stderr in `workdir`; `summarize(report)` turns the line into a result."""
 
-    def __init__(self, name, binary, flags, workdir, seconds):
+    def __init__(self, name, cmd, workdir):
         self.name = name
         self.out = os.path.join(workdir, f"{name}.json")
         self.err = os.path.join(workdir, f"{name}.stderr")
         with open(self.out, "wb") as out, open(self.err, "wb") as err:
-            self.proc = h.spawn([binary, *flags, "-duration", f"{int(seconds) + 60}s"], out, err)
+            self.proc = h.spawn(cmd, out, err)
 
     def signal(self):
         if self.proc.poll() is None:
@@ -148,6 +149,16 @@ class GoClient:
             with open(self.err, "r", errors="replace") as f:
                 tail = f.read()[-500:]
             return result(self.name, 0, {"client failed": 1}, examples={"client failed": f"exit {code}: {tail}"})
+        return self.summarize(r)
+
+
+class GoClient(JsonClient):
+    """tests/l4/h2client with `flags`, ended by SIGTERM."""
+
+    def __init__(self, name, binary, flags, workdir, seconds):
+        super().__init__(name, [binary, *flags, "-duration", f"{int(seconds) + 60}s"], workdir)
+
+    def summarize(self, r):
         kinds = r.get("failure_kinds") or ({"failed": r["failed"]} if r["failed"] else {})
         examples = r.get("failure_examples") or {}
         if r["failed"] and not examples and r.get("errors"):
@@ -231,30 +242,15 @@ class WatchPool:
                       open_at_end=self.open_at_end)
 
 
-class Grpc:
+class Grpc(JsonClient):
     """tests/rolling/grpcio_load.py against 127.0.0.1:`port`, ended by SIGTERM."""
 
     def __init__(self, port, workdir, seconds, channels, workers):
-        self.name = "grpc"
-        self.out = os.path.join(workdir, "grpc.json")
-        self.err = os.path.join(workdir, "grpc.stderr")
         cmd = [sys.executable, GRPCIO_LOAD, "--target", f"127.0.0.1:{port}", "--channels", str(channels),
                "--workers", str(workers), "--duration", str(int(seconds) + 60)]
-        with open(self.out, "wb") as out, open(self.err, "wb") as err:
-            self.proc = h.spawn(cmd, out, err)
+        super().__init__("grpc", cmd, workdir)
 
-    def signal(self):
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGTERM)
-
-    def stop(self):
-        self.signal()
-        code = h.reap(self.proc, STOP_BOUND_S)
-        r = last_json(self.out)
-        if r is None:
-            with open(self.err, "r", errors="replace") as f:
-                tail = f.read()[-500:]
-            return result("grpc", 0, {"client failed": 1}, examples={"client failed": f"exit {code}: {tail}"})
+    def summarize(self, r):
         kinds = r.get("errors") or ({"failed": r["failed"]} if r["failed"] else {})
         examples = {}
         for i, text in enumerate(r.get("examples") or []):

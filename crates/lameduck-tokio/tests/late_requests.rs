@@ -29,18 +29,40 @@ fn serve(
     lameduck_hyper::Handle,
     tokio::task::JoinHandle<Result<u8, lameduck_hyper::ServeError>>,
 ) {
+    serve_with(n, outlive, support::service("ok"))
+}
+
+/// [`serve`] with `service` as the handler.
+fn serve_with(
+    n: usize,
+    outlive: bool,
+    service: impl lameduck_hyper::HttpService,
+) -> (
+    Vec<DuplexStream>,
+    lameduck_hyper::Handle,
+    tokio::task::JoinHandle<Result<u8, lameduck_hyper::ServeError>>,
+) {
     let (clients, servers): (Vec<_>, Vec<_>) = (0..n).map(|_| tokio::io::duplex(8192)).unzip();
     let mut b = lameduck_tokio::builder(Config::default());
     b.without_signals();
     let mut server = b.prepare();
-    server
-        .serve("api", Connections(servers), support::service("ok"))
-        .unwrap();
+    server.serve("api", Connections(servers), service).unwrap();
     if outlive {
         server.sockets_outlive_process();
     }
     let handle = server.handle();
     (clients, handle, tokio::spawn(server.run()))
+}
+
+/// `reply` is a 200 `ok` that closes its connection, and the server then closes it.
+async fn assert_served_then_closed(client: &mut DuplexStream, reply: &str) {
+    assert!(reply.starts_with("HTTP/1.1 200"), "not served: {reply:?}");
+    assert!(reply.ends_with("ok"), "{reply}");
+    assert!(
+        reply.to_ascii_lowercase().contains("connection: close"),
+        "{reply}"
+    );
+    assert!(closed_within(client, Duration::from_secs(1)).await);
 }
 
 const GET: &[u8] = b"GET / HTTP/1.1\r\nhost: x\r\n\r\n";
@@ -105,34 +127,20 @@ async fn sockets_outlive_a_request_on_a_kept_alive_connection_after_the_stop_is_
     tokio::time::sleep(Duration::from_millis(50)).await;
     client.write_all(GET).await.unwrap();
     let second = read_response(client).await;
-    assert!(second.starts_with("HTTP/1.1 200"), "not served: {second}");
-    assert!(second.ends_with("ok"), "{second}");
-    assert!(
-        second.to_ascii_lowercase().contains("connection: close"),
-        "{second}"
-    );
-    assert!(closed_within(client, Duration::from_secs(1)).await);
+    assert_served_then_closed(client, &second).await;
     assert_eq!(run.await.unwrap().unwrap(), 0);
 }
 
 #[tokio::test(start_paused = true)]
 async fn sockets_outlive_a_connection_busy_at_the_stop_serves_the_next_request_instead_of_closing_under_it(
 ) {
-    let (clients, servers): (Vec<_>, Vec<_>) = (0..1).map(|_| tokio::io::duplex(8192)).unzip();
-    let mut b = lameduck_tokio::builder(Config::default());
-    b.without_signals();
-    let mut server = b.prepare();
     let slow = tower::service_fn(|_req: http::Request<hyper::body::Incoming>| async {
         tokio::time::sleep(Duration::from_millis(100)).await;
         Ok::<_, std::convert::Infallible>(http::Response::new(http_body_util::Full::new(
             bytes::Bytes::from_static(b"ok"),
         )))
     });
-    server.serve("api", Connections(servers), slow).unwrap();
-    server.sockets_outlive_process();
-    let handle = server.handle();
-    let run = tokio::spawn(server.run());
-    let mut clients = clients;
+    let (mut clients, handle, run) = serve_with(1, true, slow);
     let client = &mut clients[0];
 
     // The request is admitted before the signal: its response says nothing of closing.
@@ -145,15 +153,7 @@ async fn sockets_outlive_a_connection_busy_at_the_stop_serves_the_next_request_i
     // connection closes after it, instead of closing under it.
     client.write_all(GET).await.unwrap();
     let second = read_response(client).await;
-    assert!(
-        second.starts_with("HTTP/1.1 200"),
-        "closed under the next request: {second:?}"
-    );
-    assert!(
-        second.to_ascii_lowercase().contains("connection: close"),
-        "{second}"
-    );
-    assert!(closed_within(client, Duration::from_secs(1)).await);
+    assert_served_then_closed(client, &second).await;
     assert_eq!(run.await.unwrap().unwrap(), 0);
 }
 
