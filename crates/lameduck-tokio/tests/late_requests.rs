@@ -204,6 +204,8 @@ async fn behind_a_balancer_an_idle_keep_alive_connection_closes_at_the_stop_and_
 const GOAWAY: u8 = 0x7;
 const DATA: u8 = 0x0;
 const HEADERS: u8 = 0x1;
+const PING: u8 = 0x6;
+const WINDOW_UPDATE: u8 = 0x8;
 
 /// The client preface and an empty SETTINGS frame.
 const H2_START: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00";
@@ -310,6 +312,60 @@ async fn http2_a_new_connection_at_the_stop_gets_its_first_stream_served_then_go
         "stream 1 was not answered 200"
     );
     read_frames_until(client, &mut bytes, |f| f.iter().any(|(t, ..)| *t == GOAWAY)).await;
+    drop(clients);
+    assert_eq!(run.await.unwrap().unwrap(), 0);
+}
+
+/// A client that sends a stream just after the final GOAWAY (grpcio does, under load: its
+/// PING acknowledgement overtakes streams it has queued) and a WINDOW_UPDATE for it: the
+/// server ignores the stream, and must ignore the WINDOW_UPDATE too, so that the stream in
+/// flight (below the last-stream-id) completes.
+#[tokio::test(start_paused = true)]
+#[ignore = "open: h2 0.4 answers a WINDOW_UPDATE for a stream above its GOAWAY's last-stream-id \
+            with GOAWAY(PROTOCOL_ERROR), ending the connection under the streams in flight"]
+async fn http2_a_window_update_for_a_stream_after_the_final_goaway_does_not_end_the_connection() {
+    let slow = tower::service_fn(|_req: http::Request<hyper::body::Incoming>| async {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        Ok::<_, std::convert::Infallible>(http::Response::new(http_body_util::Full::new(
+            bytes::Bytes::from_static(b"ok"),
+        )))
+    });
+    let (mut clients, handle, run) = serve_with(1, false, slow);
+    let client = &mut clients[0];
+    client.write_all(H2_START).await.unwrap();
+    client.write_all(&get_frame(1)).await.unwrap();
+    let mut bytes = Vec::new();
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    handle.request_shutdown();
+    read_frames_until(client, &mut bytes, |f| f.iter().any(|(t, ..)| *t == PING)).await;
+    let ping = frames(&bytes)
+        .into_iter()
+        .find(|(t, ..)| *t == PING)
+        .map(|(_, _, p)| p)
+        .unwrap();
+    let mut ack = vec![0, 0, 8, PING, 0x1, 0, 0, 0, 0];
+    ack.extend_from_slice(&ping);
+    client.write_all(&ack).await.unwrap();
+    read_frames_until(client, &mut bytes, |f| {
+        f.iter().filter(|(t, ..)| *t == GOAWAY).count() >= 2
+    })
+    .await;
+    // Stream 3, above the final GOAWAY's last-stream-id (1), and a WINDOW_UPDATE for it.
+    client.write_all(&get_frame(3)).await.unwrap();
+    client
+        .write_all(&[0, 0, 4, WINDOW_UPDATE, 0, 0, 0, 0, 3, 0, 0, 0x10, 0])
+        .await
+        .unwrap();
+    read_frames_until(client, &mut bytes, |f| answered_ok(f, 1)).await;
+    let errors: Vec<Vec<u8>> = frames(&bytes)
+        .into_iter()
+        .filter(|(t, ..)| *t == GOAWAY)
+        .map(|(_, _, p)| p[4..8].to_vec())
+        .collect();
+    assert!(
+        errors.iter().all(|code| code == &[0, 0, 0, 0]),
+        "GOAWAY error codes {errors:?}"
+    );
     drop(clients);
     assert_eq!(run.await.unwrap().unwrap(), 0);
 }
