@@ -250,9 +250,9 @@ where
     ///
     /// An HTTP/1 connection busy with a request counts as one about to carry the next: its
     /// response may already be on its way without `Connection: close`, and its client will
-    /// then send the next request on it. An HTTP/2 connection that has carried no stream may
-    /// still be in its handshake, which hyper's graceful shutdown would cut (closing the
-    /// connection under the client's first stream). [`Linger`] decides how long each waits.
+    /// then send the next request on it. An HTTP/2 connection that has carried no stream was
+    /// just opened by a client about to send one: it waits for that stream like a new HTTP/1
+    /// connection, and says GOAWAY after it. [`Linger`] decides how long each waits.
     fn waits_for_request(&self, activity: &ConnActivity<R>) -> Option<bool> {
         match self {
             HttpConnection::Detecting { .. } => Some(true),

@@ -38,8 +38,8 @@ impl<R: Runtime> Linger<R> {
         })
     }
 
-    /// Whether the wait is over: a request came (an HTTP/2 connection has then finished its
-    /// handshake, and its GOAWAY lets in the streams that race it), or the time is up
+    /// Whether the wait is over: a request came (on HTTP/2, its GOAWAY then lets in the
+    /// streams that race it), or the time is up
     /// (otherwise the timer wakes the task).
     pub(crate) fn is_over(&mut self, cx: &mut Context<'_>, activity: &ConnActivity<R>) -> bool {
         activity.heads() != self.heads_at_stop
