@@ -217,12 +217,13 @@ pub fn serve<H: ActixServer>(
     let handshakes = ConnectionTracker::new();
     let goaway = Arc::new(GoawayBroadcast::default());
     let shutdown_timeout = actix_shutdown_timeout(lifecycle.shared().config());
+    let lifecycle_ref: LifecycleRef = (Arc::clone(lifecycle.shared()), lifecycle.clock());
     let http = http.configure(ServeSetup {
         shutdown_timeout,
         connections: connections.clone(),
         handshakes: handshakes.clone(),
         goaway: Arc::clone(&goaway),
-        lifecycle: Some((Arc::clone(lifecycle.shared()), lifecycle.clock())),
+        lifecycle: Some(lifecycle_ref.clone()),
     });
     let http = bind(http).map_err(ActixServeError::Bind)?;
     if http.bound_addrs().is_empty() {
@@ -234,7 +235,6 @@ pub fn serve<H: ActixServer>(
             .map_err(|e| ActixServeError::Serve(ServeError::HandOverSocket(e)))?;
     }
     let http = http.start().map_err(ActixServeError::Bind)?;
-    let clock = lifecycle.clock();
     lifecycle.serve_with(name, move |ctx| async move {
         let handle = http.handle();
         // The actix server runs (its accept thread and workers) while this future is polled.
@@ -277,7 +277,6 @@ pub fn serve<H: ActixServer>(
         ctx.report_listener_stopped();
         let shared = Arc::clone(ctx.shared());
         let drained = Arc::clone(&shared);
-        let lingering = Some((Arc::clone(&shared), clock));
         let idle_after_drain = pin!(async move {
             drained.signal_fired(Signal::InFlightRequestsDrained).await;
             // TLS handshakes in progress (each bounded by its timeout) end first: then their
@@ -287,7 +286,7 @@ pub fn serve<H: ActixServer>(
                 .sleep_until(TokioRuntime.now() + IDLE_CONNECTION_LINGER)
                 .await;
             // Idle connections kept for a request their clients may be sending.
-            idle_linger(lingering).await;
+            idle_linger(Some(lifecycle_ref)).await;
         });
         let closed = pin!(connections.wait_zero());
         let actix_done = pin!(async {
