@@ -24,7 +24,7 @@ use std::task::{ready, Context, Poll, Waker};
 use event_listener::{Event, EventListener};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use crate::h2_frames::{
+use lameduck_hyper::h2_frames::{
     goaway_frame, goaway_ping_frame, IncomingFrames, OutgoingFrames, CONTROL_FRAME_LEN,
     MAX_STREAM_ID,
 };

@@ -79,7 +79,7 @@
 
 mod body;
 mod goaway;
-pub mod h2_frames;
+pub use lameduck_hyper::h2_frames;
 mod io;
 mod serve;
 mod server;

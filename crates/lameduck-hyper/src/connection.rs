@@ -20,6 +20,7 @@ use crate::body::LameduckBody;
 use crate::conn_future::ConnResponseFuture;
 use crate::context::ServeControl;
 use crate::error::BoxError;
+use crate::h2_io::Http2Io;
 use crate::head_watch::{ConnActivity, HeadWatch, HEADER_READ_TIMEOUT};
 use crate::layer::AdmissionLayer;
 use crate::linger::Linger;
@@ -138,7 +139,7 @@ pin_project! {
         /// HTTP/2 with prior knowledge.
         Http2 {
             #[pin]
-            conn: http2::Connection<ConnIo<I>, ConnService<S, R>, Exec<R>>,
+            conn: http2::Connection<Http2Io<ConnIo<I>>, ConnService<S, R>, Exec<R>>,
         },
     }
 }
@@ -217,7 +218,7 @@ where
                 // header-read timeout is kept by the connection's task, at less cost.
                 builder.timer(runtime.hyper_timer());
                 HttpConnection::Http2 {
-                    conn: builder.serve_connection(io, service),
+                    conn: builder.serve_connection(Http2Io::new(io), service),
                 }
             }
         }

@@ -59,6 +59,8 @@ mod error;
 mod flag;
 mod goaway;
 pub mod grpc;
+pub mod h2_frames;
+mod h2_io;
 mod handle;
 mod handshake;
 mod head_watch;

@@ -321,8 +321,6 @@ async fn http2_a_new_connection_at_the_stop_gets_its_first_stream_served_then_go
 /// server ignores the stream, and must ignore the WINDOW_UPDATE too, so that the stream in
 /// flight (below the last-stream-id) completes.
 #[tokio::test(start_paused = true)]
-#[ignore = "open: h2 0.4 answers a WINDOW_UPDATE for a stream above its GOAWAY's last-stream-id \
-            with GOAWAY(PROTOCOL_ERROR), ending the connection under the streams in flight"]
 async fn http2_a_window_update_for_a_stream_after_the_final_goaway_does_not_end_the_connection() {
     let slow = tower::service_fn(|_req: http::Request<hyper::body::Incoming>| async {
         tokio::time::sleep(Duration::from_secs(1)).await;

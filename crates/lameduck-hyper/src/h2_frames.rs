@@ -1,7 +1,10 @@
-//! The HTTP/2 frame layout both directions of an h2c connection are watched for, without
-//! decoding anything but frame headers: where the server's frames end (so that a GOAWAY is
-//! only ever written between two of them), the highest stream id the client has opened, and
-//! the acknowledgement of the PING sent with the first GOAWAY.
+//! The HTTP/2 frame layout both directions of a connection are watched for, without
+//! decoding anything but frame headers and the few payloads that matter: where the server's
+//! frames end (so that a GOAWAY is only ever written between two of them), the highest stream
+//! id the client has opened, and the acknowledgement of the PING sent with a first GOAWAY.
+//! Adapters whose HTTP/2 server says no GOAWAY of its own (actix-web) use it to say one; the
+//! hyper connections use it to keep from h2 the frames it must not see after its final
+//! GOAWAY.
 //!
 //! Every frame starts with a 9-byte header: a 24-bit payload length, the type, the flags and
 //! a 31-bit stream id (RFC 9113 §4.1). The client's bytes start with the 24-byte connection
@@ -11,17 +14,19 @@
 pub const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// Length of a frame header.
-const FRAME_HEADER_LEN: usize = 9;
+pub const FRAME_HEADER_LEN: usize = 9;
 /// Length of a GOAWAY or PING frame, header included.
 pub const CONTROL_FRAME_LEN: usize = FRAME_HEADER_LEN + 8;
 /// Frame type HEADERS: the client opens a stream with it.
-const TYPE_HEADERS: u8 = 0x1;
+pub const TYPE_HEADERS: u8 = 0x1;
 /// Frame type PING.
-const TYPE_PING: u8 = 0x6;
+pub const TYPE_PING: u8 = 0x6;
 /// Frame type GOAWAY.
 pub const TYPE_GOAWAY: u8 = 0x7;
+/// Frame type WINDOW_UPDATE.
+pub const TYPE_WINDOW_UPDATE: u8 = 0x8;
 /// The ACK flag of a PING frame.
-const FLAG_ACK: u8 = 0x1;
+pub const FLAG_ACK: u8 = 0x1;
 /// The highest stream id: a GOAWAY with it stops new streams and refuses none.
 pub const MAX_STREAM_ID: u32 = 0x7fff_ffff;
 /// The opaque data of the PING sent with the first GOAWAY (h2 itself uses other payloads,
@@ -61,11 +66,27 @@ struct FrameCursor {
 
 /// A frame header, once all of its 9 bytes are known.
 #[derive(Debug, Clone, Copy)]
-struct FrameHeader {
-    length: usize,
-    kind: u8,
-    flags: u8,
-    stream_id: u32,
+pub(crate) struct FrameHeader {
+    /// Payload length.
+    pub(crate) length: usize,
+    /// Frame type.
+    pub(crate) kind: u8,
+    /// Flags.
+    pub(crate) flags: u8,
+    /// Stream id (the reserved bit cleared).
+    pub(crate) stream_id: u32,
+}
+
+impl FrameHeader {
+    /// The header these 9 bytes encode.
+    pub(crate) fn parse(h: &[u8; FRAME_HEADER_LEN]) -> Self {
+        FrameHeader {
+            length: usize::from(h[0]) << 16 | usize::from(h[1]) << 8 | usize::from(h[2]),
+            kind: h[3],
+            flags: h[4],
+            stream_id: u32::from_be_bytes([h[5], h[6], h[7], h[8]]) & MAX_STREAM_ID,
+        }
+    }
 }
 
 /// What [`FrameCursor::advance`] found in the bytes it took.
@@ -95,13 +116,7 @@ impl FrameCursor {
             return Step::Header(n);
         }
         self.header_filled = 0;
-        let h = &self.header;
-        let header = FrameHeader {
-            length: usize::from(h[0]) << 16 | usize::from(h[1]) << 8 | usize::from(h[2]),
-            kind: h[3],
-            flags: h[4],
-            stream_id: u32::from_be_bytes([h[5], h[6], h[7], h[8]]) & MAX_STREAM_ID,
-        };
+        let header = FrameHeader::parse(&self.header);
         self.payload_left = header.length;
         Step::HeaderDone(n, header)
     }
