@@ -79,7 +79,6 @@
 
 mod body;
 mod goaway;
-pub use lameduck_hyper::h2_frames;
 mod io;
 mod serve;
 mod server;

@@ -12,8 +12,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
-use lameduck_actix::h2_frames::{GOAWAY_PING_PAYLOAD, MAX_STREAM_ID, PREFACE, TYPE_GOAWAY};
 use lameduck_actix::{GoawayBroadcast, GoawayIo};
+use lameduck_hyper::h2_frames::{GOAWAY_PING_PAYLOAD, MAX_STREAM_ID, PREFACE, TYPE_GOAWAY};
 use proptest::prelude::*;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 

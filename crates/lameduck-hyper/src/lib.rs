@@ -59,6 +59,8 @@ mod error;
 mod flag;
 mod goaway;
 pub mod grpc;
+// The HTTP/2 frame layout, shared with lameduck-actix's GOAWAY watcher: not part of the API.
+#[doc(hidden)]
 pub mod h2_frames;
 mod h2_io;
 mod handle;
