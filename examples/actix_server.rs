@@ -25,8 +25,9 @@ async fn run(
         .iter()
         .filter_map(|l| l.local_addr().ok())
         .collect();
-    let (shared, clock) = (server.shared().clone(), server.clock());
-    let admission = Admission::new(shared.clone(), clock).long_running(routes::is_long_running);
+    let shared = server.shared().clone();
+    // Admits every request and answers the health endpoints before any route is tried.
+    let admission = Admission::for_server(&server).long_running(routes::is_long_running);
     // HTTP/1 and h2c (or, with TLS, HTTP/1.1 and HTTP/2 by ALPN), the HTTP/2 connections told
     // GOAWAY when kube-apiserver's would be.
     let http = AutoH2cServer::new(move || {
@@ -37,8 +38,6 @@ async fn run(
             .route("/watch", web::get().to(actix_routes::watch))
             .route("/stream", web::get().to(actix_routes::stream))
             .route("/metrics", actix_routes::metrics_route(shared.clone()))
-            // After the app's own routes: their patterns are tried first, in order.
-            .configure(lameduck_actix::health_routes(shared.clone(), clock))
     });
     let workers = flags.workers.unwrap_or(2);
     // lameduck configures the actix server (signals, shutdown timeout, connection counting)

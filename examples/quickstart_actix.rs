@@ -10,13 +10,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .shutdown_delay(Duration::from_secs(5)) // /readyz red, still serving, for 5 s
         .build()?;
     let mut server = lameduck_actix::builder(config).prepare();
-    let (shared, clock) = (server.shared().clone(), server.clock());
-    let admission = lameduck_actix::Admission::new(shared.clone(), clock);
+    // Admits every request, and answers /readyz, /livez and /healthz itself.
+    let admission = lameduck_actix::Admission::for_server(&server);
     // HTTP/1 and h2c; its HTTP/2 connections get GOAWAY (actix-web's `HttpServer` works too).
     let http = lameduck_actix::AutoH2cServer::new(move || {
         App::new()
             .wrap(admission.clone())
-            .configure(lameduck_actix::health_routes(shared.clone(), clock))
             .route("/", web::get().to(|| async { "hello\n" }))
     });
     // lameduck configures it (actix's own signal handling off, actix's shutdown timeout above

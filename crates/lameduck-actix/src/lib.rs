@@ -5,9 +5,9 @@
 //!   classification, 503 or 429 with `Retry-After` once the server stops accepting, 504 at
 //!   the request timeout, a [`ShutdownSignal`] for long-running handlers, every request
 //!   counted until its response body ends, and `Connection: close` on every response once new
-//!   requests are no longer accepted.
-//! * [`health_routes`]: `/readyz`, `/livez`, `/healthz` (and `/<endpoint>/<check>`) with one
-//!   `App::configure` call.
+//!   requests are no longer accepted. It answers `/readyz`, `/livez`, `/healthz` (and
+//!   `/<endpoint>/<check>`) itself, before any route is tried; [`health_routes`] mounts them
+//!   as routes instead.
 //! * [`serve`]: hands an actix server (with a closure that binds it) to the lifecycle,
 //!   which configures it so that lameduck alone decides when work ends (actix's signals off,
 //!   its own shutdown timeout above every lameduck bound, connections counted), binds and
@@ -31,12 +31,10 @@
 //! #[actix_web::main]
 //! async fn main() -> std::io::Result<()> {
 //!     let mut server = lameduck_actix::builder(Config::default()).prepare();
-//!     let (shared, clock) = (server.shared().clone(), server.clock());
-//!     let admission = lameduck_actix::Admission::new(shared.clone(), clock);
+//!     let admission = lameduck_actix::Admission::for_server(&server);
 //!     let http = lameduck_actix::AutoH2cServer::new(move || {
 //!         App::new()
 //!             .wrap(admission.clone())
-//!             .configure(lameduck_actix::health_routes(shared.clone(), clock))
 //!             .route("/", web::get().to(|| async { "ok" }))
 //!     });
 //!     lameduck_actix::serve(&mut server, "api", http, |http| http.bind("127.0.0.1:8080"))
@@ -116,11 +114,16 @@ pub use serve::{
 pub use server::AutoH2cServer;
 
 /// The admission middleware; see the [crate docs](crate). Cheap to clone: one per worker.
+///
+/// It also answers the health endpoints (`/readyz`, `/livez`, `/healthz` and
+/// `/<endpoint>/<check>`) before the app's routes are tried, at the cost of a look at one
+/// byte of every other request's path ([`Admission::serve_health`] turns that off).
 #[derive(Clone)]
 pub struct Admission {
     shared: Arc<Shared>,
     clock: StdClock,
     classifier: Classifier,
+    serve_health: bool,
 }
 
 impl std::fmt::Debug for Admission {
@@ -130,14 +133,31 @@ impl std::fmt::Debug for Admission {
 }
 
 impl Admission {
-    /// Middleware for `shared`'s lifecycle, with [`lameduck::default_is_long_running`].
+    /// The middleware for `server`'s lifecycle, with [`lameduck::default_is_long_running`].
+    #[must_use]
+    pub fn for_server<R: Runtime>(server: &Server<R>) -> Self {
+        Self::new(Arc::clone(server.shared()), server.clock())
+    }
+
+    /// Middleware for `shared`'s lifecycle (read with `clock`), with
+    /// [`lameduck::default_is_long_running`]. [`Admission::for_server`] takes both from the
+    /// server.
     #[must_use]
     pub fn new(shared: Arc<Shared>, clock: StdClock) -> Self {
         Admission {
             shared,
             clock,
             classifier: Arc::new(lameduck::default_is_long_running),
+            serve_health: true,
         }
+    }
+
+    /// Whether the middleware answers the health endpoints itself (the default). Turn it off
+    /// to route them in the app, with [`health_routes`] after the app's own routes.
+    #[must_use]
+    pub fn serve_health(mut self, serve: bool) -> Self {
+        self.serve_health = serve;
+        self
     }
 
     /// Uses `is_long_running` to pick long-running requests.
@@ -268,8 +288,11 @@ where
             shared,
             classifier,
             clock,
-            ..
+            serve_health,
         } = &*self.admission;
+        if *serve_health && lameduck::health::route(req.path()).is_some() {
+            return answer_health(&self.admission, req);
+        }
         let kind = connection_kind(&req);
         let decision = decide(shared, &request_info(&req), classifier, *clock, kind);
         let (tracker, timeout, long_running, close_connection) = match decision {
@@ -313,6 +336,32 @@ where
     }
 }
 
+/// The answer to a health request, from the lifecycle; once keep-alive has ended it closes
+/// its connection, as every response does then.
+#[cold]
+#[inline(never)]
+fn answer_health<F>(admission: &Admission, req: ServiceRequest) -> AdmissionFuture<F> {
+    let (req, _payload) = req.into_parts();
+    let now = admission.clock.instant(TokioRuntime.now());
+    let query = Some(req.query_string()).filter(|q| !q.is_empty());
+    let mut res = match admission.shared.health(req.path(), query, now) {
+        Some(health) => actix_response(health),
+        None => HttpResponse::with_body(
+            StatusCode::NOT_FOUND,
+            Bytes::from_static(b"404 page not found\n"),
+        ),
+    };
+    if admission.shared.keep_alive_ended() {
+        server::request_goaway(req.conn_data());
+        res.head_mut().set_connection_type(ConnectionType::Close);
+    }
+    AdmissionFuture {
+        state: FutureState::Health {
+            answer: Some((req, res)),
+        },
+    }
+}
+
 /// The parts of `req` that classification looks at.
 #[inline]
 fn request_info(req: &ServiceRequest) -> RequestInfo<'_> {
@@ -350,6 +399,9 @@ pin_project! {
             req: Option<HttpRequest>,
             response: &'static CannedResponse,
         },
+        Health {
+            answer: Option<(HttpRequest, HttpResponse<Bytes>)>,
+        },
         Called {
             #[pin]
             call: F,
@@ -380,6 +432,13 @@ where
             FutureStateProj::Rejected { req, response } => {
                 let req = req.take().expect("AdmissionFuture polled after completion");
                 Poll::Ready(Ok(canned(req, response)))
+            }
+            FutureStateProj::Health { answer } => {
+                let (req, res) = answer
+                    .take()
+                    .expect("AdmissionFuture polled after completion");
+                let res = res.map_body(|_, body| LameduckBody::canned(body));
+                Poll::Ready(Ok(ServiceResponse::new(req, res)))
             }
             FutureStateProj::Called {
                 call,
@@ -464,8 +523,11 @@ async fn health(req: HttpRequest, state: web::Data<HealthState>) -> HttpResponse
     }
 }
 
-/// Registers `/readyz`, `/livez`, `/healthz` and `/<endpoint>/<check>` on an `App`:
-/// `App::new().configure(health_routes(shared, clock))`.
+/// Registers `/readyz`, `/livez`, `/healthz` and `/<endpoint>/<check>` on an `App`, for an
+/// [`Admission`] that does not answer them itself ([`Admission::serve_health`]`(false)`), or
+/// an app without it: `App::new().route(..).configure(health_routes(shared, clock))`.
+/// Configure it after the app's own routes: actix tries routes in order, and these six
+/// patterns (three of them regular expressions) would be tried on every request first.
 pub fn health_routes(shared: Arc<Shared>, clock: StdClock) -> impl FnOnce(&mut web::ServiceConfig) {
     move |cfg| {
         cfg.app_data(web::Data::new(HealthState { shared, clock }));

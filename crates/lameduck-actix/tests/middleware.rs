@@ -29,7 +29,6 @@ async fn admission_follows_the_lifecycle_in_mode_b() {
     let app = test::init_service(
         App::new()
             .wrap(Admission::new(shared.clone(), clock))
-            .configure(health_routes(shared.clone(), clock))
             .route("/", web::get().to(|| async { "ok" }))
             .route(
                 "/slow",
@@ -157,4 +156,48 @@ async fn mode_a_rejects_with_503_and_long_running_requests_get_the_signal() {
     .await;
     assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(res.headers().get("retry-after").unwrap(), "1");
+}
+
+/// The middleware answers the health endpoints before any route is tried; with
+/// `serve_health(false)` the app routes them, with `health_routes` after its own.
+#[actix_web::test]
+async fn health_is_answered_by_the_middleware_or_by_routes_mounted_after_the_app() {
+    let (lc, clock) = lifecycle(Config::default(), false);
+    let shared = lc.shared().clone();
+    let by_middleware = test::init_service(
+        App::new()
+            .wrap(Admission::new(shared.clone(), clock))
+            .route("/", web::get().to(|| async { "ok" })),
+    )
+    .await;
+    let by_routes = test::init_service(
+        App::new()
+            .wrap(Admission::new(shared.clone(), clock).serve_health(false))
+            .route("/", web::get().to(|| async { "ok" }))
+            .configure(health_routes(shared.clone(), clock)),
+    )
+    .await;
+    let cases: [(&str, StatusCode, &[u8]); 5] = [
+        ("/readyz", StatusCode::OK, b"ok"),
+        ("/livez/ping", StatusCode::OK, b"ok"),
+        (
+            "/healthz?verbose",
+            StatusCode::OK,
+            b"healthz check passed\n",
+        ),
+        ("/readyz/nope", StatusCode::NOT_FOUND, b""),
+        ("/readyzx", StatusCode::NOT_FOUND, b""),
+    ];
+    for (uri, status, body_end) in cases {
+        let mut bodies = Vec::new();
+        for app in [&by_middleware, &by_routes] {
+            let res = test::call_service(app, test::TestRequest::get().uri(uri).to_request()).await;
+            assert_eq!(res.status(), status, "{uri}");
+            let body = test::read_body(res).await;
+            assert!(body.ends_with(body_end), "{uri}: {body:?}");
+            bodies.push(body);
+        }
+        assert_eq!(bodies[0], bodies[1], "{uri}: the same answer either way");
+    }
+    assert_eq!(shared.gate().normal_in_flight(), 0);
 }

@@ -24,7 +24,7 @@ use crate::body::LameduckBody;
 use crate::goaway;
 use crate::head_watch::InFlight;
 use crate::layer::{AdmissionLayer, Classifier};
-use crate::response::{http_response, may_be_health};
+use crate::response::http_response;
 use crate::runtime::Runtime;
 use crate::ticket::{request_timeout, LongRunningSlot, RequestTracker, Tracker, UpgradeTicketSlot};
 
@@ -274,10 +274,7 @@ impl<R: Runtime> AdmissionLayer<R> {
     pub(crate) fn admit<B>(&self, req: &mut Request<B>, kind: ConnectionKind) -> Admitted {
         let shared = &self.shared;
         let info = request_info(req);
-        if self.serve_health
-            && may_be_health(info.path)
-            && lameduck::health::route(info.path).is_some()
-        {
+        if self.serve_health && lameduck::health::route(info.path).is_some() {
             if let Some((response, tracker)) = self.answer_health(&info) {
                 return Admitted::Answer(Box::new((response, tracker)));
             }

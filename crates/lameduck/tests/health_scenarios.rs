@@ -169,3 +169,19 @@ fn has_been_ready_never_fires_after_shutdown_initiated() {
     assert!(!shared.has_fired(Signal::HasBeenReady));
     sim.check();
 }
+
+#[test]
+fn every_health_path_is_routed_and_other_paths_are_not() {
+    use lameduck::health::{route, Endpoint};
+    for endpoint in Endpoint::ALL {
+        let root = endpoint.path();
+        for path in [root.to_string(), format!("{root}/"), format!("{root}/ping")] {
+            assert!(route(&path).is_some(), "{path}");
+        }
+    }
+    for path in [
+        "", "/", "/sleep", "/watch", "/metrics", "/\u{e9}", "/ready", "/readyzx", "/l",
+    ] {
+        assert!(route(path).is_none(), "{path}");
+    }
+}
