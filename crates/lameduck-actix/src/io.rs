@@ -26,30 +26,6 @@ pub enum ConnectionIo {
     TlsHttp2(Box<GoawayIo<TlsIo>>),
 }
 
-impl ConnectionIo {
-    /// The socket.
-    #[must_use]
-    pub fn tcp_stream(&self) -> &TcpStream {
-        match self {
-            ConnectionIo::Http1(io) => io,
-            ConnectionIo::Http2(io) => io.get_ref(),
-            ConnectionIo::TlsHttp1(io) => io.tcp_stream(),
-            ConnectionIo::TlsHttp2(io) => io.get_ref().tcp_stream(),
-        }
-    }
-
-    /// The TLS connection (its ALPN protocol, SNI name, client certificates), for TLS
-    /// connections.
-    #[must_use]
-    pub fn tls(&self) -> Option<&TlsIo> {
-        match self {
-            ConnectionIo::Http1(_) | ConnectionIo::Http2(_) => None,
-            ConnectionIo::TlsHttp1(io) => Some(io),
-            ConnectionIo::TlsHttp2(io) => Some(io.get_ref()),
-        }
-    }
-}
-
 impl AsyncRead for ConnectionIo {
     #[inline]
     fn poll_read(

@@ -102,8 +102,9 @@ use lameduck_hyper::{
 use pin_project_lite::pin_project;
 
 pub use body::LameduckBody;
+// The GOAWAY watcher's parts, public for the crate's own integration tests only.
+#[doc(hidden)]
 pub use goaway::{GoawayBroadcast, GoawayIo, GoawayRequest};
-pub use io::{ConnectionIo, TlsIo};
 pub use lameduck_hyper::{Builder, ConnectionTracker, Handle, ServeError, Server, ShutdownSignal};
 pub use lameduck_tls::{ServerTls, TlsError};
 pub use lameduck_tokio::builder;
@@ -245,13 +246,15 @@ fn canned<B>(req: HttpRequest, c: &CannedResponse) -> ServiceResponse<LameduckBo
 
 /// The kind of connection `req` came on: HTTP/2 only when [`AutoH2cServer`] watches its
 /// frames (and so ends it with the two-step GOAWAY); actix-web's own HTTP/2 sends none.
+/// (HTTP/1 is told by the version alone: the connection's data is looked up for HTTP/2 only.)
+#[inline]
 fn connection_kind(req: &ServiceRequest) -> ConnectionKind {
-    if req.conn_data::<Rc<goaway::GoawayRequest>>().is_some() {
-        ConnectionKind::Http2
-    } else if req.version() == actix_web::http::Version::HTTP_2 {
-        ConnectionKind::Unknown
-    } else {
+    if req.version() != actix_web::http::Version::HTTP_2 {
         ConnectionKind::Http1
+    } else if req.conn_data::<Rc<goaway::GoawayRequest>>().is_some() {
+        ConnectionKind::Http2
+    } else {
+        ConnectionKind::Unknown
     }
 }
 

@@ -107,7 +107,7 @@ impl<R: Runtime> Builder<R> {
 
     /// Adds a destroy hook: runs once on every exit path but the second stop signal (which
     /// exits at once), one after the other in registration order, for at most
-    /// [`DESTROY_HOOKS_TIMEOUT`](crate::DESTROY_HOOKS_TIMEOUT) in all.
+    /// [`DESTROY_HOOKS_TIMEOUT`](lameduck::machine::DESTROY_HOOKS_TIMEOUT) in all.
     pub fn destroy_hook(&mut self, name: &str, f: impl Hook) -> Result<&mut Self, RegisterError> {
         self.hook(HookKind::Destroy, name, f)
     }

@@ -74,7 +74,7 @@ pub(crate) fn spawn_hooks<R: Runtime>(
 }
 
 /// Runs the destroy hooks one after the other, in registration order, reporting each; the
-/// machine bounds them with [`crate::DESTROY_HOOKS_TIMEOUT`] and exits at once on a second
+/// machine bounds them with [`lameduck::machine::DESTROY_HOOKS_TIMEOUT`] and exits at once on a second
 /// signal.
 pub(crate) fn spawn_destroy_hooks<R: Runtime>(
     runtime: &R,

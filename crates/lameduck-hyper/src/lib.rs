@@ -97,7 +97,6 @@ pub use handle::Handle;
 pub use handshake::{Alpn, Handshake};
 pub use head_watch::HEADER_READ_TIMEOUT;
 pub use health::HealthService;
-pub use lameduck::machine::DESTROY_HOOKS_TIMEOUT;
 pub use layer::{AdmissionLayer, Classifier};
 pub use response::{http_response, LifecycleResponse};
 pub use runtime::{BoxFuture, Exec, Listener, OsSignal, Runtime};
