@@ -56,6 +56,7 @@ const UNITS: [(&str, u128); 8] = [
 /// Every variant but [`DurationError::Empty`] carries the whole input, so the message shows
 /// the user what was wrong.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum DurationError {
     /// The input is the empty string.
     #[error("invalid duration \"\": {}", REASON_EMPTY)]

@@ -61,6 +61,7 @@ impl fmt::Debug for Simulator {
 
 /// A broken invariant found by [`Simulator::check_invariants`].
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum InvariantError {
     /// The machine's trace breaks the reference model.
     #[error("the machine's own trace is illegal: {0}")]

@@ -184,6 +184,7 @@ impl FromStr for ConfigOption {
 /// Why a configuration value was rejected. Every variant but
 /// [`ConfigError::UnknownOption`] names the option, and its message names the option's flag.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// A duration option's text is not a valid Go-style duration, or is negative.
     ///

@@ -171,6 +171,7 @@ pub struct DrainPlan {
 
 /// An input to the machine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Input {
     /// Freeze the registrations and build the shared state (typestate: `prepare`).
     Prepare,
@@ -210,6 +211,7 @@ pub enum Input {
 
 /// An output of the machine; see [`Machine::poll_event`](crate::Machine::poll_event).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Event {
     /// A lifecycle signal fired. Log it (`[graceful-termination] shutdown event name=…`).
     Signal {
@@ -310,6 +312,7 @@ pub enum Event {
 
 /// An error from registration.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum RegisterError {
     /// Registration is closed (hooks and checks: after prepare; listeners: after start).
     #[error("unable to add {what} {name:?} because registrations are closed")]
@@ -345,6 +348,7 @@ pub enum RegisterError {
 
 /// An input that is illegal in the machine's current state. The machine is unchanged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum InputError {
     /// The input needs another phase.
     #[error("{input} is not legal in phase {phase:?}")]

@@ -158,6 +158,7 @@ impl PlanInput {
 /// Why [`plan`](super::plan()) refused its input. Each message names the `lameduck plan`
 /// flag to fix.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum PlanError {
     /// [`ProbeSettings::interval`] is zero.
     #[error("--probe-interval must be greater than zero")]

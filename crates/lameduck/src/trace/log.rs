@@ -118,6 +118,7 @@ pub struct LogLine {
 
 /// Why one log line cannot be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum LineError {
     /// The line starts with a digit, but not with an RFC 3339 timestamp at or after the Unix
     /// epoch.
@@ -142,6 +143,7 @@ pub enum LineError {
 
 /// Why a log cannot be read into a trace.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum LogParseError {
     /// A line cannot be read.
     #[error("log line {line}: {error}")]
