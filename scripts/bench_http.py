@@ -38,8 +38,13 @@ Attribution: the last callgrind dump of each server is kept under --out, and the
 whose self cost per request differs most between bare and lameduck are printed
 (`callgrind_annotate`), so a ratio over the goal comes with its measured reason.
 
+The README's quick starts (pairs quickstart-tokio, quickstart-axum, quickstart-actix,
+quickstart-smol; not in the default --pairs), built as written, against the same bare servers:
+what a user who copies one pays per request.
+
 Usage: scripts/bench_http.py [--rounds 3] [--requests 5000] [--wrk-duration 5s]
-         [--connections 16] [--pairs hyper,axum,actix,smol,hyper-tls-h1,hyper-tls-h2,hyper-tls-conn]
+         [--connections 16] [--pairs hyper,axum,actix,smol,quickstart-tokio,quickstart-axum,
+                             quickstart-actix,quickstart-smol,hyper-tls-h1,hyper-tls-h2,hyper-tls-conn]
          [--tls-conn-requests 300] [--no-wrk] [--no-callgrind] [--no-attribution] [--no-build]
          [--out DIR]
 Prints Markdown tables; exits 0 (the goal's verdict is printed, not enforced).
@@ -73,6 +78,24 @@ PAIRS = {
     "actix": ([f"{REL}/bare_actix"] + LISTEN, [f"{REL}/examples/actix_server"] + LISTEN),
     "smol": ([f"{REL}/bare_smol"] + LISTEN, [f"{REL}/examples/smol_server"] + LISTEN),
 }
+# The README's quick starts, built as written, against the same bare servers: each takes the
+# address to listen on as its one argument (ADDR: a free loopback port, chosen at start).
+ADDR = "{addr}"
+QUICK_STARTS = {
+    "quickstart-tokio": ([f"{REL}/bare_hyper"] + LISTEN, [f"{REL}/examples/quickstart_tokio", ADDR]),
+    "quickstart-axum": ([f"{REL}/bare_axum"] + LISTEN, [f"{REL}/examples/quickstart_axum", ADDR]),
+    "quickstart-actix": ([f"{REL}/bare_actix"] + LISTEN, [f"{REL}/examples/quickstart_actix", ADDR]),
+    "quickstart-smol": ([f"{REL}/bare_smol"] + LISTEN, [f"{REL}/examples/quickstart_smol", ADDR]),
+}
+PAIRS.update(QUICK_STARTS)
+
+
+def free_loopback_addr():
+    """127.0.0.1:PORT for a port nothing listens on now."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{s.getsockname()[1]}"
 # Over TLS: pair -> bench_tls_load --mode. Their commands (with the certificate's files) are
 # added to PAIRS once the certificate is written (tls_pairs).
 TLS_MODES = {"hyper-tls-h1": "h1", "hyper-tls-h2": "h2", "hyper-tls-conn": "conn"}
@@ -131,10 +154,11 @@ class Server:
     """A server process; `wrapper` is a command prefix (valgrind)."""
 
     def __init__(self, cmd, wrapper=(), stderr_path=None, timeout=60):
-        self.cmd = list(wrapper) + list(cmd)
+        self.cmd = list(wrapper) + [free_loopback_addr() if c == ADDR else c for c in cmd]
         err = open(stderr_path, "ab") if stderr_path else subprocess.DEVNULL
+        # NO_COLOR: the quick starts log their listening line through tracing's formatter.
         self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=err,
-                                     stdin=subprocess.DEVNULL)
+                                     stdin=subprocess.DEVNULL, env=dict(os.environ, NO_COLOR="1"))
         deadline = time.monotonic() + timeout
         self.addr = None
         while time.monotonic() < deadline:
@@ -313,7 +337,8 @@ def main():
     ap.add_argument("--connections", type=int, default=16)
     ap.add_argument("--wrk-duration", default="5s")
     ap.add_argument("--pairs", default="hyper,axum,actix,smol",
-                    help="comma-separated; known: hyper, axum, actix, smol, and over TLS "
+                    help="comma-separated; known: hyper, axum, actix, smol, the README's quick "
+                         "starts (" + ", ".join(QUICK_STARTS) + ") and over TLS "
                          + ", ".join(TLS_MODES))
     ap.add_argument("--tls-conn-requests", type=int, default=300, metavar="N",
                     help="requests (each on a new connection) per callgrind measurement of hyper-tls-conn")
