@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{header, Request, Response, StatusCode};
-use lameduck::gate::owned::OwnedLongRunningTicket;
 use lameduck::responses::{CannedResponse, REQUEST_TIMEOUT, ROUTES_NOT_READY};
+use lameduck::shared::OwnedLongRunningTicket;
 use lameduck::{
     Admission, ConnectionKind, RequestClass, RequestInfo, Shared, Signal, SignalFired, StdClock,
 };

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use http::Request;
-use lameduck::gate::owned::{OwnedLongRunningTicket, OwnedNormalTicket};
+use lameduck::shared::{OwnedLongRunningTicket, OwnedNormalTicket};
 use lameduck::{Shared, StdClock};
 
 /// A long-running request's ticket, which an upgrade handler can take over (see

@@ -43,9 +43,6 @@ use crate::config::ShutdownMode;
 use crate::sync::{AtomicU64, AtomicUsize, Ordering};
 use crate::time::{duration_nanos_saturating, Instant};
 
-// The owned ticket names, kept at their old path (they are defined in `shared`).
-pub mod owned;
-
 const CLOSED: usize = 1;
 const ONE: usize = 2;
 
