@@ -63,11 +63,10 @@ impl Handle {
         &self.shared
     }
 
-    /// Normal and long-running requests in flight.
+    /// Requests in flight, normal and long-running.
     #[must_use]
-    pub fn in_flight(&self) -> (usize, usize) {
-        let gate = self.shared.gate();
-        (gate.normal_in_flight(), gate.long_running_in_flight())
+    pub fn in_flight(&self) -> lameduck::InFlight {
+        self.shared.gate().in_flight()
     }
 
     /// Resolves when `signal` fires.

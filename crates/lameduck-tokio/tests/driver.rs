@@ -235,7 +235,13 @@ async fn long_running_bodies_end_at_the_paced_rate_and_hold_the_drain() {
             tokio::time::Instant::now()
         }));
     }
-    assert_eq!(handle.in_flight(), (0, 4));
+    assert_eq!(
+        handle.in_flight(),
+        lameduck::InFlight {
+            normal: 0,
+            long_running: 4
+        }
+    );
     let run = tokio::spawn(server.run());
     tokio::time::sleep(Duration::from_millis(1)).await;
     handle.request_shutdown();
@@ -251,7 +257,13 @@ async fn long_running_bodies_end_at_the_paced_rate_and_hold_the_drain() {
         "{span:?}"
     );
     assert_eq!(run.await.unwrap().unwrap(), 0);
-    assert_eq!(handle.in_flight(), (0, 0));
+    assert_eq!(
+        handle.in_flight(),
+        lameduck::InFlight {
+            normal: 0,
+            long_running: 0
+        }
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -294,7 +306,13 @@ async fn an_upgraded_connection_stays_counted_until_its_ticket_drops() {
         .unwrap()
         .expect("an upgrade request carries a ticket");
     // The 101's body ended, but the upgraded connection is still counted.
-    assert_eq!(handle.in_flight(), (0, 1));
+    assert_eq!(
+        handle.in_flight(),
+        lameduck::InFlight {
+            normal: 0,
+            long_running: 1
+        }
+    );
     // Not running yet: the handle reports the machine's own phase.
     assert_eq!(handle.phase(), lameduck::Phase::Prepared);
     let run = tokio::spawn(server.run());
@@ -442,7 +460,13 @@ async fn an_exempt_request_in_flight_holds_the_drain() {
         .body(Empty::new())
         .unwrap();
     let health = svc.oneshot(health).await.unwrap();
-    assert_eq!(handle.in_flight(), (2, 0));
+    assert_eq!(
+        handle.in_flight(),
+        lameduck::InFlight {
+            normal: 2,
+            long_running: 0
+        }
+    );
     let mut run = tokio::spawn(server.run());
     handle.request_shutdown();
     let waited = tokio::time::timeout(Duration::from_secs(5), &mut run).await;

@@ -46,6 +46,15 @@ use crate::time::{duration_nanos_saturating, Instant};
 const CLOSED: usize = 1;
 const ONE: usize = 2;
 
+/// How many requests a gate holds, by kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct InFlight {
+    /// Normal requests.
+    pub normal: usize,
+    /// Long-running requests (watch, SSE, WebSocket).
+    pub long_running: usize,
+}
+
 /// Why a request was not admitted, and so what the adapter answers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Rejection {
@@ -268,6 +277,15 @@ impl Gate {
     #[must_use]
     pub fn long_running_in_flight(&self) -> usize {
         self.long_running.load() >> 1
+    }
+
+    /// Both counts of requests in flight, read one after the other.
+    #[must_use]
+    pub fn in_flight(&self) -> InFlight {
+        InFlight {
+            normal: self.normal_in_flight(),
+            long_running: self.long_running_in_flight(),
+        }
     }
 
     /// Closed with no normal request in flight.

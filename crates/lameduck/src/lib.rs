@@ -56,7 +56,7 @@ pub use classify::{default_is_long_running, RequestClass, RequestInfo};
 pub use config::{Config, ConfigBuilder, ConfigError, ConfigOption, GoawayChance, ShutdownMode};
 pub use connection::{ConnectionKind, IDLE_CONNECTION_LINGER};
 pub use duration::{parse_duration, DurationError};
-pub use gate::{Gate, LongRunningTicket, NormalTicket, Rejection};
+pub use gate::{Gate, InFlight, LongRunningTicket, NormalTicket, Rejection};
 pub use health::{CheckOutcome, Endpoint, HealthQuery, HealthResponse, HealthTarget};
 pub use lifecycle::{Configuring, Lifecycle, Prepared, Running, Stage};
 pub use machine::{
