@@ -279,10 +279,11 @@ impl IncomingFrames {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    /// A frame: its header, then `payload`.
+    pub(crate) fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
         let len = payload.len();
         let mut f = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags];
         f.extend_from_slice(&stream.to_be_bytes());

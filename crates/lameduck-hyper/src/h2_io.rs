@@ -19,7 +19,7 @@ use std::io;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
-use hyper::rt::{Read, ReadBuf, ReadBufCursor, Write};
+use hyper::rt::{Read, ReadBuf, ReadBufCursor};
 
 use crate::h2_frames::{
     FrameHeader, FLAG_ACK, FRAME_HEADER_LEN, PREFACE, TYPE_HEADERS, TYPE_PING, TYPE_WINDOW_UPDATE,
@@ -214,51 +214,12 @@ impl<I: Read + Unpin> Read for Http2Io<I> {
     }
 }
 
-impl<I: Write + Unpin> Write for Http2Io<I> {
-    #[inline]
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
-    }
-
-    #[inline]
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
-    }
-
-    #[inline]
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-
-    #[inline]
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
-    }
-}
+crate::preface::write_through_inner!(Http2Io);
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
-        let len = payload.len();
-        let mut f = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags];
-        f.extend_from_slice(&stream.to_be_bytes());
-        f.extend_from_slice(payload);
-        f
-    }
+    use crate::h2_frames::tests::frame;
 
     fn window_update(stream: u32) -> Vec<u8> {
         frame(TYPE_WINDOW_UPDATE, 0, stream, &[0, 1, 0, 0])

@@ -11,7 +11,7 @@ use std::io;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
-use hyper::rt::{Read, ReadBuf, ReadBufCursor, Write};
+use hyper::rt::{Read, ReadBuf, ReadBufCursor};
 
 /// The client preface every HTTP/2 connection starts with.
 const HTTP2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -96,39 +96,54 @@ impl<I: Read + Unpin> Read for ConnIo<I> {
     }
 }
 
-impl<I: Write + Unpin> Write for ConnIo<I> {
-    #[inline]
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
-    }
+/// Implements hyper's `Write` for the I/O wrapper `$wrapper<I>` by passing every call to its
+/// `inner` field: the wrappers here look at what is read, never at what is written.
+macro_rules! write_through_inner {
+    ($wrapper:ident) => {
+        impl<I: hyper::rt::Write + Unpin> hyper::rt::Write for $wrapper<I> {
+            #[inline]
+            fn poll_write(
+                self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+                buf: &[u8],
+            ) -> std::task::Poll<std::io::Result<usize>> {
+                std::pin::Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+            }
 
-    #[inline]
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
-    }
+            #[inline]
+            fn poll_flush(
+                self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+            ) -> std::task::Poll<std::io::Result<()>> {
+                std::pin::Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+            }
 
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
-    }
+            fn poll_shutdown(
+                self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+            ) -> std::task::Poll<std::io::Result<()>> {
+                std::pin::Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+            }
 
-    #[inline]
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
+            #[inline]
+            fn is_write_vectored(&self) -> bool {
+                self.inner.is_write_vectored()
+            }
 
-    #[inline]
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
-    }
+            #[inline]
+            fn poll_write_vectored(
+                self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+                bufs: &[std::io::IoSlice<'_>],
+            ) -> std::task::Poll<std::io::Result<usize>> {
+                std::pin::Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+            }
+        }
+    };
 }
+pub(crate) use write_through_inner;
+
+write_through_inner!(ConnIo);
 
 #[cfg(test)]
 mod tests {
