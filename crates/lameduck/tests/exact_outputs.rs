@@ -1,5 +1,7 @@
-//! Exact outputs the rest of the suite left open, each found by a mutant `cargo-mutants`
-//! showed surviving (`docs/mutation-testing.md` lists them with the test that now kills each).
+//! Exact outputs: what the core's `Debug` and `Display` implementations, names and small
+//! accessors return, pinned where the rest of the suite only looked at behaviour
+//! (`docs/mutation-testing.md` lists, for each, the mutant `cargo-mutants` found surviving
+//! before the test existed).
 
 use std::sync::Arc;
 
