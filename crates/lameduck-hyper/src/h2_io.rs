@@ -92,7 +92,9 @@ impl IgnoredStreamFilter {
                 let header = FrameHeader::parse(header.try_into().unwrap_or(&[0; 9]));
                 self.frame_started(header);
                 if !self.dropping {
-                    bytes.copy_within(read..read + FRAME_HEADER_LEN, kept);
+                    if kept != read {
+                        bytes.copy_within(read..read + FRAME_HEADER_LEN, kept);
+                    }
                     kept += FRAME_HEADER_LEN;
                 }
                 read += FRAME_HEADER_LEN;
@@ -190,7 +192,9 @@ impl<I: Read + Unpin> Read for Http2Io<I> {
             }
             // The unread start of a header goes first, then what the socket gives.
             let unread = this.unread_end - this.end;
-            this.buf.copy_within(this.end..this.unread_end, 0);
+            if unread > 0 {
+                this.buf.copy_within(this.end..this.unread_end, 0);
+            }
             (this.start, this.end, this.unread_end) = (0, 0, unread);
             let mut read_buf = ReadBuf::new(&mut this.buf[unread..]);
             ready!(Pin::new(&mut this.inner).poll_read(cx, read_buf.unfilled()))?;
@@ -205,7 +209,9 @@ impl<I: Read + Unpin> Read for Http2Io<I> {
             }
             let total = unread + got;
             let filtered = this.filter.filter(&mut this.buf[..total]);
-            this.buf.copy_within(filtered.unread..total, filtered.kept);
+            if filtered.unread < total {
+                this.buf.copy_within(filtered.unread..total, filtered.kept);
+            }
             this.end = filtered.kept;
             this.unread_end = filtered.kept + (total - filtered.unread);
             // Nothing to give yet (all of it left out, or a header still incomplete): read on,
