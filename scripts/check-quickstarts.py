@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Builds every README quick start the way a new user would: outside this repository.
+"""Builds every quick start the way a new user would: outside this repository.
 
-For each `<!-- file: examples/quickstart_NAME.rs -->` block of README.md that has a
-`[dependencies]` block before it (in the same section), this script makes a new cargo project
-in a temporary directory, next to a `lameduck` link to this repository (the README's
-dependencies name the crates by path, `../lameduck/crates/NAME`), writes the README's
-`[dependencies]` block into its Cargo.toml and the README's code into `src/main.rs`, and runs
+The quick starts are in README.md and docs/quickstarts.md. For each
+`<!-- file: examples/quickstart_NAME.rs -->` block of those documents that has a
+`[dependencies]` block before it (in the same `## ` section), this script makes a new cargo
+project in a temporary directory, next to a `lameduck` link to this repository (the
+dependencies name the crates by path, `../lameduck/crates/NAME`), writes the document's
+`[dependencies]` block into its Cargo.toml and the document's code into `src/main.rs`, and runs
 `cargo check` there. Nothing of the repository's own workspace, lockfile or examples is used.
 
 Usage: scripts/check-quickstarts.py [--only NAME,...] [--build]
@@ -22,6 +23,8 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MARKER = re.compile(r"^<!-- file: examples/(quickstart_\w+)\.rs -->$")
+# The documents that show quick starts, relative to the repository root.
+DOCUMENTS = ["README.md", "docs/quickstarts.md"]
 
 
 def fenced_blocks(lines, start):
@@ -36,9 +39,9 @@ def fenced_blocks(lines, start):
     return info, "".join(body), i + 1
 
 
-def quick_starts(readme):
+def quick_starts(text):
     """(name, dependencies block, code) for each marked quick start with a dependencies block."""
-    lines = readme.splitlines(keepends=True)
+    lines = text.splitlines(keepends=True)
     found, section_start = [], 0
     for n, line in enumerate(lines):
         if line.startswith("## "):
@@ -67,13 +70,15 @@ def main():
     ap.add_argument("--only", default="", help="comma-separated quick start names (quickstart_tokio, ...)")
     ap.add_argument("--build", action="store_true", help="cargo build instead of cargo check")
     a = ap.parse_args()
-    with open(os.path.join(ROOT, "README.md")) as f:
-        starts = quick_starts(f.read())
+    starts = []
+    for doc in DOCUMENTS:
+        with open(os.path.join(ROOT, doc)) as f:
+            starts.extend(quick_starts(f.read()))
     only = {n.strip() for n in a.only.split(",") if n.strip()}
     if only:
         starts = [s for s in starts if s[0] in only]
     if not starts:
-        sys.exit("no quick start found in README.md")
+        sys.exit(f"no quick start found in {' or '.join(DOCUMENTS)}")
     work = tempfile.mkdtemp(prefix="lameduck-quickstarts-")
     failed = []
     try:
