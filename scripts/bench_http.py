@@ -38,7 +38,7 @@ Attribution: the last callgrind dump of each server is kept under --out, and the
 whose self cost per request differs most between bare and lameduck are printed
 (`callgrind_annotate`), so a ratio over the goal comes with its measured reason.
 
-The README's quick starts (pairs quickstart-tokio, quickstart-axum, quickstart-actix,
+The quick starts of README.md and docs/quickstarts.md (pairs quickstart-tokio, quickstart-axum, quickstart-actix,
 quickstart-smol; not in the default --pairs), built as written, against the same bare servers:
 what a user who copies one pays per request.
 
@@ -78,7 +78,7 @@ PAIRS = {
     "actix": ([f"{REL}/bare_actix"] + LISTEN, [f"{REL}/examples/actix_server"] + LISTEN),
     "smol": ([f"{REL}/bare_smol"] + LISTEN, [f"{REL}/examples/smol_server"] + LISTEN),
 }
-# The README's quick starts, built as written, against the same bare servers: each takes the
+# The quick starts (README.md, docs/quickstarts.md), built as written, against the same bare servers: each takes the
 # address to listen on as its one argument (ADDR: a free loopback port, chosen at start).
 ADDR = "{addr}"
 QUICK_STARTS = {
@@ -337,7 +337,7 @@ def main():
     ap.add_argument("--connections", type=int, default=16)
     ap.add_argument("--wrk-duration", default="5s")
     ap.add_argument("--pairs", default="hyper,axum,actix,smol",
-                    help="comma-separated; known: hyper, axum, actix, smol, the README's quick "
+                    help="comma-separated; known: hyper, axum, actix, smol, the quick "
                          "starts (" + ", ".join(QUICK_STARTS) + ") and over TLS "
                          + ", ".join(TLS_MODES))
     ap.add_argument("--tls-conn-requests", type=int, default=300, metavar="N",
