@@ -10,10 +10,10 @@
 //! `--tls-domain NAME`; ALPN offers h2 and a connection that did not negotiate it fails.
 //!
 //! `--retries N` (default 0: every call that does not end OK is a failure) retries a call, at
-//! most N times, in two cases a gRPC client with a retry policy retries: the call never left
-//! this client (hyper cancelled it before sending, as on a connection that has just received a
-//! GOAWAY: grpc-go retries these transparently), at once; or the server answered `UNAVAILABLE`
-//! with `grpc-retry-pushback-ms`, after that many milliseconds. The retries are counted by kind
+//! most N times, in the cases a gRPC client with a retry policy retries: the server did not
+//! process the call (hyper cancelled it before sending, or the server's GOAWAY refused it:
+//! grpc-go retries these transparently), at once; or the server answered `UNAVAILABLE` with
+//! `grpc-retry-pushback-ms`, after that many milliseconds. The retries are counted by kind
 //! in the JSON line (`retries`); a call is counted once, with its final outcome.
 
 use std::collections::BTreeMap;
@@ -35,9 +35,15 @@ struct Counts {
 /// The longest server pushback honoured; a longer one is waited for this long.
 const MAX_PUSHBACK: Duration = Duration::from_secs(10);
 
-/// Whether `status`, a failed call, is one that `--retries` retries, and after how long: a call
-/// hyper cancelled before sending it (`unsent`), or an `UNAVAILABLE` carrying
-/// `grpc-retry-pushback-ms` (`pushback`).
+/// Whether `status`, a failed call, is one that `--retries` retries, and after how long:
+/// - `unsent`: hyper cancelled the call before sending it (the connection was closing);
+/// - `refused`: the server's GOAWAY says it did not process the call. h2 fails a call with
+///   the GOAWAY it received (remote, `NO_ERROR`) in exactly two cases: its stream is above the
+///   GOAWAY's last-stream-id, or the call was about to open a stream on a connection that had
+///   just received the GOAWAY. (A call cut by the connection's end fails with a broken pipe or
+///   a reset instead.) grpc-go and grpc-core retry both kinds on their own.
+/// - `pushback`: the server answered `UNAVAILABLE` with `grpc-retry-pushback-ms`, after that
+///   many milliseconds.
 fn retry_after(status: &tonic::Status) -> Option<(&'static str, Duration)> {
     let mut source = std::error::Error::source(status);
     while let Some(e) = source {
@@ -45,6 +51,11 @@ fn retry_after(status: &tonic::Status) -> Option<(&'static str, Duration)> {
             .is_some_and(hyper::Error::is_canceled)
         {
             return Some(("unsent", Duration::ZERO));
+        }
+        if e.downcast_ref::<h2::Error>().is_some_and(|e| {
+            e.is_go_away() && e.is_remote() && e.reason() == Some(h2::Reason::NO_ERROR)
+        }) {
+            return Some(("refused", Duration::ZERO));
         }
         source = e.source();
     }
@@ -59,6 +70,17 @@ fn retry_after(status: &tonic::Status) -> Option<(&'static str, Duration)> {
         .parse::<u64>()
         .ok()?;
     Some(("pushback", Duration::from_millis(ms).min(MAX_PUSHBACK)))
+}
+
+/// `status` and each error under it, outermost first, joined by `: `.
+fn error_chain(status: &tonic::Status) -> String {
+    let mut text = format!("{:?}: {}", status.code(), status.message());
+    let mut source = std::error::Error::source(status);
+    while let Some(e) = source {
+        text.push_str(&format!(": {e}"));
+        source = e.source();
+    }
+    text
 }
 
 struct Args {
@@ -164,7 +186,8 @@ async fn main() {
         }
     }
     let counts: Arc<Mutex<Counts>> = Arc::default();
-    let end = Instant::now() + args.duration;
+    let started = Instant::now();
+    let end = started + args.duration;
     let mut tasks = Vec::new();
     for _ in 0..args.connections.max(1) {
         // One HTTP/2 connection each; tonic reconnects it if it ever closes.
@@ -205,6 +228,14 @@ async fn main() {
                         Ok(_) => c.ok += 1,
                         Err(status) => {
                             let key = format!("{:?}: {}", status.code(), status.message());
+                            if !c.failures.contains_key(&key) {
+                                // The first of each kind, with its causes, for the run's log.
+                                eprintln!(
+                                    "failed call: {} (ended {:.3}s after the load started)",
+                                    error_chain(&status),
+                                    started.elapsed().as_secs_f64()
+                                );
+                            }
                             *c.failures.entry(key).or_default() += 1;
                         }
                     }

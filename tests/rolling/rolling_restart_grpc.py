@@ -274,6 +274,17 @@ def run_one(examples, mode, delay_ms, args, keep_dir):
             if at and counts["start_unix"] is not None:
                 when = f" (ended at {counts['start_unix'] + float(at.group(1)) - t0_unix:.2f}s on this run's clock)"
             note(f"  first of its kind{when}: {example}")
+        if counts["failed"] and args.client == "tonic":
+            # grpc_load prints the first failed call of each kind with its causes.
+            with open(err_path, "r", errors="replace") as f:
+                for line in f:
+                    if line.startswith("failed call: "):
+                        text = line[len("failed call: "):].strip()
+                        at = re.search(r"\(ended (\d+\.\d+)s after the load started\)", text)
+                        if at:
+                            ended = load_start - t0 + float(at.group(1))
+                            text = text[: at.start()] + f"(ended at {ended:.2f}s on this run's clock)"
+                        note(f"  first of its kind: {text}")
         if counts["with_pushback"]:
             note(
                 f"  {counts['with_pushback']} of the failed calls carried grpc-retry-pushback-ms "
@@ -292,7 +303,7 @@ def run_one(examples, mode, delay_ms, args, keep_dir):
         for inst in instances:
             if inst.proc:
                 rr.kill(inst.proc)
-        if not keep_dir and not problems:
+        if not keep_dir and not problems and not result.get("failed"):
             shutil.rmtree(workdir, ignore_errors=True)
     result.update(events=events, problems=problems, notes=notes, workdir=workdir, duration_s=round(time.monotonic() - t0, 1))
     return result
@@ -450,7 +461,7 @@ def main():
             rr.log(f"\n==> run {run}/{args.runs}: {BINARY}, mode {mode}, --shutdown-delay {rr.fmt_ms(delay_ms)}")
             r = run_one(examples, mode, delay_ms, args, args.keep)
             r["run"] = run
-            rr.log_run(r, r["problems"] or args.keep)
+            rr.log_run(r, r["problems"] or r.get("failed") or args.keep)
             # A busy machine slows the load and the instances alike: the 1-minute load average
             # says how busy it was.
             rr.log(f"    run took {r['duration_s']:g}s; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
