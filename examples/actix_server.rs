@@ -3,7 +3,7 @@
 //! `cargo run --release --example actix_server -- --listen 127.0.0.1:8080 --shutdown-delay 5s`
 
 use actix_web::{web, App};
-use lameduck_actix::{Admission, AutoH2cServer, ServerTls};
+use lameduck_actix::{AdmissionMiddleware, AutoH2cServer, ServerTls};
 use lameduck_suite::{actix_routes, flags, logging, metrics, routes, server, tls};
 use lameduck_tokio::TokioRuntime;
 
@@ -27,7 +27,7 @@ async fn run(
         .collect();
     let shared = server.shared().clone();
     // Admits every request and answers the health endpoints before any route is tried.
-    let admission = Admission::for_server(&server).long_running(routes::is_long_running);
+    let admission = AdmissionMiddleware::for_server(&server).long_running(routes::is_long_running);
     // HTTP/1 and h2c (or, with TLS, HTTP/1.1 and HTTP/2 by ALPN), the HTTP/2 connections told
     // GOAWAY when kube-apiserver's would be.
     let http = AutoH2cServer::new(move || {

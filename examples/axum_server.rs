@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use lameduck_suite::{flags, logging, metrics, routes, server, tls};
-use lameduck_tokio::{ShutdownSignal, TokioRuntime};
+use lameduck_tokio::{ShutdownNotice, TokioRuntime};
 
 fn main() {
     let flags = flags::from_env_or_exit();
@@ -42,7 +42,7 @@ async fn sleep(uri: Uri) -> Response {
     }
 }
 
-async fn watch(signal: Option<Extension<ShutdownSignal>>) -> Response {
+async fn watch(signal: Option<Extension<ShutdownNotice>>) -> Response {
     routes::watch_response(TokioRuntime, signal.map(|Extension(s)| s)).map(axum::body::Body::new)
 }
 

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lameduck::trace::{check_trace, TraceEvent, TracedEvent};
-use lameduck::{Config, Signal};
+use lameduck::{Config, LifecycleSignal};
 use lameduck_suite::routes;
 use lameduck_tokio::TokioRuntime;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -106,7 +106,7 @@ async fn run(send_retry_after: bool) -> Result<bool, Box<dyn std::error::Error>>
     // The signals, in the order the lifecycle fired them: by instant, then DAG order (the
     // machine fires simultaneous signals in that order).
     let shared = handle.shared();
-    let mut signals: Vec<(lameduck::Instant, Signal)> = Signal::ALL
+    let mut signals: Vec<(lameduck::Instant, LifecycleSignal)> = LifecycleSignal::ALL
         .into_iter()
         .filter(|s| s.is_termination())
         .filter_map(|s| shared.fired_at(s).map(|at| (at, s)))

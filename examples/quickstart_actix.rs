@@ -11,7 +11,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build()?;
     let mut server = lameduck_actix::builder(config).prepare();
     // Admits every request, and answers /readyz, /livez and /healthz itself.
-    let admission = lameduck_actix::Admission::for_server(&server);
+    let admission = lameduck_actix::AdmissionMiddleware::for_server(&server);
     // HTTP/1 and h2c; its HTTP/2 connections get GOAWAY (actix-web's `HttpServer` works too).
     let http = lameduck_actix::AutoH2cServer::new(move || {
         App::new()

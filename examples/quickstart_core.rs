@@ -34,7 +34,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // A real driver sleeps until the next deadline or input; here time jumps there.
         if let Some(at) = sigterm.take() {
             now = at;
-            lifecycle.request_stop(StopSource::Signal, now)?; // what a driver does on SIGTERM
+            lifecycle.request_stop(StopSource::OsSignal, now)?; // what a driver does on SIGTERM
         } else {
             now = lifecycle.poll_timeout().ok_or("no deadline and no exit")?;
             lifecycle.handle_timeout(now);

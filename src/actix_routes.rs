@@ -7,7 +7,7 @@ use std::sync::Arc;
 use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
 use futures_util::StreamExt;
 use lameduck::Shared;
-use lameduck_hyper::ShutdownSignal;
+use lameduck_hyper::ShutdownNotice;
 use lameduck_tokio::TokioRuntime;
 
 use crate::routes;
@@ -31,7 +31,7 @@ pub async fn sleep(req: HttpRequest) -> HttpResponse {
 
 /// `GET /watch`: one line per 500 ms until the server's shutdown signal, if any.
 pub async fn watch(req: HttpRequest) -> HttpResponse {
-    let signal = req.extensions().get::<ShutdownSignal>().cloned();
+    let signal = req.extensions().get::<ShutdownNotice>().cloned();
     let lines = routes::watch_lines(TokioRuntime, signal).map(Ok::<_, std::convert::Infallible>);
     HttpResponse::Ok()
         .content_type("text/plain; charset=utf-8")

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use futures_util::stream::{self, Stream};
 use http::{Request, Response};
-use lameduck_tonic::ShutdownSignal;
+use lameduck_tonic::ShutdownNotice;
 use tonic::body::Body;
 use tonic::server::{NamedService, ServerStreamingService, UnaryService};
 use tonic::{Status, Streaming};
@@ -90,7 +90,7 @@ impl UnaryService<SleepRequest> for SleepSvc {
 
 /// The ticks: one at once, then one every [`TICK_INTERVAL`], until `signal` fires (never
 /// without one); then the stream ends, and with it the call, with status OK.
-pub fn ticks(signal: Option<ShutdownSignal>) -> impl Stream<Item = Result<Tick, Status>> + Send {
+pub fn ticks(signal: Option<ShutdownNotice>) -> impl Stream<Item = Result<Tick, Status>> + Send {
     let end = signal.map(|s| Box::pin(s.wait()));
     stream::unfold((0u64, end), |(n, mut end)| async move {
         if n > 0 {

@@ -14,7 +14,7 @@ use http_body::Frame;
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full, StreamBody};
 use lameduck::{RequestInfo, Shared};
-use lameduck_hyper::{Runtime, ShutdownSignal};
+use lameduck_hyper::{Runtime, ShutdownNotice};
 
 /// The body type of every route.
 pub type RouteBody = UnsyncBoxBody<Bytes, Infallible>;
@@ -74,10 +74,10 @@ pub fn metrics_delay(query: Option<&str>) -> Result<Option<Duration>, String> {
 
 /// The optional `after` query parameter of `/metrics`: a signal's exact name, to answer only
 /// once it has fired (a testing aid, like `delay`). `Ok(None)` when absent.
-pub fn metrics_after(query: Option<&str>) -> Result<Option<lameduck::Signal>, String> {
+pub fn metrics_after(query: Option<&str>) -> Result<Option<lameduck::LifecycleSignal>, String> {
     query_param(query, "after")
         .map(|raw| {
-            lameduck::Signal::from_name(raw)
+            lameduck::LifecycleSignal::from_name(raw)
                 .ok_or_else(|| format!("invalid after parameter: unknown signal {raw:?}"))
         })
         .transpose()
@@ -159,7 +159,7 @@ async fn route<R: Runtime, B>(
             Err(e) => text(StatusCode::BAD_REQUEST, format!("{e}\n")),
         },
         "/watch" => {
-            let signal = req.extensions().get::<ShutdownSignal>().cloned();
+            let signal = req.extensions().get::<ShutdownNotice>().cloned();
             watch_response(runtime, signal)
         }
         "/stream" => stream_route(runtime, req.uri().query()),
@@ -175,7 +175,7 @@ async fn route<R: Runtime, B>(
 /// without a signal).
 pub fn watch_lines<R: Runtime>(
     runtime: R,
-    signal: Option<ShutdownSignal>,
+    signal: Option<ShutdownNotice>,
 ) -> impl futures_util::Stream<Item = Bytes> + Send {
     futures_util::stream::unfold((runtime, signal, 0u64), |(runtime, signal, n)| async move {
         if n > 0 {
@@ -189,7 +189,7 @@ pub fn watch_lines<R: Runtime>(
                 None => sleep.await,
             }
         }
-        if signal.as_ref().is_some_and(ShutdownSignal::is_fired) {
+        if signal.as_ref().is_some_and(ShutdownNotice::is_fired) {
             return None;
         }
         Some((
@@ -202,7 +202,7 @@ pub fn watch_lines<R: Runtime>(
 /// A chunked response streaming [`watch_lines`].
 pub fn watch_response<R: Runtime>(
     runtime: R,
-    signal: Option<ShutdownSignal>,
+    signal: Option<ShutdownNotice>,
 ) -> Response<RouteBody> {
     use futures_util::StreamExt;
     let frames = watch_lines(runtime, signal).map(|line| Ok::<_, Infallible>(Frame::data(line)));
@@ -387,7 +387,7 @@ mod tests {
         assert_eq!(metrics_after(None), Ok(None));
         assert_eq!(
             metrics_after(Some("delay=1s&after=InFlightRequestsDrained")),
-            Ok(Some(lameduck::Signal::InFlightRequestsDrained))
+            Ok(Some(lameduck::LifecycleSignal::InFlightRequestsDrained))
         );
         assert!(metrics_after(Some("after=Bogus"))
             .unwrap_err()
@@ -396,7 +396,7 @@ mod tests {
 
     #[test]
     fn metrics_exposition() {
-        use lameduck::Signal;
+        use lameduck::LifecycleSignal;
         let mut lc = lameduck::Lifecycle::new(lameduck::Config::default());
         lc.add_listener("api").unwrap();
         let prepared = lc.prepare();
@@ -413,7 +413,7 @@ mod tests {
         ] {
             assert!(text.lines().any(|l| l == line), "{line} missing:\n{text}");
         }
-        for signal in Signal::ALL {
+        for signal in LifecycleSignal::ALL {
             let line = format!("lameduck_signal_fired{{signal=\"{}\"}} 0", signal.name());
             assert!(text.lines().any(|l| l == line), "{line} missing:\n{text}");
         }

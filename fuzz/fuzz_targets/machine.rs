@@ -11,7 +11,7 @@
 #![no_main]
 
 use lameduck::sim::{Op, Setup};
-use lameduck::Signal;
+use lameduck::LifecycleSignal;
 use libfuzzer_sys::fuzz_target;
 
 /// Ops past this many are ignored, to keep each run short.
@@ -53,17 +53,17 @@ fuzz_target!(|input: (Setup, Vec<Op>)| {
     assert_eq!(summary.exit_code, Some(code));
 
     let signals = sim.signals();
-    for s in Signal::ALL {
+    for s in LifecycleSignal::ALL {
         let n = signals.iter().filter(|x| **x == s).count();
         assert!(n <= 1, "{s:?} fired {n} times");
     }
     if code == 0 {
         // A clean exit saw the whole termination.
         for s in [
-            Signal::ShutdownInitiated,
-            Signal::NotAcceptingNewRequest,
-            Signal::InFlightRequestsDrained,
-            Signal::HTTPServerStoppedListening,
+            LifecycleSignal::ShutdownInitiated,
+            LifecycleSignal::NotAcceptingNewRequest,
+            LifecycleSignal::InFlightRequestsDrained,
+            LifecycleSignal::HTTPServerStoppedListening,
         ] {
             assert!(signals.contains(&s), "exit 0 without {s:?}: {signals:?}");
         }

@@ -13,7 +13,7 @@ use lameduck_tokio::TokioRuntime;
 use pin_project_lite::pin_project;
 
 pin_project! {
-    /// The body of every response that passes through [`crate::Admission`].
+    /// The body of every response that passes through [`crate::AdmissionMiddleware`].
     pub struct LameduckBody<B> {
         #[pin]
         state: State<B>,

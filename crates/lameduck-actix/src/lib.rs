@@ -1,9 +1,9 @@
 //! [`lameduck`] for actix-web: kube-apiserver's graceful termination in place of actix's own
 //! stop-accepting-at-once shutdown.
 //!
-//! * [`Admission`]: the middleware (`App::wrap`): normal / long-running / exempt
+//! * [`AdmissionMiddleware`]: the middleware (`App::wrap`): normal / long-running / exempt
 //!   classification, 503 or 429 with `Retry-After` once the server stops accepting, 504 at
-//!   the request timeout, a [`ShutdownSignal`] for long-running handlers, every request
+//!   the request timeout, a [`ShutdownNotice`] for long-running handlers, every request
 //!   counted until its response body ends, and `Connection: close` on every response once new
 //!   requests are no longer accepted. It answers `/readyz`, `/livez`, `/healthz` (and
 //!   `/<endpoint>/<check>`) itself, before any route is tried; [`health_routes`] mounts them
@@ -31,7 +31,7 @@
 //! #[actix_web::main]
 //! async fn main() -> std::io::Result<()> {
 //!     let mut server = lameduck_actix::builder(Config::default()).prepare();
-//!     let admission = lameduck_actix::Admission::for_server(&server);
+//!     let admission = lameduck_actix::AdmissionMiddleware::for_server(&server);
 //!     let http = lameduck_actix::AutoH2cServer::new(move || {
 //!         App::new()
 //!             .wrap(admission.clone())
@@ -105,7 +105,7 @@ pub use body::LameduckBody;
 // The GOAWAY watcher's parts, public for the crate's own integration tests only.
 #[doc(hidden)]
 pub use goaway::{GoawayBroadcast, GoawayIo, GoawayRequest};
-pub use lameduck_hyper::{Builder, ConnectionTracker, Handle, ServeError, Server, ShutdownSignal};
+pub use lameduck_hyper::{Builder, ConnectionTracker, Handle, ServeError, Server, ShutdownNotice};
 pub use lameduck_tls::{ServerTls, TlsError};
 pub use lameduck_tokio::builder;
 pub use lameduck_tokio::TokioRuntime;
@@ -118,22 +118,23 @@ pub use server::AutoH2cServer;
 ///
 /// It also answers the health endpoints (`/readyz`, `/livez`, `/healthz` and
 /// `/<endpoint>/<check>`) before the app's routes are tried, at the cost of a look at one
-/// byte of every other request's path ([`Admission::serve_health`] turns that off).
+/// byte of every other request's path ([`AdmissionMiddleware::serve_health`] turns that off).
 #[derive(Clone)]
-pub struct Admission {
+pub struct AdmissionMiddleware {
     shared: Arc<Shared>,
     clock: StdClock,
     classifier: Classifier,
     serve_health: bool,
 }
 
-impl std::fmt::Debug for Admission {
+impl std::fmt::Debug for AdmissionMiddleware {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Admission").finish_non_exhaustive()
+        f.debug_struct("AdmissionMiddleware")
+            .finish_non_exhaustive()
     }
 }
 
-impl Admission {
+impl AdmissionMiddleware {
     /// The middleware for `server`'s lifecycle, with [`lameduck::default_is_long_running`].
     #[must_use]
     pub fn for_server<R: Runtime>(server: &Server<R>) -> Self {
@@ -141,11 +142,11 @@ impl Admission {
     }
 
     /// Middleware for `shared`'s lifecycle (read with `clock`), with
-    /// [`lameduck::default_is_long_running`]. [`Admission::for_server`] takes both from the
+    /// [`lameduck::default_is_long_running`]. [`AdmissionMiddleware::for_server`] takes both from the
     /// server.
     #[must_use]
     pub fn new(shared: Arc<Shared>, clock: StdClock) -> Self {
-        Admission {
+        AdmissionMiddleware {
             shared,
             clock,
             classifier: Arc::new(lameduck::default_is_long_running),
@@ -172,35 +173,34 @@ impl Admission {
     }
 }
 
-impl<S, B> Transform<S, ServiceRequest> for Admission
+impl<S, B> Transform<S, ServiceRequest> for AdmissionMiddleware
 where
     S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = actix_web::Error> + 'static,
     B: MessageBody + 'static,
 {
     type Response = ServiceResponse<LameduckBody<B>>;
     type Error = actix_web::Error;
-    type Transform = AdmissionMiddleware<S>;
+    type Transform = AdmissionService<S>;
     type InitError = ();
     type Future = Ready<Result<Self::Transform, ()>>;
 
     fn new_transform(&self, service: S) -> Self::Future {
-        ready(Ok(AdmissionMiddleware {
+        ready(Ok(AdmissionService {
             service,
             admission: Rc::new(self.clone()),
         }))
     }
 }
 
-/// The service [`Admission`] wraps around the app.
-pub struct AdmissionMiddleware<S> {
+/// The service [`AdmissionMiddleware`] wraps around the app.
+pub struct AdmissionService<S> {
     service: S,
-    admission: Rc<Admission>,
+    admission: Rc<AdmissionMiddleware>,
 }
 
-impl<S> std::fmt::Debug for AdmissionMiddleware<S> {
+impl<S> std::fmt::Debug for AdmissionService<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AdmissionMiddleware")
-            .finish_non_exhaustive()
+        f.debug_struct("AdmissionService").finish_non_exhaustive()
     }
 }
 
@@ -275,7 +275,7 @@ fn close_connection_after<B>(res: &mut ServiceResponse<B>) {
         .set_connection_type(ConnectionType::Close);
 }
 
-impl<S, B> Service<ServiceRequest> for AdmissionMiddleware<S>
+impl<S, B> Service<ServiceRequest> for AdmissionService<S>
 where
     S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = actix_web::Error> + 'static,
     B: MessageBody + 'static,
@@ -287,7 +287,7 @@ where
     actix_web::dev::forward_ready!(service);
 
     fn call(&self, req: ServiceRequest) -> Self::Future {
-        let Admission {
+        let AdmissionMiddleware {
             shared,
             classifier,
             clock,
@@ -343,7 +343,7 @@ where
 /// its connection, as every response does then.
 #[cold]
 #[inline(never)]
-fn answer_health<F>(admission: &Admission, req: ServiceRequest) -> AdmissionFuture<F> {
+fn answer_health<F>(admission: &AdmissionMiddleware, req: ServiceRequest) -> AdmissionFuture<F> {
     let (req, _payload) = req.into_parts();
     let now = admission.clock.instant(TokioRuntime.now());
     let query = Some(req.query_string()).filter(|q| !q.is_empty());
@@ -387,7 +387,7 @@ fn request_info(req: &ServiceRequest) -> RequestInfo<'_> {
 }
 
 pin_project! {
-    /// The response future of [`AdmissionMiddleware`]: the app's response future, bounded by
+    /// The response future of [`AdmissionService`]: the app's response future, bounded by
     /// the request timeout, or one of the canned rejections.
     pub struct AdmissionFuture<F> {
         #[pin]
@@ -413,7 +413,7 @@ pin_project! {
             // Drawn at the goaway chance: close the keep-alive connection after the response.
             close_connection: bool,
             deadline: Deadline<TokioRuntime>,
-            admission: Rc<Admission>,
+            admission: Rc<AdmissionMiddleware>,
         },
     }
 }
@@ -527,7 +527,7 @@ async fn health(req: HttpRequest, state: web::Data<HealthState>) -> HttpResponse
 }
 
 /// Registers `/readyz`, `/livez`, `/healthz` and `/<endpoint>/<check>` on an `App`, for an
-/// [`Admission`] that does not answer them itself ([`Admission::serve_health`]`(false)`), or
+/// [`AdmissionMiddleware`] that does not answer them itself ([`AdmissionMiddleware::serve_health`]`(false)`), or
 /// an app without it: `App::new().route(..).configure(health_routes(shared, clock))`.
 /// Configure it after the app's own routes: actix tries routes in order, and these six
 /// patterns (three of them regular expressions) would be tried on every request first.

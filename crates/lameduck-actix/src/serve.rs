@@ -11,7 +11,7 @@ use std::time::Duration;
 use actix_web::body::MessageBody;
 use actix_web::dev::Extensions;
 use futures_util::future::{select, Either};
-use lameduck::Signal;
+use lameduck::LifecycleSignal;
 use lameduck_hyper::{ConnectionTracker, Runtime, ServeError, Server};
 use lameduck_tokio::TokioRuntime;
 
@@ -278,7 +278,9 @@ pub fn serve<H: ActixServer>(
         let shared = Arc::clone(ctx.shared());
         let drained = Arc::clone(&shared);
         let idle_after_drain = pin!(async move {
-            drained.signal_fired(Signal::InFlightRequestsDrained).await;
+            drained
+                .signal_fired(LifecycleSignal::InFlightRequestsDrained)
+                .await;
             // TLS handshakes in progress (each bounded by its timeout) end first: then their
             // connections end gracefully (HTTP/2 GOAWAY, HTTP/1 closed before a request).
             handshakes.wait_zero().await;
@@ -298,7 +300,7 @@ pub fn serve<H: ActixServer>(
                 // actix finished its graceful stop. If that was its own timeout while
                 // requests lameduck allows were still running, they were cut.
                 let timed_out = TokioRuntime.now() >= stop_began + shutdown_timeout;
-                if timed_out && !shared.has_fired(Signal::InFlightRequestsDrained) {
+                if timed_out && !shared.has_fired(LifecycleSignal::InFlightRequestsDrained) {
                     ctx.report_connections_cut();
                 }
             }

@@ -21,7 +21,7 @@ fn start(outlive: bool) -> (SocketAddr, Handle, tokio::task::JoinHandle<u8>) {
     builder.without_signals();
     let mut server = builder.prepare();
     let (shared, clock) = (server.shared().clone(), server.clock());
-    let admission = lameduck_actix::Admission::new(shared, clock);
+    let admission = lameduck_actix::AdmissionMiddleware::new(shared, clock);
     let http = AutoH2cServer::new(move || {
         App::new()
             .wrap(admission.clone())
@@ -87,7 +87,7 @@ async fn request_after_the_close(outlive: bool) -> String {
     let shared = handle.shared().clone();
     tokio::time::timeout(
         Duration::from_secs(5),
-        shared.signal_fired(lameduck::Signal::NotAcceptingNewRequest),
+        shared.signal_fired(lameduck::LifecycleSignal::NotAcceptingNewRequest),
     )
     .await
     .expect("the gate closes");

@@ -6,12 +6,12 @@ use std::time::Duration;
 use actix_web::http::{ConnectionType, StatusCode};
 use actix_web::{test, web, App, HttpResponse};
 use lameduck::{Config, Input, Instant, Lifecycle, StdClock, StopSource};
-use lameduck_actix::{health_routes, Admission};
+use lameduck_actix::{health_routes, AdmissionMiddleware};
 
 fn lifecycle(config: Config, with_mux: bool) -> (Lifecycle<lameduck::Running>, StdClock) {
     let mut cfg = Lifecycle::new(config);
     if with_mux {
-        cfg.add_mux_signal("crds").unwrap();
+        cfg.add_routes_signal("crds").unwrap();
     }
     let clock = StdClock::with_epoch(std::time::Instant::now());
     (cfg.prepare().start(Instant::ZERO), clock)
@@ -28,7 +28,7 @@ async fn admission_follows_the_lifecycle_in_mode_b() {
     let shared = lc.shared().clone();
     let app = test::init_service(
         App::new()
-            .wrap(Admission::new(shared.clone(), clock))
+            .wrap(AdmissionMiddleware::new(shared.clone(), clock))
             .route("/", web::get().to(|| async { "ok" }))
             .route(
                 "/slow",
@@ -115,14 +115,14 @@ async fn mode_a_rejects_with_503_and_long_running_requests_get_the_signal() {
     let shared = lc.shared().clone();
     let app = test::init_service(
         App::new()
-            .wrap(Admission::new(shared.clone(), clock))
+            .wrap(AdmissionMiddleware::new(shared.clone(), clock))
             .route(
                 "/watch",
                 web::get().to(|req: actix_web::HttpRequest| async move {
                     use actix_web::HttpMessage;
                     let signal = req
                         .extensions()
-                        .get::<lameduck_actix::ShutdownSignal>()
+                        .get::<lameduck_actix::ShutdownNotice>()
                         .cloned();
                     HttpResponse::Ok().body(if signal.is_some() { "signal" } else { "none" })
                 }),
@@ -166,13 +166,13 @@ async fn health_is_answered_by_the_middleware_or_by_routes_mounted_after_the_app
     let shared = lc.shared().clone();
     let by_middleware = test::init_service(
         App::new()
-            .wrap(Admission::new(shared.clone(), clock))
+            .wrap(AdmissionMiddleware::new(shared.clone(), clock))
             .route("/", web::get().to(|| async { "ok" })),
     )
     .await;
     let by_routes = test::init_service(
         App::new()
-            .wrap(Admission::new(shared.clone(), clock).serve_health(false))
+            .wrap(AdmissionMiddleware::new(shared.clone(), clock).serve_health(false))
             .route("/", web::get().to(|| async { "ok" }))
             .configure(health_routes(shared.clone(), clock)),
     )

@@ -93,7 +93,7 @@ fn start(tls: &ServerTls) -> Running {
     builder.without_signals();
     let mut server = builder.prepare();
     let (shared, clock) = (server.shared().clone(), server.clock());
-    let admission = lameduck_actix::Admission::new(shared, clock);
+    let admission = lameduck_actix::AdmissionMiddleware::new(shared, clock);
     let http = AutoH2cServer::new(move || {
         App::new().wrap(admission.clone()).route(
             "/",

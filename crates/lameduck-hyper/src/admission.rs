@@ -13,7 +13,8 @@ use http::{header, Request, Response, StatusCode};
 use lameduck::responses::{CannedResponse, REQUEST_TIMEOUT, ROUTES_NOT_READY};
 use lameduck::shared::OwnedLongRunningTicket;
 use lameduck::{
-    Admission, ConnectionKind, RequestClass, RequestInfo, Shared, Signal, SignalFired, StdClock,
+    Admission, ConnectionKind, LifecycleSignal, LifecycleSignalFired, RequestClass, RequestInfo,
+    Shared, StdClock,
 };
 use pin_project_lite::pin_project;
 use tower_layer::Layer;
@@ -32,43 +33,45 @@ use crate::ticket::{request_timeout, LongRunningSlot, RequestTracker, Tracker, U
 /// accepting new requests (`NotAcceptingNewRequest`), the moment to end the stream cleanly.
 ///
 /// ```
-/// # use lameduck_hyper::ShutdownSignal;
+/// # use lameduck_hyper::ShutdownNotice;
 /// async fn stream_until_shutdown<B>(req: http::Request<B>) {
-///     if let Some(signal) = req.extensions().get::<ShutdownSignal>().cloned() {
+///     if let Some(signal) = req.extensions().get::<ShutdownNotice>().cloned() {
 ///         // Produce events until the server stops accepting, then end the stream.
 ///         signal.wait().await;
 ///     }
 /// }
 /// ```
 #[derive(Clone)]
-pub struct ShutdownSignal {
+pub struct ShutdownNotice {
     shared: Arc<Shared>,
 }
 
-impl fmt::Debug for ShutdownSignal {
+impl fmt::Debug for ShutdownNotice {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ShutdownSignal")
+        f.debug_struct("ShutdownNotice")
             .field("fired", &self.is_fired())
             .finish()
     }
 }
 
-impl ShutdownSignal {
+impl ShutdownNotice {
     /// A signal for `shared`'s lifecycle.
     #[must_use]
     pub fn new(shared: Arc<Shared>) -> Self {
-        ShutdownSignal { shared }
+        ShutdownNotice { shared }
     }
 
     /// Resolves once the stream should end.
-    pub fn wait(&self) -> SignalFired {
-        self.shared.signal_fired(Signal::NotAcceptingNewRequest)
+    pub fn wait(&self) -> LifecycleSignalFired {
+        self.shared
+            .signal_fired(LifecycleSignal::NotAcceptingNewRequest)
     }
 
     /// Whether the stream should end now.
     #[must_use]
     pub fn is_fired(&self) -> bool {
-        self.shared.has_fired(Signal::NotAcceptingNewRequest)
+        self.shared
+            .has_fired(LifecycleSignal::NotAcceptingNewRequest)
     }
 }
 
@@ -112,7 +115,7 @@ pub enum Decision {
         /// response if its body has not ended by then.
         timeout: Option<Duration>,
         /// Hand this to the handler (long-running requests).
-        signal: Option<ShutdownSignal>,
+        signal: Option<ShutdownNotice>,
         /// Hand this to the handler (long-running upgrade requests).
         upgrade: Option<UpgradeTicketSlot>,
         /// Drawn at [`lameduck::Config::goaway_chance`] (never for exempt requests): end
@@ -138,7 +141,7 @@ impl Decision {
     /// Hands the `signal` and `upgrade` of a [`Decision::Serve`] to the handler through the
     /// request's `extensions` (the adapter keeps the tracker and the timeout).
     pub fn hand_over(
-        signal: Option<ShutdownSignal>,
+        signal: Option<ShutdownNotice>,
         upgrade: Option<UpgradeTicketSlot>,
         extensions: &mut impl RequestExtensions,
     ) {
@@ -168,7 +171,7 @@ pub fn decide(
             tracker: Some(RequestTracker::late(shared)),
             timeout: request_timeout(shared),
             signal: (class == RequestClass::LongRunning)
-                .then(|| ShutdownSignal::new(Arc::clone(shared))),
+                .then(|| ShutdownNotice::new(Arc::clone(shared))),
             upgrade: None,
             close_connection: true,
         },
@@ -195,7 +198,7 @@ pub fn decide(
                 upgrade: info.upgrade.then(|| UpgradeTicketSlot(Arc::clone(&slot))),
                 tracker: Some(RequestTracker(Tracker::LongRunning(slot))),
                 timeout: None,
-                signal: Some(ShutdownSignal::new(Arc::clone(shared))),
+                signal: Some(ShutdownNotice::new(Arc::clone(shared))),
                 close_connection: goaway::draw(shared.config().goaway_chance())
                     || shared.keep_alive_ended(),
             }
@@ -265,7 +268,7 @@ impl Admitted {
 
 impl<R: Runtime> AdmissionLayer<R> {
     /// Admits the request `req`, which came on a connection of `kind` (answering health
-    /// requests and rejections itself). Long-running requests get their [`ShutdownSignal`]
+    /// requests and rejections itself). Long-running requests get their [`ShutdownNotice`]
     /// (and upgrade slot) as request extensions.
     ///
     /// The path of a normal request is kept short: no allocation, no clock read, no timer,
@@ -334,7 +337,7 @@ impl<R: Runtime> AdmissionLayer<R> {
     #[inline(never)]
     fn serve_late<B>(&self, req: &mut Request<B>, class: RequestClass) -> Admitted {
         if class == RequestClass::LongRunning {
-            let signal = ShutdownSignal::new(Arc::clone(&self.shared));
+            let signal = ShutdownNotice::new(Arc::clone(&self.shared));
             Decision::hand_over(Some(signal), None, req.extensions_mut());
         }
         Admitted::Serve {
@@ -354,7 +357,7 @@ impl<R: Runtime> AdmissionLayer<R> {
     ) -> Admitted {
         let slot = LongRunningSlot::new(ticket, self.clock);
         Decision::hand_over(
-            Some(ShutdownSignal::new(Arc::clone(&self.shared))),
+            Some(ShutdownNotice::new(Arc::clone(&self.shared))),
             upgrade.then(|| UpgradeTicketSlot(Arc::clone(&slot))),
             req.extensions_mut(),
         );

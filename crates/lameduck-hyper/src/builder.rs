@@ -5,7 +5,9 @@ use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 
-use lameduck::{Config, Configuring, EndpointSet, HookKind, Lifecycle, MuxSignalId, RegisterError};
+use lameduck::{
+    Config, Configuring, EndpointSet, HookKind, Lifecycle, RegisterError, RoutesSignalId,
+};
 
 use crate::error::BoxError;
 use crate::hooks::{HookFn, Hooks};
@@ -113,13 +115,13 @@ impl<R: Runtime> Builder<R> {
     }
 
     /// Registers a readiness-of-routes signal: `MuxAndDiscoveryComplete` fires once every
-    /// registered one has been reported with [`Handle::mux_signal_fired`]; until then the
+    /// registered one has been reported with [`Handle::routes_signal_fired`]; until then the
     /// admission layer answers paths your service does not know (404) with 503
     /// `Retry-After: 5`.
     ///
-    /// [`Handle::mux_signal_fired`]: crate::Handle::mux_signal_fired
-    pub fn mux_signal(&mut self, name: &str) -> Result<MuxSignalId, RegisterError> {
-        self.lifecycle.add_mux_signal(name)
+    /// [`Handle::routes_signal_fired`]: crate::Handle::routes_signal_fired
+    pub fn routes_signal(&mut self, name: &str) -> Result<RoutesSignalId, RegisterError> {
+        self.lifecycle.add_routes_signal(name)
     }
 
     /// Adds a health check on `endpoints`.

@@ -15,7 +15,7 @@ pub enum ServeError {
     /// A hook, check or listener could not be registered.
     #[error(transparent)]
     Register(#[from] RegisterError),
-    /// Signal handling was already installed in this process.
+    /// OS signal handling was already installed in this process.
     #[error("the signal handler is already installed in this process")]
     SignalsAlreadyInstalled,
     /// Installing the signal handler failed.

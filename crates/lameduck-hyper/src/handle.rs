@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use futures_channel::mpsc;
-use lameduck::{Input, MuxSignalId, Phase, Shared, Signal, StopSource};
+use lameduck::{Input, LifecycleSignal, Phase, RoutesSignalId, Shared, StopSource};
 
 use crate::logging;
 
@@ -34,8 +34,8 @@ impl Handle {
 
     /// Delivers an OS-signal-like stop (a second one forces exit 1), for embedders that own
     /// signal handling.
-    pub fn deliver_signal(&self) -> bool {
-        self.send(Input::StopRequested(StopSource::Signal))
+    pub fn deliver_os_signal(&self) -> bool {
+        self.send(Input::StopRequested(StopSource::OsSignal))
     }
 
     /// Hands the listening sockets to a successor process, as SIGUSR2 does (see
@@ -48,9 +48,9 @@ impl Handle {
     }
 
     /// Reports that a readiness-of-routes signal registered with
-    /// [`Builder::mux_signal`](crate::Builder::mux_signal) fired (idempotent).
-    pub fn mux_signal_fired(&self, id: MuxSignalId) -> bool {
-        self.send(Input::MuxSignalFired(id))
+    /// [`Builder::routes_signal`](crate::Builder::routes_signal) fired (idempotent).
+    pub fn routes_signal_fired(&self, id: RoutesSignalId) -> bool {
+        self.send(Input::RoutesSignalFired(id))
     }
 
     fn send(&self, input: Input) -> bool {
@@ -70,7 +70,7 @@ impl Handle {
     }
 
     /// Resolves when `signal` fires.
-    pub fn signal_fired(&self, signal: Signal) -> lameduck::SignalFired {
+    pub fn signal_fired(&self, signal: LifecycleSignal) -> lameduck::LifecycleSignalFired {
         self.shared.signal_fired(signal)
     }
 

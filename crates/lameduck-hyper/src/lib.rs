@@ -13,7 +13,7 @@
 //! * [`AdmissionLayer`]: the tower layer (so axum works) that classifies requests (normal,
 //!   long-running, exempt), rejects them with 503/429 once the gate closes, bounds normal
 //!   requests by the request timeout (504 before the head, the response aborted after it),
-//!   serves the health endpoints, hands long-running handlers a [`ShutdownSignal`], and keeps
+//!   serves the health endpoints, hands long-running handlers a [`ShutdownNotice`], and keeps
 //!   every request counted until its response body ends (long-running ones until their
 //!   paced slot). A gRPC call (content-type `application/grpc*`) is rejected in gRPC form
 //!   ([`grpc`]: `UNAVAILABLE`, trailers-only, with `grpc-retry-pushback-ms`), and a
@@ -79,13 +79,13 @@ mod runtime;
 mod server;
 mod signals;
 pub mod sockets;
+mod succession;
 mod ticket;
 mod tracker;
-mod upgrade;
 
 pub use admission::{
     decide, request_info, AdmissionFuture, AdmissionService, Decision, RequestExtensions,
-    ShutdownSignal,
+    ShutdownNotice,
 };
 pub use body::{BodyEnd, LameduckBody, ResponseTimedOut};
 pub use builder::{Builder, Hook};

@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use lameduck::summary::{SummaryRecord, SUMMARY_MARKER};
-use lameduck::{DrainPlan, ExitReason, HookKind, HookOutcome, InputError, Signal};
+use lameduck::{DrainPlan, ExitReason, HookKind, HookOutcome, InputError, LifecycleSignal};
 use tracing::{debug, error, info, warn};
 
 use crate::runtime::OsSignal;
@@ -40,12 +40,12 @@ pub(crate) fn received_signal(signal: OsSignal) {
 
 /// A lifecycle signal fired; `elapsed` is the time since `ShutdownInitiated` (for the
 /// signals after it).
-pub(crate) fn signal(signal: Signal, elapsed: Option<Duration>) {
+pub(crate) fn signal(signal: LifecycleSignal, elapsed: Option<Duration>) {
     match (signal, elapsed) {
-        (Signal::HasBeenReady | Signal::MuxAndDiscoveryComplete, _) => {
+        (LifecycleSignal::HasBeenReady | LifecycleSignal::MuxAndDiscoveryComplete, _) => {
             info!(target: TARGET, name = %signal, "[graceful-termination] lifecycle event");
         }
-        (Signal::PreShutdownHooksStopped, Some(elapsed)) => info!(
+        (LifecycleSignal::PreShutdownHooksStopped, Some(elapsed)) => info!(
             target: TARGET,
             name = %signal,
             elapsed = ?elapsed,

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use lameduck::summary::{SummaryRecord, TerminationSummary};
-use lameduck::{Event, Input, Instant, Machine, Shared, Signal};
+use lameduck::{Event, Input, Instant, LifecycleSignal, Machine, Shared};
 
 /// The run loop's observer: it follows the termination to summarise it, and records metrics.
 #[derive(Debug, Default)]
@@ -65,7 +65,12 @@ impl Report {
 
     /// Notes that `signal` fired at `at` (logged at `now`); returns the time since
     /// `ShutdownInitiated` for the log line, for the signals after it.
-    pub(crate) fn signal(&mut self, signal: Signal, at: Instant, now: Instant) -> Option<Duration> {
+    pub(crate) fn signal(
+        &mut self,
+        signal: LifecycleSignal,
+        at: Instant,
+        now: Instant,
+    ) -> Option<Duration> {
         #[cfg(feature = "metrics")]
         {
             let unix = std::time::SystemTime::now()
@@ -77,9 +82,9 @@ impl Report {
         #[cfg(not(feature = "metrics"))]
         let _ = now;
         match signal {
-            Signal::ShutdownInitiated | Signal::HasBeenReady | Signal::MuxAndDiscoveryComplete => {
-                None
-            }
+            LifecycleSignal::ShutdownInitiated
+            | LifecycleSignal::HasBeenReady
+            | LifecycleSignal::MuxAndDiscoveryComplete => None,
             _ => self.summary.since_initiated(at),
         }
     }
@@ -87,7 +92,7 @@ impl Report {
     /// The time from `NotAcceptingNewRequest` to `now`, for the drain lines.
     pub(crate) fn since_not_accepting(&self, shared: &Shared, now: Instant) -> Option<Duration> {
         shared
-            .fired_at(Signal::NotAcceptingNewRequest)
+            .fired_at(LifecycleSignal::NotAcceptingNewRequest)
             .map(|at| now.saturating_duration_since(at))
     }
 

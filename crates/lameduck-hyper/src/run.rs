@@ -11,8 +11,8 @@ use std::task::Poll;
 use futures_channel::mpsc;
 use futures_util::{FutureExt, StreamExt};
 use lameduck::{
-    Event, HookKind, Input, InputError, Lifecycle, Phase, Prepared, Running, Shared, Signal,
-    SignalFired, StdClock,
+    Event, HookKind, Input, InputError, Lifecycle, LifecycleSignal, LifecycleSignalFired, Phase,
+    Prepared, Running, Shared, StdClock,
 };
 
 use crate::context::{ListenerContext, ServeControl, ServeTask};
@@ -20,7 +20,7 @@ use crate::hooks::{spawn_destroy_hooks, spawn_hooks, Hooks};
 use crate::logging;
 use crate::report::Report;
 use crate::runtime::Runtime;
-use crate::upgrade::{notify_systemd, Upgrade};
+use crate::succession::{notify_systemd, Succession};
 
 /// The running lifecycle and what its events act on.
 pub(crate) struct RunLoop<R: Runtime> {
@@ -36,11 +36,11 @@ pub(crate) struct RunLoop<R: Runtime> {
     tx: mpsc::UnboundedSender<Input>,
     /// `HasBeenReady` fires in a request task (the first 200 from `/readyz`); the run loop
     /// logs it, once, while this is `Some`.
-    has_been_ready: Option<SignalFired>,
+    has_been_ready: Option<LifecycleSignalFired>,
     /// The termination summary and the metrics.
     report: Report,
     /// Hand-overs to a successor, and the predecessor to tell once up.
-    upgrade: Upgrade,
+    succession: Succession,
 }
 
 /// What woke the run loop.
@@ -78,13 +78,13 @@ impl<R: Runtime> RunLoop<R> {
             tx,
             has_been_ready: None,
             report: Report::default(),
-            upgrade: Upgrade::default(),
+            succession: Succession::default(),
         }
     }
 
-    /// Hands over with `upgrade`'s target and sockets, and reports to its predecessor.
-    pub(crate) fn with_upgrade(mut self, upgrade: Upgrade) -> Self {
-        self.upgrade = upgrade;
+    /// Hands over with `succession`'s target and sockets, and reports to its predecessor.
+    pub(crate) fn with_succession(mut self, succession: Succession) -> Self {
+        self.succession = succession;
         self
     }
 
@@ -109,14 +109,14 @@ impl<R: Runtime> RunLoop<R> {
     /// Runs until the lifecycle exits; returns the exit code. `rx` receives what every task
     /// sends on the run loop's channel.
     pub(crate) async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Input>) -> u8 {
-        self.has_been_ready = Some(self.shared.signal_fired(Signal::HasBeenReady));
+        self.has_been_ready = Some(self.shared.signal_fired(LifecycleSignal::HasBeenReady));
         loop {
             while let Some(event) = self.lc.poll_event() {
                 if let Some(code) = self.on_event(event) {
                     return code;
                 }
             }
-            self.upgrade.tell_predecessor_when_up(self.lc.machine());
+            self.succession.tell_predecessor_when_up(self.lc.machine());
 
             // Wait for an input, a deadline or a drain notification. The gate listener is
             // created before the machine re-checks the counts, so no release is missed.
@@ -166,8 +166,11 @@ impl<R: Runtime> RunLoop<R> {
                 Wake::Input(None) => Ok(()),
                 Wake::Gate => self.lc.handle_input(Input::DrainProgress, now),
                 Wake::Ready => {
-                    let at = self.shared.fired_at(Signal::HasBeenReady).unwrap_or(now);
-                    self.log_signal(Signal::HasBeenReady, at, now);
+                    let at = self
+                        .shared
+                        .fired_at(LifecycleSignal::HasBeenReady)
+                        .unwrap_or(now);
+                    self.log_signal(LifecycleSignal::HasBeenReady, at, now);
                     Ok(())
                 }
                 Wake::Timer => {
@@ -194,18 +197,21 @@ impl<R: Runtime> RunLoop<R> {
             Event::Signal { signal, at } => {
                 // HasBeenReady can only fire before ShutdownInitiated; if it did and is not
                 // logged yet, log it first so the log keeps the real order.
-                if signal == Signal::ShutdownInitiated
+                if signal == LifecycleSignal::ShutdownInitiated
                     && self.has_been_ready.is_some()
-                    && self.shared.has_fired(Signal::HasBeenReady)
+                    && self.shared.has_fired(LifecycleSignal::HasBeenReady)
                 {
                     self.has_been_ready = None;
-                    let ready_at = self.shared.fired_at(Signal::HasBeenReady).unwrap_or(at);
-                    self.log_signal(Signal::HasBeenReady, ready_at, now);
+                    let ready_at = self
+                        .shared
+                        .fired_at(LifecycleSignal::HasBeenReady)
+                        .unwrap_or(at);
+                    self.log_signal(LifecycleSignal::HasBeenReady, ready_at, now);
                 }
                 self.log_signal(signal, at, now);
-                if signal == Signal::ShutdownInitiated && self.shared.sockets_outlive() {
+                if signal == LifecycleSignal::ShutdownInitiated && self.shared.sockets_outlive() {
                     // Another process accepts on the sockets: this one stops, and drains.
-                    self.upgrade.release_sockets();
+                    self.succession.release_sockets();
                     self.control.accepting_elsewhere.set();
                 }
             }
@@ -243,13 +249,13 @@ impl<R: Runtime> RunLoop<R> {
                 logging::stopping_listeners(
                     shutdown_deadline.map(|d| d.saturating_duration_since(now)),
                 );
-                self.upgrade.release_sockets();
+                self.succession.release_sockets();
                 self.control.stop.set();
             }
-            Event::HandOverListeners => self.upgrade.start(&self.tx),
+            Event::HandOverListeners => self.succession.start(&self.tx),
             Event::HandedOver => {
-                logging::handed_over(self.upgrade.successor());
-                self.upgrade.release_sockets();
+                logging::handed_over(self.succession.successor());
+                self.succession.release_sockets();
             }
             // The reason was logged where the hand-over failed.
             Event::HandOverFailed => {}
@@ -285,7 +291,12 @@ impl<R: Runtime> RunLoop<R> {
     }
 
     /// Logs (and records) that `signal` fired at `at`.
-    fn log_signal(&mut self, signal: Signal, at: lameduck::Instant, now: lameduck::Instant) {
+    fn log_signal(
+        &mut self,
+        signal: LifecycleSignal,
+        at: lameduck::Instant,
+        now: lameduck::Instant,
+    ) {
         let elapsed = self.report.signal(signal, at, now);
         logging::signal(signal, elapsed);
     }

@@ -22,7 +22,7 @@ use crate::run::RunLoop;
 use crate::runtime::{Listener, Runtime};
 use crate::signals::InstalledSignals;
 use crate::sockets::hand_over::{HandOver, Predecessor};
-use crate::upgrade::Upgrade;
+use crate::succession::Succession;
 
 /// A prepared server: add listeners with [`Server::serve`], then [`Server::run`] it.
 ///
@@ -40,7 +40,7 @@ pub struct Server<R: Runtime> {
     signals: Option<Result<InstalledSignals<R>, ServeError>>,
     serves: Vec<ServeTask<R>>,
     /// The hand-over: its target, the listening sockets, the predecessor.
-    upgrade: Upgrade,
+    succession: Succession,
     tx: mpsc::UnboundedSender<Input>,
     rx: mpsc::UnboundedReceiver<Input>,
 }
@@ -72,7 +72,7 @@ impl<R: Runtime> Server<R> {
             hooks,
             signals,
             serves: Vec::new(),
-            upgrade: Upgrade::default(),
+            succession: Succession::default(),
             tx,
             rx,
         }
@@ -83,7 +83,7 @@ impl<R: Runtime> Server<R> {
     /// is ready; see [`crate::sockets::hand_over`]. Without it, a hand-over request is
     /// logged as failed and the server keeps serving.
     pub fn hand_over_to(&mut self, target: HandOver) -> &mut Self {
-        self.upgrade.target = Some(target);
+        self.succession.target = Some(target);
         self
     }
 
@@ -95,7 +95,7 @@ impl<R: Runtime> Server<R> {
         listener: &str,
         socket: std::os::fd::BorrowedFd<'_>,
     ) -> std::io::Result<()> {
-        self.upgrade.keep(listener, socket)
+        self.succession.keep(listener, socket)
     }
 
     /// Says that the listening sockets outlive this process: they were inherited from
@@ -114,7 +114,7 @@ impl<R: Runtime> Server<R> {
     /// the service's main process (`MAINPID=`, with `NotifyAccess=all` in the unit). If it
     /// terminates before, the predecessor learns it and keeps serving.
     pub fn report_up_to(&mut self, predecessor: Predecessor) -> &mut Self {
-        self.upgrade.predecessor = Some(predecessor);
+        self.succession.predecessor = Some(predecessor);
         self
     }
 
@@ -250,7 +250,7 @@ impl<R: Runtime> Server<R> {
         })?;
         let id = self.lifecycle.add_listener(name)?;
         if let Some(socket) = listener.socket() {
-            self.upgrade
+            self.succession
                 .keep(name, socket)
                 .map_err(ServeError::HandOverSocket)?;
         }
@@ -277,7 +277,7 @@ impl<R: Runtime> Server<R> {
             hooks,
             signals,
             serves,
-            upgrade,
+            succession,
             tx,
             rx,
             admission: _,
@@ -288,7 +288,7 @@ impl<R: Runtime> Server<R> {
             .map(|signals| signals.forward(&runtime, tx.clone()));
         let control = Arc::new(ServeControl::default());
         let run = RunLoop::start(lifecycle, runtime, clock, hooks, Arc::clone(&control), tx)
-            .with_upgrade(upgrade);
+            .with_succession(succession);
         for task in serves {
             run.spawn_server(task);
         }

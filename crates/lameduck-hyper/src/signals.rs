@@ -53,7 +53,7 @@ impl<R: Runtime> InstalledSignals<R> {
                     Input::HandOverRequested
                 } else {
                     logging::received_signal(signal);
-                    Input::StopRequested(StopSource::Signal)
+                    Input::StopRequested(StopSource::OsSignal)
                 };
                 if tx.unbounded_send(input).is_err() {
                     break;

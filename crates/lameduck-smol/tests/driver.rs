@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::Full;
-use lameduck::{Config, Signal};
+use lameduck::{Config, LifecycleSignal};
 use tower::service_fn;
 
 type Req = Request<hyper::body::Incoming>;
@@ -41,8 +41,10 @@ fn block_on_runs_the_whole_sequence_with_the_delay() {
         assert!(asked.elapsed() >= Duration::from_millis(150));
         assert!(asked.elapsed() < Duration::from_secs(10));
         let shared = handle.shared();
-        let delay = shared.fired_at(Signal::AfterShutdownDelayDuration).unwrap()
-            - shared.fired_at(Signal::ShutdownInitiated).unwrap();
+        let delay = shared
+            .fired_at(LifecycleSignal::AfterShutdownDelayDuration)
+            .unwrap()
+            - shared.fired_at(LifecycleSignal::ShutdownInitiated).unwrap();
         assert!(delay >= Duration::from_millis(150), "{delay:?}");
     });
 }

@@ -73,7 +73,7 @@ pub use tls::TlsAcceptor;
 
 pub use lameduck_hyper::{
     take_upgrade_ticket, AdmissionLayer, Builder, Handle, HealthService, Hook, HttpService,
-    ListenerContext, ServeError, Server, ShutdownSignal,
+    ListenerContext, ServeError, Server, ShutdownNotice,
 };
 
 /// Starts configuring a server on tokio.

@@ -10,9 +10,9 @@ use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Empty, Full};
 use hyper_util::rt::TokioIo;
-use lameduck::{Config, Signal};
+use lameduck::{Config, LifecycleSignal};
 use lameduck_hyper::{Listener, ServeError};
-use lameduck_tokio::ShutdownSignal;
+use lameduck_tokio::ShutdownNotice;
 use tokio::io::DuplexStream;
 use tower::{service_fn, Layer, ServiceExt};
 
@@ -57,9 +57,15 @@ async fn not_accepting_waits_for_the_delay_and_a_slow_hook_then_exits_0() {
     assert!(handle.request_shutdown());
     assert_eq!(run.await.unwrap().unwrap(), 0);
     let shared = handle.shared();
-    let t0 = shared.fired_at(Signal::ShutdownInitiated).unwrap();
-    let delay = shared.fired_at(Signal::AfterShutdownDelayDuration).unwrap() - t0;
-    let n = shared.fired_at(Signal::NotAcceptingNewRequest).unwrap() - t0;
+    let t0 = shared.fired_at(LifecycleSignal::ShutdownInitiated).unwrap();
+    let delay = shared
+        .fired_at(LifecycleSignal::AfterShutdownDelayDuration)
+        .unwrap()
+        - t0;
+    let n = shared
+        .fired_at(LifecycleSignal::NotAcceptingNewRequest)
+        .unwrap()
+        - t0;
     // Virtual time: exact up to the scheduler's millisecond rounding.
     assert!(
         delay >= Duration::from_secs(5) && delay < Duration::from_millis(5010),
@@ -70,8 +76,8 @@ async fn not_accepting_waits_for_the_delay_and_a_slow_hook_then_exits_0() {
         "{n:?}"
     );
     for s in [
-        Signal::InFlightRequestsDrained,
-        Signal::HTTPServerStoppedListening,
+        LifecycleSignal::InFlightRequestsDrained,
+        LifecycleSignal::HTTPServerStoppedListening,
     ] {
         assert!(shared.has_fired(s), "{s}");
     }
@@ -97,7 +103,9 @@ async fn failing_and_panicking_hooks_still_drain_and_exit_1() {
         let run = tokio::spawn(server.run());
         handle.request_shutdown();
         assert_eq!(run.await.unwrap().unwrap(), 1, "panic = {panic}");
-        assert!(handle.shared().has_fired(Signal::InFlightRequestsDrained));
+        assert!(handle
+            .shared()
+            .has_fired(LifecycleSignal::InFlightRequestsDrained));
     }
 }
 
@@ -111,13 +119,15 @@ async fn a_second_signal_exits_1_at_once() {
         .unwrap();
     let handle = server.handle();
     let run = tokio::spawn(server.run());
-    handle.deliver_signal();
+    handle.deliver_os_signal();
     tokio::time::sleep(Duration::from_secs(1)).await;
-    handle.deliver_signal();
+    handle.deliver_os_signal();
     let started = tokio::time::Instant::now();
     assert_eq!(run.await.unwrap().unwrap(), 1);
     assert!(started.elapsed() < Duration::from_millis(10));
-    assert!(!handle.shared().has_fired(Signal::NotAcceptingNewRequest));
+    assert!(!handle
+        .shared()
+        .has_fired(LifecycleSignal::NotAcceptingNewRequest));
 }
 
 #[tokio::test(start_paused = true)]
@@ -216,7 +226,7 @@ async fn long_running_bodies_end_at_the_paced_rate_and_hold_the_drain() {
     let handle = server.handle();
     // A stream that ends as soon as the server says so.
     let svc = layer.layer(service_fn(|req: Request<Empty<Bytes>>| async move {
-        let signal = req.extensions().get::<ShutdownSignal>().cloned().unwrap();
+        let signal = req.extensions().get::<ShutdownNotice>().cloned().unwrap();
         let body = http_body_util::StreamBody::new(futures_util::stream::once(async move {
             signal.wait().await;
             Ok::<_, Infallible>(http_body::Frame::data(Bytes::from_static(b"bye\n")))
@@ -332,7 +342,7 @@ async fn an_upgraded_connection_stays_counted_until_its_ticket_drops() {
 async fn unknown_paths_get_503_until_every_route_signal_fired() {
     let mut b = lameduck_tokio::builder(Config::default());
     b.without_signals();
-    let crds = b.mux_signal("crds").unwrap();
+    let crds = b.routes_signal("crds").unwrap();
     let mut server = b.prepare();
     let layer = server.admission_layer();
     server
@@ -358,8 +368,10 @@ async fn unknown_paths_get_503_until_every_route_signal_fired() {
     assert_eq!(early.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(early.headers()["retry-after"], "5");
     assert_eq!(get("/known").await.status(), StatusCode::OK);
-    handle.mux_signal_fired(crds);
-    handle.signal_fired(Signal::MuxAndDiscoveryComplete).await;
+    handle.routes_signal_fired(crds);
+    handle
+        .signal_fired(LifecycleSignal::MuxAndDiscoveryComplete)
+        .await;
     assert_eq!(get("/unknown").await.status(), StatusCode::NOT_FOUND);
     handle.request_shutdown();
     assert_eq!(run.await.unwrap().unwrap(), 0);
@@ -494,12 +506,12 @@ async fn destroy_hooks_hold_the_exit_and_a_second_signal_cuts_them_short() {
             .unwrap();
         let handle = server.handle();
         let run = tokio::spawn(server.run());
-        handle.deliver_signal();
+        handle.deliver_os_signal();
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert!(!run.is_finished(), "the exit waits for the destroy hook");
         let started = tokio::time::Instant::now();
         if second_signal {
-            handle.deliver_signal();
+            handle.deliver_os_signal();
         }
         let code = run.await.unwrap().unwrap();
         let waited = started.elapsed();
@@ -533,7 +545,7 @@ async fn a_signal_after_request_shutdown_exits_1() {
         !run.is_finished(),
         "repeating request_shutdown() changes nothing"
     );
-    handle.deliver_signal();
+    handle.deliver_os_signal();
     assert_eq!(run.await.unwrap().unwrap(), 1);
 }
 

@@ -7,7 +7,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
-use lameduck::{Config, Signal};
+use lameduck::{Config, LifecycleSignal};
 use lameduck_hyper::sockets::hand_over::{receive_listeners, HandOver};
 
 mod support;
@@ -89,7 +89,9 @@ async fn the_successor_serves_at_once_and_is_ready_after_its_post_start_hook() {
     // Both serve the socket while the successor warms up; the old one has not started to
     // terminate.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(!old_handle.shared().has_fired(Signal::ShutdownInitiated));
+    assert!(!old_handle
+        .shared()
+        .has_fired(LifecycleSignal::ShutdownInitiated));
     let mut seen_new = false;
     for _ in 0..40 {
         let body = tokio::task::spawn_blocking(move || get(addr))

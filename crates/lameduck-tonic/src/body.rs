@@ -9,8 +9,8 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue};
 use http_body::{Body, Frame, SizeHint};
-use lameduck::SignalFired;
-use lameduck_hyper::ShutdownSignal;
+use lameduck::LifecycleSignalFired;
+use lameduck_hyper::ShutdownNotice;
 use pin_project_lite::pin_project;
 
 pin_project! {
@@ -19,13 +19,13 @@ pin_project! {
         #[pin]
         inner: B,
         // Set for a call the server ends at `NotAcceptingNewRequest`.
-        end: Option<Pin<Box<SignalFired>>>,
+        end: Option<Pin<Box<LifecycleSignalFired>>>,
         ended: bool,
     }
 }
 
 impl<B> GrpcBody<B> {
-    pub(crate) fn new(inner: B, end: Option<ShutdownSignal>) -> Self {
+    pub(crate) fn new(inner: B, end: Option<ShutdownNotice>) -> Self {
         GrpcBody {
             inner,
             end: end.map(|s| Box::pin(s.wait())),

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use http::{HeaderMap, Request, Response};
 use lameduck::Shared;
-use lameduck_hyper::ShutdownSignal;
+use lameduck_hyper::ShutdownNotice;
 use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
@@ -104,7 +104,7 @@ where
         if !lameduck_hyper::grpc::is_grpc(req.headers()) {
             return GrpcFuture::new(self.inner.call(req), None, None);
         }
-        let signal = req.extensions().get::<ShutdownSignal>().cloned();
+        let signal = req.extensions().get::<ShutdownNotice>().cloned();
         let client = grpc_timeout(req.headers());
         let server = match signal {
             Some(_) => None, // long-running: no request timeout
@@ -128,12 +128,12 @@ pin_project! {
         #[pin]
         inner: F,
         deadline: Option<Pin<Box<tokio::time::Sleep>>>,
-        end: Option<ShutdownSignal>,
+        end: Option<ShutdownNotice>,
     }
 }
 
 impl<F> GrpcFuture<F> {
-    fn new(inner: F, timeout: Option<Duration>, end: Option<ShutdownSignal>) -> Self {
+    fn new(inner: F, timeout: Option<Duration>, end: Option<ShutdownNotice>) -> Self {
         GrpcFuture {
             inner,
             // Started now, before the server's own request timeout is anchored (at the

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use futures_util::future::{select, Either};
 use futures_util::FutureExt;
-use lameduck::{Shared, Signal, StdClock};
+use lameduck::{LifecycleSignal, Shared, StdClock};
 use tonic_health::server::HealthReporter;
 use tonic_health::ServingStatus;
 
@@ -59,7 +59,7 @@ impl HealthDriver {
 
     /// The status the lifecycle says now: `SERVING` when `/readyz` answers 200.
     fn status_now(&self) -> ServingStatus {
-        if self.shared.has_fired(Signal::ShutdownInitiated) {
+        if self.shared.has_fired(LifecycleSignal::ShutdownInitiated) {
             return ServingStatus::NotServing;
         }
         let now = self.clock.instant(tokio::time::Instant::now().into_std());
@@ -78,7 +78,7 @@ impl HealthDriver {
     /// The task: re-evaluates readiness every [`READINESS_INTERVAL`] and sets `NOT_SERVING`
     /// as soon as `ShutdownInitiated` fires; returns then.
     pub async fn run(self) {
-        let mut shutdown = pin!(self.shared.signal_fired(Signal::ShutdownInitiated));
+        let mut shutdown = pin!(self.shared.signal_fired(LifecycleSignal::ShutdownInitiated));
         let mut last = None;
         loop {
             let status = self.status_now();

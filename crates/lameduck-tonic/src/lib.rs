@@ -12,7 +12,7 @@
 //!   timeout)` gets `DEADLINE_EXCEEDED`, trailers-only ([`GrpcLayer`]).
 //! * **Streaming calls are long-running**: the methods named with [`Grpc::streaming`] (and
 //!   tonic-health's `Watch`) are tracked as long-running: no request timeout, told to end at
-//!   `NotAcceptingNewRequest` through the [`ShutdownSignal`] in their request extensions
+//!   `NotAcceptingNewRequest` through the [`ShutdownNotice`] in their request extensions
 //!   ([`shutdown_signal`]), their final status held to the paced drain rate.
 //!
 //! ```no_run
@@ -52,18 +52,18 @@ use tower_layer::Layer;
 pub use body::GrpcBody;
 pub use deadline::{grpc_timeout, GrpcFuture, GrpcLayer, GrpcService};
 pub use health::{HealthDriver, READINESS_INTERVAL};
-pub use lameduck_hyper::ShutdownSignal;
+pub use lameduck_hyper::ShutdownNotice;
 
 /// The path of tonic-health's streaming `Watch` method, long-running and ended by the
 /// server at `NotAcceptingNewRequest`.
 pub const HEALTH_WATCH: &str = "/grpc.health.v1.Health/Watch";
 
-/// The [`ShutdownSignal`] of a long-running call, from a tonic handler's request: resolves
+/// The [`ShutdownNotice`] of a long-running call, from a tonic handler's request: resolves
 /// at `NotAcceptingNewRequest`, when the stream should end with status OK. `None` for a
 /// call that is not long-running.
 #[must_use]
-pub fn shutdown_signal<T>(request: &tonic::Request<T>) -> Option<ShutdownSignal> {
-    request.extensions().get::<ShutdownSignal>().cloned()
+pub fn shutdown_signal<T>(request: &tonic::Request<T>) -> Option<ShutdownNotice> {
+    request.extensions().get::<ShutdownNotice>().cloned()
 }
 
 type Fallback = Arc<dyn Fn(&RequestInfo<'_>) -> bool + Send + Sync>;

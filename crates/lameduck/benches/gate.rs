@@ -21,7 +21,9 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, BatchSize, Bencher, BenchmarkGroup, Criterion};
 use lameduck::machine::HookKind;
 use lameduck::sim::Simulator;
-use lameduck::{Admission, Config, Gate, HookOutcome, Lifecycle, RequestClass, Shared, Signal};
+use lameduck::{
+    Admission, Config, Gate, HookOutcome, Lifecycle, LifecycleSignal, RequestClass, Shared,
+};
 
 /// Keeps the hammered word off the cache line of anything else the threads touch (the
 /// stop flag in particular), so the contention measured is on the word alone.
@@ -221,7 +223,9 @@ fn shutdown_sequence(c: &mut Criterion) {
     let sim = shutdown(serving());
     assert_eq!(sim.exit, Some(0), "{:?}", sim.log);
     assert_eq!(sim.open_requests(), 0);
-    assert!(sim.machine.has_fired(Signal::InFlightRequestsDrained));
+    assert!(sim
+        .machine
+        .has_fired(LifecycleSignal::InFlightRequestsDrained));
     let plan = sim.log.iter().find_map(|(_, e)| match e {
         lameduck::Event::DrainStarted(plan) => Some(*plan),
         _ => None,

@@ -58,7 +58,7 @@ pub const DEFAULT_EXEMPT_PATH_PREFIXES: [&str; 4] = ["/readyz", "/livez", "/heal
 /// requests have drained by the time the listener stops, so two seconds is enough.
 pub const MODE_B_HTTP_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// How new requests are refused once [`crate::Signal::NotAcceptingNewRequest`] fires.
+/// How new requests are refused once [`crate::LifecycleSignal::NotAcceptingNewRequest`] fires.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum ShutdownMode {
     /// Mode A (the default): the listener closes at `NotAcceptingNewRequest`.

@@ -14,7 +14,7 @@
 //! 4. Send the [`HealthResponse`] with the headers in [`HEADERS`].
 //!
 //! The first 200 from the root of [`Endpoint::Readyz`] is what fires
-//! [`Signal::HasBeenReady`](crate::Signal::HasBeenReady); the caller sees it in the status.
+//! [`LifecycleSignal::HasBeenReady`](crate::LifecycleSignal::HasBeenReady); the caller sees it in the status.
 
 use alloc::borrow::Cow;
 use alloc::string::String;

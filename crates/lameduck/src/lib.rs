@@ -61,11 +61,12 @@ pub use health::{CheckOutcome, Endpoint, HealthQuery, HealthResponse, HealthTarg
 pub use lifecycle::{Configuring, Lifecycle, Prepared, Running, Stage};
 pub use machine::{
     DrainPlan, Event, ExitReason, HandOverOutcome, HookId, HookKind, HookOutcome, Input,
-    InputError, ListenerId, Machine, MachineStage, MuxSignalId, Phase, RegisterError, StopSource,
+    InputError, ListenerId, Machine, MachineStage, Phase, RegisterError, RoutesSignalId,
+    StopSource,
 };
 pub use rejections::{RejectionCounts, RejectionReason};
-pub use shared::{Admission, CheckFn, EndpointSet, Shared, SignalFired};
-pub use signal::{Signal, SignalSet, SignalTimes};
+pub use shared::{Admission, CheckFn, EndpointSet, LifecycleSignalFired, Shared};
+pub use signal::{LifecycleSignal, SignalSet, SignalTimes};
 pub use time::Instant;
 #[cfg(feature = "std")]
 pub use time::StdClock;

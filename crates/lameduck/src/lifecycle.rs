@@ -63,8 +63,8 @@ use core::marker::PhantomData;
 
 use crate::config::Config;
 use crate::machine::{
-    Event, HookId, HookKind, Input, InputError, ListenerId, Machine, MachineStage, MuxSignalId,
-    Phase, RegisterError, StopSource,
+    Event, HookId, HookKind, Input, InputError, ListenerId, Machine, MachineStage, Phase,
+    RegisterError, RoutesSignalId, StopSource,
 };
 use crate::shared::{CheckFn, EndpointSet, Shared};
 use crate::time::Instant;
@@ -229,8 +229,8 @@ impl Lifecycle<Configuring> {
     }
 
     /// Registers a readiness-of-routes signal.
-    pub fn add_mux_signal(&mut self, name: &str) -> Result<MuxSignalId, RegisterError> {
-        self.machine.add_mux_signal(name)
+    pub fn add_routes_signal(&mut self, name: &str) -> Result<RoutesSignalId, RegisterError> {
+        self.machine.add_routes_signal(name)
     }
 
     /// Registers a user health check.

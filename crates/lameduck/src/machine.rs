@@ -26,7 +26,7 @@
 //! m.handle_input(Input::Prepare, now)?;
 //! m.handle_input(Input::Start, now)?;
 //! m.handle_input(Input::ListenerServing(api), now)?;
-//! m.handle_input(Input::StopRequested(StopSource::Signal), now)?;
+//! m.handle_input(Input::StopRequested(StopSource::OsSignal), now)?;
 //! let exit = loop {
 //!     // 1. Drain the outputs and turn each into an effect.
 //!     while let Some(event) = m.poll_event() {
@@ -58,7 +58,7 @@ use core::time::Duration;
 
 use crate::config::Config;
 use crate::shared::{CheckFn, EndpointSet, PostStartState, Shared};
-use crate::signal::Signal;
+use crate::signal::LifecycleSignal;
 use crate::time::{duration_nanos_saturating, Instant};
 
 // The machine is written in four more files: `io`, the vocabulary (inputs, events, ids,
@@ -73,7 +73,7 @@ mod timer;
 
 pub use self::io::{
     DrainPlan, Event, ExitReason, HandOverOutcome, HookId, HookKind, HookOutcome, Input,
-    InputError, ListenerId, MuxSignalId, RegisterError, StopSource,
+    InputError, ListenerId, RegisterError, RoutesSignalId, StopSource,
 };
 use self::timer::TimerTable;
 
@@ -106,11 +106,39 @@ struct Hook {
     post_start_slot: usize,
 }
 
-#[derive(Default, Clone, Copy)]
-struct ListenerState {
-    serving: bool,
-    stopped: bool,
-    server_stopped: bool,
+/// How far one listener has got: it serves, then stops, then its server stops. A listener
+/// may also stop without having served (it failed first).
+#[derive(Default, Clone, Copy, Debug, PartialEq, Eq)]
+enum ListenerState {
+    /// Registered; not serving yet.
+    #[default]
+    Registered,
+    /// Serving.
+    Serving,
+    /// The listener stopped (`served`: it had served before).
+    Stopped { served: bool },
+    /// Its server stopped too.
+    ServerStopped { served: bool },
+}
+
+impl ListenerState {
+    /// Whether the listener has served (it may have stopped since).
+    fn has_served(self) -> bool {
+        matches!(
+            self,
+            ListenerState::Serving
+                | ListenerState::Stopped { served: true }
+                | ListenerState::ServerStopped { served: true }
+        )
+    }
+
+    /// Whether the listener has stopped.
+    fn is_stopped(self) -> bool {
+        matches!(
+            self,
+            ListenerState::Stopped { .. } | ListenerState::ServerStopped { .. }
+        )
+    }
 }
 
 struct PendingCheck {
@@ -176,12 +204,11 @@ enum HandOverState {
 /// The lifecycle state machine. See the [module docs](self).
 pub struct Machine {
     config: Config,
-    stage: MachineStage,
     hooks: Vec<Hook>,
     listener_names: Vec<String>,
     listeners: Vec<ListenerState>,
-    mux_names: Vec<String>,
-    mux_fired: Vec<bool>,
+    routes_signal_names: Vec<String>,
+    routes_signal_fired_flags: Vec<bool>,
     pending_checks: Vec<PendingCheck>,
     shared: Option<Arc<Shared>>,
     timers: TimerTable,
@@ -217,12 +244,11 @@ impl Machine {
     pub fn new(config: Config) -> Self {
         Machine {
             config,
-            stage: MachineStage::Configuring,
             hooks: Vec::new(),
             listener_names: Vec::new(),
             listeners: Vec::new(),
-            mux_names: Vec::new(),
-            mux_fired: Vec::new(),
+            routes_signal_names: Vec::new(),
+            routes_signal_fired_flags: Vec::new(),
             pending_checks: Vec::new(),
             shared: None,
             timers: TimerTable::default(),
@@ -283,8 +309,8 @@ impl Machine {
 
     /// The name of a readiness-of-routes signal.
     #[must_use]
-    pub fn mux_signal_name(&self, id: MuxSignalId) -> Option<&str> {
-        self.mux_names.get(id.index()).map(String::as_str)
+    pub fn routes_signal_name(&self, id: RoutesSignalId) -> Option<&str> {
+        self.routes_signal_names.get(id.index()).map(String::as_str)
     }
 
     /// The shared state, from [`Phase::Prepared`] on.
@@ -303,21 +329,24 @@ impl Machine {
     }
 
     /// The coarse stage, which decides the legal registrations and inputs
-    /// (`self.phase().stage()`).
+    /// (`self.phase().stage()`, read from the one value that records the progress).
     #[must_use]
     pub fn stage(&self) -> MachineStage {
-        self.stage
+        match &self.shared {
+            None => MachineStage::Configuring,
+            Some(shared) => shared.stage(),
+        }
     }
 
     /// Whether `signal` has fired.
     #[must_use]
-    pub fn has_fired(&self, signal: Signal) -> bool {
+    pub fn has_fired(&self, signal: LifecycleSignal) -> bool {
         self.shared.as_ref().is_some_and(|s| s.has_fired(signal))
     }
 
     /// When `signal` fired.
     #[must_use]
-    pub fn fired_at(&self, signal: Signal) -> Option<Instant> {
+    pub fn fired_at(&self, signal: LifecycleSignal) -> Option<Instant> {
         self.shared.as_ref().and_then(|s| s.fired_at(signal))
     }
 
@@ -341,7 +370,7 @@ impl Machine {
 
     /// Advances time to `now`: fires every timer that is due.
     pub fn handle_timeout(&mut self, now: Instant) {
-        if self.stage == MachineStage::Running {
+        if self.stage() == MachineStage::Running {
             self.advance(now);
         }
     }
@@ -352,29 +381,29 @@ impl Machine {
         let wrong = |input: &'static str| Err(InputError::WrongPhase { input, phase });
         match input {
             Input::Prepare => {
-                if self.stage != MachineStage::Configuring {
+                if self.stage() != MachineStage::Configuring {
                     return wrong("Prepare");
                 }
                 let _shared = self.prepare();
                 return Ok(());
             }
             Input::Start => {
-                if self.stage != MachineStage::Prepared {
+                if self.stage() != MachineStage::Prepared {
                     return wrong("Start");
                 }
                 self.start(now);
                 return Ok(());
             }
-            _ if self.stage != MachineStage::Running => return wrong(input.name()),
+            _ if self.stage() != MachineStage::Running => return wrong(input.name()),
             Input::ListenerServing(id) => {
                 let l = self.listener_mut(id)?;
-                if l.serving || l.stopped {
+                if *l != ListenerState::Registered {
                     return Err(InputError::ListenerRepeated {
                         listener: id,
                         input: "ListenerServing",
                     });
                 }
-                l.serving = true;
+                *l = ListenerState::Serving;
             }
             Input::HookFinished { hook, outcome } => {
                 let h = self
@@ -408,16 +437,16 @@ impl Machine {
                     }
                 }
             }
-            Input::MuxSignalFired(id) => {
+            Input::RoutesSignalFired(id) => {
                 let fired = self
-                    .mux_fired
+                    .routes_signal_fired_flags
                     .get_mut(id.index())
-                    .ok_or(InputError::UnknownMuxSignal(id))?;
+                    .ok_or(InputError::UnknownRoutesSignal(id))?;
                 *fired = true;
             }
             Input::StopRequested(source) => {
                 if self.stop == StopRequest::Event {
-                    if source == StopSource::Signal {
+                    if source == StopSource::OsSignal {
                         // The second stop event: exit at once, no hooks, no drain.
                         self.exit(1, ExitReason::SecondSignal);
                     }
@@ -430,13 +459,15 @@ impl Machine {
             Input::ListenerStopped(id) => {
                 let sent = self.server_wait != ServerWait::NotStarted;
                 let l = self.listener_mut(id)?;
-                if l.stopped {
+                if l.is_stopped() {
                     return Err(InputError::ListenerRepeated {
                         listener: id,
                         input: "ListenerStopped",
                     });
                 }
-                l.stopped = true;
+                *l = ListenerState::Stopped {
+                    served: l.has_served(),
+                };
                 if !sent {
                     // The listener died on its own: terminate, and exit 1 at the end.
                     self.failed = true;
@@ -446,16 +477,19 @@ impl Machine {
             }
             Input::ServerStopped(id) => {
                 let l = self.listener_mut(id)?;
-                if !l.stopped {
-                    return Err(InputError::ServerBeforeListener(id));
-                }
-                if l.server_stopped {
-                    return Err(InputError::ListenerRepeated {
-                        listener: id,
-                        input: "ServerStopped",
-                    });
-                }
-                l.server_stopped = true;
+                let served = match *l {
+                    ListenerState::Stopped { served } => served,
+                    ListenerState::ServerStopped { .. } => {
+                        return Err(InputError::ListenerRepeated {
+                            listener: id,
+                            input: "ServerStopped",
+                        })
+                    }
+                    ListenerState::Registered | ListenerState::Serving => {
+                        return Err(InputError::ServerBeforeListener(id))
+                    }
+                };
+                *l = ListenerState::ServerStopped { served };
             }
             Input::ConnectionsCut(id) => {
                 self.listener_mut(id)?;
@@ -486,7 +520,6 @@ impl Machine {
     /// Starts running. Only called in [`MachineStage::Prepared`] (checked by `handle_input`, or by
     /// the typestate API's types).
     pub(crate) fn start(&mut self, now: Instant) {
-        self.stage = MachineStage::Running;
         if let Some(s) = &self.shared {
             s.set_started(now);
         }

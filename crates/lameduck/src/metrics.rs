@@ -30,7 +30,7 @@ use crate::machine::{HookKind, HookOutcome};
 use crate::phase::Phase;
 use crate::rejections::RejectionReason;
 use crate::shared::Shared;
-use crate::signal::Signal;
+use crate::signal::LifecycleSignal;
 use crate::summary::SummaryRecord;
 
 /// The type of a series.
@@ -212,7 +212,7 @@ pub fn record_state(shared: &Shared) {
     gauge!(IN_FLIGHT, "class" => "normal").set(gate.normal_in_flight() as f64);
     gauge!(IN_FLIGHT, "class" => "long_running").set(gate.long_running_in_flight() as f64);
     let fired = shared.fired();
-    for signal in Signal::ALL {
+    for signal in LifecycleSignal::ALL {
         gauge!(SIGNAL_FIRED, "signal" => signal.name())
             .set(f64::from(u8::from(fired.contains(signal))));
     }
@@ -248,7 +248,7 @@ pub fn termination_budget(config: &crate::Config) -> Option<Duration> {
 }
 
 /// Records that `signal` fired at `unix_seconds` (seconds since the Unix epoch).
-pub fn record_signal(signal: Signal, unix_seconds: f64) {
+pub fn record_signal(signal: LifecycleSignal, unix_seconds: f64) {
     gauge!(SIGNAL_FIRED, "signal" => signal.name()).set(1.0);
     gauge!(SIGNAL_TIMESTAMP, "signal" => signal.name()).set(unix_seconds);
 }
@@ -332,7 +332,7 @@ mod tests {
             assert_eq!(s.unit == Some(Unit::Seconds), s.name.ends_with("_seconds"));
         }
         // Recording with no recorder installed does nothing, and does not fail.
-        record_signal(Signal::ShutdownInitiated, 1.0);
+        record_signal(LifecycleSignal::ShutdownInitiated, 1.0);
         record_hook(HookKind::PreShutdown, "h", HookOutcome::Succeeded);
         describe();
     }

@@ -23,9 +23,9 @@ use crate::config::Config;
 use crate::connection::ConnectionKind;
 use crate::gate::{sealed, Gate, GateRef, LongRunningTicketOf, NormalTicketOf, Rejection};
 use crate::health::{self, CheckOutcome, Endpoint, HealthQuery, HealthResponse, HealthTarget};
-use crate::phase::Phase;
+use crate::phase::{MachineStage, Phase};
 use crate::rejections::{RejectionCounters, RejectionCounts, RejectionReason};
-use crate::signal::{Signal, SignalSet};
+use crate::signal::{LifecycleSignal, SignalSet};
 use crate::sync::{AtomicU64, AtomicU8, Ordering};
 use crate::time::Instant;
 
@@ -137,7 +137,7 @@ pub enum Admission {
     /// Serve it; the ticket tracks it until dropped.
     Normal(OwnedNormalTicket),
     /// Serve it as long-running; end the stream when
-    /// [`Signal::NotAcceptingNewRequest`] fires, then pace the end with
+    /// [`LifecycleSignal::NotAcceptingNewRequest`] fires, then pace the end with
     /// [`OwnedLongRunningTicket::reserve_release`].
     LongRunning(OwnedLongRunningTicket),
     /// Serve it, never rejected (health and metrics paths). Admitted before the gate closes,
@@ -176,7 +176,7 @@ pub struct Shared {
     config: Config,
     gate: Gate,
     fired: AtomicU8,
-    fired_at: [AtomicU64; Signal::COUNT],
+    fired_at: [AtomicU64; LifecycleSignal::COUNT],
     signal_event: Event,
     started_at: AtomicU64,
     /// The machine's progress outside the signals ([`RunStage`]), for [`Shared::phase`].
@@ -243,7 +243,7 @@ impl Shared {
     }
 
     /// Fires `signal` at `now`; returns whether it was the first time.
-    pub(crate) fn fire(&self, signal: Signal, now: Instant) -> bool {
+    pub(crate) fn fire(&self, signal: LifecycleSignal, now: Instant) -> bool {
         // Record the instant first so that anyone who sees the bit also sees the instant.
         let _ = self.fired_at[signal.index()].compare_exchange(
             NOT_YET,
@@ -261,7 +261,7 @@ impl Shared {
 
     /// Fires `signal` at `now` unless `blocker` has fired, in one atomic step: a readiness
     /// answer computed just before `ShutdownInitiated` cannot publish `HasBeenReady` after it.
-    fn fire_unless(&self, signal: Signal, blocker: Signal, now: Instant) -> bool {
+    fn fire_unless(&self, signal: LifecycleSignal, blocker: LifecycleSignal, now: Instant) -> bool {
         let _ = self.fired_at[signal.index()].compare_exchange(
             NOT_YET,
             now.as_nanos(),
@@ -298,6 +298,16 @@ impl Shared {
         self.run_stage.store(stage as u8, Ordering::Release);
     }
 
+    /// The machine's coarse stage, from the same value as [`Shared::phase`] (a shared state
+    /// exists from [`MachineStage::Prepared`] on).
+    pub(crate) fn stage(&self) -> MachineStage {
+        match self.run_stage.load(Ordering::Acquire) {
+            s if s == RunStage::Prepared as u8 => MachineStage::Prepared,
+            s if s == RunStage::Exited as u8 => MachineStage::Exited,
+            _ => MachineStage::Running,
+        }
+    }
+
     /// The lifecycle's phase, as the machine and every request task see it: the one phase
     /// function ([`Machine::phase`](crate::Machine::phase) returns this once prepared).
     #[must_use]
@@ -310,13 +320,13 @@ impl Shared {
             return Phase::Prepared;
         }
         let fired = self.fired();
-        if fired.contains(Signal::InFlightRequestsDrained)
-            && fired.contains(Signal::HTTPServerStoppedListening)
+        if fired.contains(LifecycleSignal::InFlightRequestsDrained)
+            && fired.contains(LifecycleSignal::HTTPServerStoppedListening)
         {
             Phase::Stopping
-        } else if fired.contains(Signal::NotAcceptingNewRequest) {
+        } else if fired.contains(LifecycleSignal::NotAcceptingNewRequest) {
             Phase::Draining
-        } else if fired.contains(Signal::ShutdownInitiated) {
+        } else if fired.contains(LifecycleSignal::ShutdownInitiated) {
             Phase::LameDuck
         } else if stage == RunStage::Serving as u8 {
             Phase::Serving
@@ -339,13 +349,13 @@ impl Shared {
 
     /// Whether `signal` has fired.
     #[must_use]
-    pub fn has_fired(&self, signal: Signal) -> bool {
+    pub fn has_fired(&self, signal: LifecycleSignal) -> bool {
         self.fired().contains(signal)
     }
 
     /// When `signal` fired, if it has.
     #[must_use]
-    pub fn fired_at(&self, signal: Signal) -> Option<Instant> {
+    pub fn fired_at(&self, signal: LifecycleSignal) -> Option<Instant> {
         if !self.has_fired(signal) {
             return None;
         }
@@ -358,9 +368,9 @@ impl Shared {
     /// A future that resolves once `signal` has fired (at once if it already has).
     ///
     /// Runtime-agnostic: it is woken through `event_listener`. Long-running handlers await
-    /// `signal_fired(Signal::NotAcceptingNewRequest)` to learn when to end their streams.
-    pub fn signal_fired(self: &Arc<Self>, signal: Signal) -> SignalFired {
-        SignalFired {
+    /// `signal_fired(LifecycleSignal::NotAcceptingNewRequest)` to learn when to end their streams.
+    pub fn signal_fired(self: &Arc<Self>, signal: LifecycleSignal) -> LifecycleSignalFired {
+        LifecycleSignalFired {
             shared: Arc::clone(self),
             signal,
             listener: None,
@@ -414,7 +424,7 @@ impl Shared {
 
     /// Says that the listening sockets outlive this process (systemd keeps them, or a
     /// successor took them over: the machine says so itself after a hand-over). From
-    /// [`Signal::ShutdownInitiated`] on, the drivers then stop accepting and every response
+    /// [`LifecycleSignal::ShutdownInitiated`] on, the drivers then stop accepting and every response
     /// ends its keep-alive connection, so that clients move to the other process.
     pub fn set_sockets_outlive(&self) {
         self.sockets.fetch_or(SOCKETS_OUTLIVE, Ordering::AcqRel);
@@ -427,7 +437,7 @@ impl Shared {
     }
 
     /// Whether every response ends its keep-alive connection (`Connection: close`, GOAWAY):
-    /// from [`Signal::NotAcceptingNewRequest`], or [`Signal::ShutdownInitiated`] when the
+    /// from [`LifecycleSignal::NotAcceptingNewRequest`], or [`LifecycleSignal::ShutdownInitiated`] when the
     /// sockets outlive this process. One relaxed load: ask it for every response.
     #[must_use]
     #[inline]
@@ -444,7 +454,7 @@ impl Shared {
     /// answer unknown paths with [`crate::responses::ROUTES_NOT_READY`].
     #[must_use]
     pub fn routes_complete(&self) -> bool {
-        self.has_fired(Signal::MuxAndDiscoveryComplete)
+        self.has_fired(LifecycleSignal::MuxAndDiscoveryComplete)
     }
 
     /// The names of the checks installed on `endpoint`, in evaluation order.
@@ -459,7 +469,7 @@ impl Shared {
         match &check.kind {
             CheckKind::Ping => Ok(()),
             CheckKind::Shutdown => {
-                if self.has_fired(Signal::ShutdownInitiated) {
+                if self.has_fired(LifecycleSignal::ShutdownInitiated) {
                     Err(String::from("process is shutting down"))
                 } else {
                     Ok(())
@@ -497,7 +507,7 @@ impl Shared {
     /// Answers a health request: `path` as received, `query` the raw query string.
     ///
     /// Returns `None` when the path is not a health path. A 200 from the root `/readyz`
-    /// fires [`Signal::HasBeenReady`] the first time.
+    /// fires [`LifecycleSignal::HasBeenReady`] the first time.
     #[must_use]
     pub fn health(&self, path: &str, query: Option<&str>, now: Instant) -> Option<HealthResponse> {
         let target = health::route(path)?;
@@ -551,7 +561,11 @@ impl Shared {
             .collect();
         let response = health::render_root(endpoint, &outcomes, query);
         if endpoint == Endpoint::Readyz && response.status == 200 {
-            self.fire_unless(Signal::HasBeenReady, Signal::ShutdownInitiated, now);
+            self.fire_unless(
+                LifecycleSignal::HasBeenReady,
+                LifecycleSignal::ShutdownInitiated,
+                now,
+            );
         }
         response
     }
@@ -559,21 +573,21 @@ impl Shared {
 
 /// Resolves once a signal has fired; see [`Shared::signal_fired`].
 #[must_use = "futures do nothing unless polled"]
-pub struct SignalFired {
+pub struct LifecycleSignalFired {
     shared: Arc<Shared>,
-    signal: Signal,
+    signal: LifecycleSignal,
     listener: Option<EventListener>,
 }
 
-impl fmt::Debug for SignalFired {
+impl fmt::Debug for LifecycleSignalFired {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SignalFired")
+        f.debug_struct("LifecycleSignalFired")
             .field("signal", &self.signal)
             .finish()
     }
 }
 
-impl Future for SignalFired {
+impl Future for LifecycleSignalFired {
     type Output = ();
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {

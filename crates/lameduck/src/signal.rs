@@ -8,10 +8,10 @@ use crate::time::Instant;
 /// A named lifecycle signal, as kube-apiserver's `lifecycle_signals.go` names them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[repr(u8)]
-pub enum Signal {
+pub enum LifecycleSignal {
     /// Termination was requested (first SIGTERM/SIGINT or `request_shutdown`).
     ShutdownInitiated = 0,
-    /// `shutdown_delay` has passed since [`Signal::ShutdownInitiated`].
+    /// `shutdown_delay` has passed since [`LifecycleSignal::ShutdownInitiated`].
     AfterShutdownDelayDuration = 1,
     /// Every pre-shutdown hook has returned (successfully or not).
     PreShutdownHooksStopped = 2,
@@ -27,45 +27,45 @@ pub enum Signal {
     MuxAndDiscoveryComplete = 7,
 }
 
-impl Signal {
-    /// How many signals there are: the length of [`Signal::ALL`], of [`SignalTimes`] and of
+impl LifecycleSignal {
+    /// How many signals there are: the length of [`LifecycleSignal::ALL`], of [`SignalTimes`] and of
     /// every per-signal table.
     pub const COUNT: usize = 8;
 
     /// Every signal, in declaration order.
-    pub const ALL: [Signal; Signal::COUNT] = [
-        Signal::ShutdownInitiated,
-        Signal::AfterShutdownDelayDuration,
-        Signal::PreShutdownHooksStopped,
-        Signal::NotAcceptingNewRequest,
-        Signal::InFlightRequestsDrained,
-        Signal::HTTPServerStoppedListening,
-        Signal::HasBeenReady,
-        Signal::MuxAndDiscoveryComplete,
+    pub const ALL: [LifecycleSignal; LifecycleSignal::COUNT] = [
+        LifecycleSignal::ShutdownInitiated,
+        LifecycleSignal::AfterShutdownDelayDuration,
+        LifecycleSignal::PreShutdownHooksStopped,
+        LifecycleSignal::NotAcceptingNewRequest,
+        LifecycleSignal::InFlightRequestsDrained,
+        LifecycleSignal::HTTPServerStoppedListening,
+        LifecycleSignal::HasBeenReady,
+        LifecycleSignal::MuxAndDiscoveryComplete,
     ];
 
     /// The signal's exact name, as logged (`[graceful-termination] shutdown event name=…`).
     #[must_use]
     pub const fn name(self) -> &'static str {
         match self {
-            Signal::ShutdownInitiated => "ShutdownInitiated",
-            Signal::AfterShutdownDelayDuration => "AfterShutdownDelayDuration",
-            Signal::PreShutdownHooksStopped => "PreShutdownHooksStopped",
-            Signal::NotAcceptingNewRequest => "NotAcceptingNewRequest",
-            Signal::InFlightRequestsDrained => "InFlightRequestsDrained",
-            Signal::HTTPServerStoppedListening => "HTTPServerStoppedListening",
-            Signal::HasBeenReady => "HasBeenReady",
-            Signal::MuxAndDiscoveryComplete => "MuxAndDiscoveryComplete",
+            LifecycleSignal::ShutdownInitiated => "ShutdownInitiated",
+            LifecycleSignal::AfterShutdownDelayDuration => "AfterShutdownDelayDuration",
+            LifecycleSignal::PreShutdownHooksStopped => "PreShutdownHooksStopped",
+            LifecycleSignal::NotAcceptingNewRequest => "NotAcceptingNewRequest",
+            LifecycleSignal::InFlightRequestsDrained => "InFlightRequestsDrained",
+            LifecycleSignal::HTTPServerStoppedListening => "HTTPServerStoppedListening",
+            LifecycleSignal::HasBeenReady => "HasBeenReady",
+            LifecycleSignal::MuxAndDiscoveryComplete => "MuxAndDiscoveryComplete",
         }
     }
 
     /// The signal with this exact name.
     #[must_use]
-    pub fn from_name(name: &str) -> Option<Signal> {
-        Signal::ALL.into_iter().find(|s| s.name() == name)
+    pub fn from_name(name: &str) -> Option<LifecycleSignal> {
+        LifecycleSignal::ALL.into_iter().find(|s| s.name() == name)
     }
 
-    /// Index in [`Signal::ALL`].
+    /// Index in [`LifecycleSignal::ALL`].
     #[must_use]
     pub const fn index(self) -> usize {
         self as usize
@@ -78,19 +78,23 @@ impl Signal {
     }
 
     /// Whether this is one of the six termination signals (as opposed to the start-up
-    /// signals [`Signal::HasBeenReady`] and [`Signal::MuxAndDiscoveryComplete`]).
+    /// signals [`LifecycleSignal::HasBeenReady`] and [`LifecycleSignal::MuxAndDiscoveryComplete`]).
     #[must_use]
     pub const fn is_termination(self) -> bool {
-        !matches!(self, Signal::HasBeenReady | Signal::MuxAndDiscoveryComplete)
+        !matches!(
+            self,
+            LifecycleSignal::HasBeenReady | LifecycleSignal::MuxAndDiscoveryComplete
+        )
     }
 }
 
 // `COUNT` is the last discriminant plus one, so `index()` is below it, and every signal has
 // a bit in a `SignalSet`'s `u8`.
-const _: () = assert!(Signal::MuxAndDiscoveryComplete as usize + 1 == Signal::COUNT);
-const _: () = assert!(Signal::COUNT <= u8::BITS as usize);
+const _: () =
+    assert!(LifecycleSignal::MuxAndDiscoveryComplete as usize + 1 == LifecycleSignal::COUNT);
+const _: () = assert!(LifecycleSignal::COUNT <= u8::BITS as usize);
 
-impl fmt::Display for Signal {
+impl fmt::Display for LifecycleSignal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
@@ -104,7 +108,7 @@ impl SignalSet {
     /// The empty set.
     pub const EMPTY: SignalSet = SignalSet(0);
 
-    /// The set with these raw bits (bit `i` is `Signal::ALL[i]`).
+    /// The set with these raw bits (bit `i` is `LifecycleSignal::ALL[i]`).
     #[must_use]
     pub const fn from_bits(bits: u8) -> Self {
         SignalSet(bits)
@@ -118,26 +122,28 @@ impl SignalSet {
 
     /// Whether `signal` is in the set.
     #[must_use]
-    pub const fn contains(self, signal: Signal) -> bool {
+    pub const fn contains(self, signal: LifecycleSignal) -> bool {
         self.0 & signal.bit() != 0
     }
 
     /// The set with `signal` added.
     #[must_use]
-    pub const fn with(self, signal: Signal) -> Self {
+    pub const fn with(self, signal: LifecycleSignal) -> Self {
         SignalSet(self.0 | signal.bit())
     }
 
     /// Adds `signal`; returns whether it was new.
-    pub fn insert(&mut self, signal: Signal) -> bool {
+    pub fn insert(&mut self, signal: LifecycleSignal) -> bool {
         let new = !self.contains(signal);
         self.0 |= signal.bit();
         new
     }
 
     /// The signals in the set, in declaration order.
-    pub fn iter(self) -> impl Iterator<Item = Signal> {
-        Signal::ALL.into_iter().filter(move |s| self.contains(*s))
+    pub fn iter(self) -> impl Iterator<Item = LifecycleSignal> {
+        LifecycleSignal::ALL
+            .into_iter()
+            .filter(move |s| self.contains(*s))
     }
 }
 
@@ -150,19 +156,19 @@ impl fmt::Debug for SignalSet {
 /// When each signal fired, if it has.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SignalTimes {
-    at: [Option<Instant>; Signal::COUNT],
+    at: [Option<Instant>; LifecycleSignal::COUNT],
 }
 
 impl SignalTimes {
     /// When `signal` fired, or `None`.
     #[must_use]
-    pub fn get(&self, signal: Signal) -> Option<Instant> {
+    pub fn get(&self, signal: LifecycleSignal) -> Option<Instant> {
         self.at[signal.index()]
     }
 
     /// Records that `signal` fired at `now`; a signal that has already fired keeps its first
     /// instant. Returns whether this was the first time.
-    pub fn record(&mut self, signal: Signal, now: Instant) -> bool {
+    pub fn record(&mut self, signal: LifecycleSignal, now: Instant) -> bool {
         let slot = &mut self.at[signal.index()];
         if slot.is_some() {
             return false;
@@ -174,7 +180,7 @@ impl SignalTimes {
     /// The set of signals that have fired.
     #[must_use]
     pub fn fired(&self) -> SignalSet {
-        Signal::ALL
+        LifecycleSignal::ALL
             .into_iter()
             .filter(|s| self.at[s.index()].is_some())
             .fold(SignalSet::EMPTY, SignalSet::with)
@@ -187,22 +193,25 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        for s in Signal::ALL {
-            assert_eq!(Signal::from_name(s.name()), Some(s));
-            assert_eq!(Signal::ALL[s.index()], s);
+        for s in LifecycleSignal::ALL {
+            assert_eq!(LifecycleSignal::from_name(s.name()), Some(s));
+            assert_eq!(LifecycleSignal::ALL[s.index()], s);
         }
-        assert_eq!(Signal::from_name("nope"), None);
+        assert_eq!(LifecycleSignal::from_name("nope"), None);
     }
 
     #[test]
     fn times_keep_the_first_instant() {
         let mut t = SignalTimes::default();
-        assert!(t.record(Signal::ShutdownInitiated, Instant::from_secs(1)));
-        assert!(!t.record(Signal::ShutdownInitiated, Instant::from_secs(2)));
+        assert!(t.record(LifecycleSignal::ShutdownInitiated, Instant::from_secs(1)));
+        assert!(!t.record(LifecycleSignal::ShutdownInitiated, Instant::from_secs(2)));
         assert_eq!(
-            t.get(Signal::ShutdownInitiated),
+            t.get(LifecycleSignal::ShutdownInitiated),
             Some(Instant::from_secs(1))
         );
-        assert_eq!(t.fired(), SignalSet::EMPTY.with(Signal::ShutdownInitiated));
+        assert_eq!(
+            t.fired(),
+            SignalSet::EMPTY.with(LifecycleSignal::ShutdownInitiated)
+        );
     }
 }

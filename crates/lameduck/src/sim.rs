@@ -17,7 +17,7 @@ use crate::machine::{
     Event, HookId, HookKind, HookOutcome, Input, InputError, ListenerId, Machine, Phase, StopSource,
 };
 use crate::shared::{Admission, OwnedLongRunningTicket, OwnedNormalTicket, Shared};
-use crate::signal::{Signal, SignalSet};
+use crate::signal::{LifecycleSignal, SignalSet};
 use crate::time::Instant;
 use crate::trace::{check_trace, TraceSummary, TracedEvent, Violation};
 
@@ -140,7 +140,7 @@ impl Simulator {
 
     /// Requests termination as an OS signal would.
     pub fn stop(&mut self) -> Result<(), InputError> {
-        self.input(Input::StopRequested(StopSource::Signal))
+        self.input(Input::StopRequested(StopSource::OsSignal))
     }
 
     /// Reports a hook's end.
@@ -301,7 +301,10 @@ impl Simulator {
             }
             for l in self.listeners.clone() {
                 let _ = self.input(Input::ListenerServing(l));
-                if self.machine.has_fired(Signal::NotAcceptingNewRequest) {
+                if self
+                    .machine
+                    .has_fired(LifecycleSignal::NotAcceptingNewRequest)
+                {
                     let _ = self.input(Input::ListenerStopped(l));
                     let _ = self.input(Input::ServerStopped(l));
                 }
@@ -313,7 +316,7 @@ impl Simulator {
 
     /// The signals in the order they fired.
     #[must_use]
-    pub fn signals(&self) -> Vec<Signal> {
+    pub fn signals(&self) -> Vec<LifecycleSignal> {
         self.log
             .iter()
             .filter_map(|(_, e)| match e {
@@ -359,7 +362,7 @@ impl Simulator {
             let mut fired = shared.fired();
             let mut emitted = summary.signals;
             for s in [&mut fired, &mut emitted] {
-                *s = SignalSet::from_bits(s.bits() & !Signal::HasBeenReady.bit());
+                *s = SignalSet::from_bits(s.bits() & !LifecycleSignal::HasBeenReady.bit());
             }
             if fired != emitted && phase != Phase::Exited {
                 return Err(InvariantError::SignalsDiffer {
@@ -368,7 +371,7 @@ impl Simulator {
                 });
             }
             let closed = shared.gate().is_closed();
-            let n = shared.has_fired(Signal::NotAcceptingNewRequest);
+            let n = shared.has_fired(LifecycleSignal::NotAcceptingNewRequest);
             if closed != n {
                 return Err(InvariantError::GateOutOfStep { closed, fired: n });
             }
@@ -426,7 +429,7 @@ pub enum Op {
     /// Open an exempt request (tracked while the gate is open).
     OpenExempt,
     /// Fire a readiness-of-routes signal.
-    MuxSignalFired {
+    RoutesSignalFired {
         /// Which.
         index: u8,
     },
@@ -472,7 +475,7 @@ pub struct Setup {
     /// Extra listeners besides `api` (modulo 3).
     pub extra_listeners: u8,
     /// Readiness-of-routes signals (modulo 3).
-    pub mux_signals: u8,
+    pub routes_signals: u8,
 }
 
 impl Setup {
@@ -498,7 +501,7 @@ impl Setup {
             HookKind::Destroy,
         ];
         let hooks = self.hooks;
-        let (extra, mux) = (self.extra_listeners % 3, self.mux_signals % 3);
+        let (extra, mux) = (self.extra_listeners % 3, self.routes_signals % 3);
         Simulator::serving(self.config(), |m| {
             for (kind, n) in kinds.into_iter().zip(hooks) {
                 for i in 0..n % 4 {
@@ -509,7 +512,7 @@ impl Setup {
                 let _ = m.add_listener(HOOK_NAMES[usize::from(i)]);
             }
             for i in 0..mux {
-                let _ = m.add_mux_signal(HOOK_NAMES[usize::from(i)]);
+                let _ = m.add_routes_signal(HOOK_NAMES[usize::from(i)]);
             }
         })
     }

@@ -20,7 +20,7 @@ use core::time::Duration;
 
 use crate::machine::{Event, HookKind, Input, StopSource};
 use crate::rejections::{RejectionCounts, RejectionReason};
-use crate::signal::Signal;
+use crate::signal::LifecycleSignal;
 use crate::time::Instant;
 
 /// The text that starts the summary's message, after the
@@ -31,7 +31,7 @@ pub const SUMMARY_MARKER: &str = "termination summary:";
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum StopCause {
     /// SIGTERM or SIGINT.
-    Signal,
+    OsSignal,
     /// `request_shutdown()` from code.
     Api,
     /// A post-start hook failed or panicked.
@@ -48,7 +48,7 @@ impl StopCause {
     #[must_use]
     pub const fn name(self) -> &'static str {
         match self {
-            StopCause::Signal => "signal",
+            StopCause::OsSignal => "signal",
             StopCause::Api => "api",
             StopCause::PostStartHookFailed => "post_start_hook_failed",
             StopCause::ListenerFailed => "listener_failed",
@@ -58,7 +58,7 @@ impl StopCause {
 
     fn from_name(name: &str) -> Option<Self> {
         [
-            StopCause::Signal,
+            StopCause::OsSignal,
             StopCause::Api,
             StopCause::PostStartHookFailed,
             StopCause::ListenerFailed,
@@ -282,7 +282,7 @@ impl TerminationSummary {
     pub fn observe_input(&mut self, input: &Input) {
         if let Input::StopRequested(source) = input {
             self.note_cause(match source {
-                StopSource::Signal => StopCause::Signal,
+                StopSource::OsSignal => StopCause::OsSignal,
                 StopSource::Api => StopCause::Api,
             });
         }
@@ -293,8 +293,8 @@ impl TerminationSummary {
     pub fn observe(&mut self, event: &Event, now: Instant, hook_kind: Option<HookKind>) {
         match *event {
             Event::Signal { signal, at } => match signal {
-                Signal::ShutdownInitiated => self.initiated = Some(at),
-                Signal::NotAcceptingNewRequest => {
+                LifecycleSignal::ShutdownInitiated => self.initiated = Some(at),
+                LifecycleSignal::NotAcceptingNewRequest => {
                     self.not_accepting = Some(at);
                     self.record.lame_duck = self.since_initiated(at);
                 }
@@ -383,12 +383,20 @@ mod tests {
     fn a_termination_in_numbers() {
         let mut s = TerminationSummary::new();
         let t = Instant::from_millis;
-        s.observe_input(&Input::StopRequested(StopSource::Signal));
+        s.observe_input(&Input::StopRequested(StopSource::OsSignal));
         let sig = |signal, at| Event::Signal { signal, at };
-        s.observe(&sig(Signal::ShutdownInitiated, t(1000)), t(1000), None);
+        s.observe(
+            &sig(LifecycleSignal::ShutdownInitiated, t(1000)),
+            t(1000),
+            None,
+        );
         // A later stop request does not change the cause.
         s.observe_input(&Input::StopRequested(StopSource::Api));
-        s.observe(&sig(Signal::NotAcceptingNewRequest, t(1500)), t(1500), None);
+        s.observe(
+            &sig(LifecycleSignal::NotAcceptingNewRequest, t(1500)),
+            t(1500),
+            None,
+        );
         let plan = DrainPlan {
             normal_in_flight: 3,
             long_running_in_flight: 2,
@@ -416,7 +424,7 @@ mod tests {
         s.observe(&exit, t(2600), None);
         let rejected = RejectionCounts::default().with(RejectionReason::RetryAfter, 4);
         let r = s.record(rejected);
-        assert_eq!(r.cause, Some(StopCause::Signal));
+        assert_eq!(r.cause, Some(StopCause::OsSignal));
         assert_eq!(r.lame_duck, Some(Duration::from_millis(500)));
         assert_eq!(r.normal_drain, Some(Duration::from_secs(1)));
         assert_eq!(r.long_running_drain, Some(Duration::from_millis(250)));

@@ -14,7 +14,7 @@ use core::time::Duration;
 
 use crate::config::{Config, ShutdownMode};
 use crate::machine::Event;
-use crate::signal::{Signal, SignalSet};
+use crate::signal::{LifecycleSignal, SignalSet};
 use crate::time::Instant;
 
 pub mod log;
@@ -23,7 +23,7 @@ pub mod log;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TraceEvent {
     /// A signal fired.
-    Signal(Signal),
+    Signal(LifecycleSignal),
     /// The listeners were told to stop (optional in a trace: logs need not show it).
     StopListening,
     /// The listening sockets were handed to a ready successor, which starts the termination.
@@ -87,13 +87,13 @@ pub enum Rule {
     /// Nothing happens after the process exited.
     NothingAfterExit,
     /// Each signal fires at most once.
-    SignalFiresOnce(Signal),
+    SignalFiresOnce(LifecycleSignal),
     /// A signal fired before one of its DAG predecessors.
     Predecessor {
         /// The signal (or `StopListening`, as `None`) that came too early.
-        event: Option<Signal>,
+        event: Option<LifecycleSignal>,
         /// What it must follow.
-        needs: Signal,
+        needs: LifecycleSignal,
     },
     /// Listeners are stopped once.
     StopListeningOnce,
@@ -197,8 +197,8 @@ impl TraceSummary {
 /// machine (or another implementation's log) is checked against. The crate's
 /// `tests/dag_edges.rs` checks that the two agree, edge by edge, in both modes.
 #[must_use]
-pub fn predecessors(signal: Signal, mode: ShutdownMode) -> &'static [Signal] {
-    use Signal::*;
+pub fn predecessors(signal: LifecycleSignal, mode: ShutdownMode) -> &'static [LifecycleSignal] {
+    use LifecycleSignal::*;
     match signal {
         ShutdownInitiated | HasBeenReady | MuxAndDiscoveryComplete => &[],
         AfterShutdownDelayDuration | PreShutdownHooksStopped => &[ShutdownInitiated],
@@ -215,7 +215,7 @@ pub fn predecessors(signal: Signal, mode: ShutdownMode) -> &'static [Signal] {
 pub fn check_trace(config: &Config, events: &[TracedEvent]) -> Result<TraceSummary, Violation> {
     let mode = config.mode();
     let mut seen = SignalSet::EMPTY;
-    let mut times: [Option<Instant>; Signal::COUNT] = [None; Signal::COUNT];
+    let mut times: [Option<Instant>; LifecycleSignal::COUNT] = [None; LifecycleSignal::COUNT];
     let mut stop_listening = false;
     let mut handed_over = false;
     let mut exit_code = None;
@@ -253,21 +253,25 @@ pub fn check_trace(config: &Config, events: &[TracedEvent]) -> Result<TraceSumma
                     });
                 }
                 match signal {
-                    Signal::MuxAndDiscoveryComplete if seen.contains(Signal::ShutdownInitiated) => {
+                    LifecycleSignal::MuxAndDiscoveryComplete
+                        if seen.contains(LifecycleSignal::ShutdownInitiated) =>
+                    {
                         return fail(Rule::MuxCompleteAfterShutdown)
                     }
-                    Signal::HasBeenReady if seen.contains(Signal::ShutdownInitiated) => {
+                    LifecycleSignal::HasBeenReady
+                        if seen.contains(LifecycleSignal::ShutdownInitiated) =>
+                    {
                         return fail(Rule::ReadyAfterShutdown)
                     }
-                    Signal::HTTPServerStoppedListening
+                    LifecycleSignal::HTTPServerStoppedListening
                         if !stop_listening
                             && events.iter().any(|e| e.event == TraceEvent::StopListening) =>
                     {
                         return fail(Rule::StoppedListeningBeforeStop)
                     }
-                    Signal::AfterShutdownDelayDuration => {
+                    LifecycleSignal::AfterShutdownDelayDuration => {
                         if let (Some(t0), Some(at)) =
-                            (times[Signal::ShutdownInitiated.index()], e.at)
+                            (times[LifecycleSignal::ShutdownInitiated.index()], e.at)
                         {
                             let observed = at - t0;
                             if observed < config.shutdown_delay() {
@@ -287,9 +291,10 @@ pub fn check_trace(config: &Config, events: &[TracedEvent]) -> Result<TraceSumma
                 if stop_listening {
                     return fail(Rule::StopListeningOnce);
                 }
-                if let Some(&needs) = predecessors(Signal::HTTPServerStoppedListening, mode)
-                    .iter()
-                    .find(|p| !seen.contains(**p))
+                if let Some(&needs) =
+                    predecessors(LifecycleSignal::HTTPServerStoppedListening, mode)
+                        .iter()
+                        .find(|p| !seen.contains(**p))
                 {
                     return fail(Rule::Predecessor { event: None, needs });
                 }
@@ -299,15 +304,15 @@ pub fn check_trace(config: &Config, events: &[TracedEvent]) -> Result<TraceSumma
                 if handed_over {
                     return fail(Rule::HandOverOnce);
                 }
-                if seen.contains(Signal::ShutdownInitiated) {
+                if seen.contains(LifecycleSignal::ShutdownInitiated) {
                     return fail(Rule::HandOverAfterShutdown);
                 }
                 handed_over = true;
             }
             TraceEvent::Exit(code) => match code {
                 0 => {
-                    if !seen.contains(Signal::InFlightRequestsDrained)
-                        || !seen.contains(Signal::HTTPServerStoppedListening)
+                    if !seen.contains(LifecycleSignal::InFlightRequestsDrained)
+                        || !seen.contains(LifecycleSignal::HTTPServerStoppedListening)
                     {
                         return fail(Rule::CleanExitBeforeDone);
                     }
@@ -328,9 +333,9 @@ pub fn check_trace(config: &Config, events: &[TracedEvent]) -> Result<TraceSumma
 mod tests {
     use super::*;
     use alloc::vec::Vec;
-    use Signal::*;
+    use LifecycleSignal::*;
 
-    fn trace(signals: &[Signal], exit: Option<u8>) -> Vec<TracedEvent> {
+    fn trace(signals: &[LifecycleSignal], exit: Option<u8>) -> Vec<TracedEvent> {
         let mut v: Vec<_> = signals
             .iter()
             .map(|s| TracedEvent::untimed(TraceEvent::Signal(*s)))
@@ -341,7 +346,7 @@ mod tests {
         v
     }
 
-    const MODE_A: [Signal; 6] = [
+    const MODE_A: [LifecycleSignal; 6] = [
         ShutdownInitiated,
         AfterShutdownDelayDuration,
         PreShutdownHooksStopped,

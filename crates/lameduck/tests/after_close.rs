@@ -8,7 +8,8 @@ use std::time::Duration;
 use common::{secs, Sim};
 use lameduck::responses::SHUTTING_DOWN;
 use lameduck::{
-    Admission, Config, ConnectionKind, RequestClass, ShutdownMode, Signal, IDLE_CONNECTION_LINGER,
+    Admission, Config, ConnectionKind, LifecycleSignal, RequestClass, ShutdownMode,
+    IDLE_CONNECTION_LINGER,
 };
 
 fn config(mode: ShutdownMode, delay: Duration) -> Config {
@@ -27,7 +28,9 @@ fn closed(mode: ShutdownMode, outlive: bool) -> Sim {
     }
     sim.stop();
     sim.advance(secs(1));
-    assert!(sim.machine.has_fired(Signal::NotAcceptingNewRequest));
+    assert!(sim
+        .machine
+        .has_fired(LifecycleSignal::NotAcceptingNewRequest));
     sim
 }
 
@@ -137,7 +140,9 @@ fn an_idle_connection_is_kept_for_its_next_request_only_while_its_client_may_sti
     let mut sim = Sim::serving(config(ShutdownMode::CloseListener, Duration::ZERO), |_| {});
     sim.shared().set_sockets_outlive();
     sim.stop();
-    let initiated = sim.fired_at(Signal::ShutdownInitiated).expect("fired");
+    let initiated = sim
+        .fired_at(LifecycleSignal::ShutdownInitiated)
+        .expect("fired");
     let now = sim.now;
     assert_eq!(
         sim.shared().idle_close_at(false, now),

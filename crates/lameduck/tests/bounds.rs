@@ -10,8 +10,8 @@ use std::time::Duration;
 use common::{secs, Sim};
 use lameduck::machine::{CONNECTION_CLOSE_LINGER, DESTROY_HOOKS_TIMEOUT};
 use lameduck::{
-    Admission, Config, Event, ExitReason, HookKind, HookOutcome, Input, RequestClass, Signal,
-    StopSource,
+    Admission, Config, Event, ExitReason, HookKind, HookOutcome, Input, LifecycleSignal,
+    RequestClass, StopSource,
 };
 
 fn millis(n: u64) -> Duration {
@@ -38,22 +38,33 @@ fn long_running_requests_outlive_the_request_timeout() {
     sim.advance(millis(1500));
     assert_eq!(sim.count(|e| *e == Event::HttpShutdownTimedOut), 1);
     assert_eq!(sim.shared().gate().long_running_in_flight(), 800);
-    assert!(!sim.machine.has_fired(Signal::InFlightRequestsDrained));
+    assert!(!sim
+        .machine
+        .has_fired(LifecycleSignal::InFlightRequestsDrained));
     // The handlers end their streams (here all at N + 1.5 s); the ends are paced at
     // max(800 / 10 s, 200/s) = 200/s, so the last one ends about 4 s later.
     for _ in 0..800 {
         sim.end_request(0);
     }
     sim.advance(secs(2));
-    assert!(!sim.machine.has_fired(Signal::InFlightRequestsDrained));
+    assert!(!sim
+        .machine
+        .has_fired(LifecycleSignal::InFlightRequestsDrained));
     for _ in 0..10_000 {
-        if sim.machine.has_fired(Signal::InFlightRequestsDrained) {
+        if sim
+            .machine
+            .has_fired(LifecycleSignal::InFlightRequestsDrained)
+        {
             break;
         }
         sim.advance(millis(1));
     }
-    let drained = sim.fired_at(Signal::InFlightRequestsDrained).unwrap();
-    let n = sim.fired_at(Signal::NotAcceptingNewRequest).unwrap();
+    let drained = sim
+        .fired_at(LifecycleSignal::InFlightRequestsDrained)
+        .unwrap();
+    let n = sim
+        .fired_at(LifecycleSignal::NotAcceptingNewRequest)
+        .unwrap();
     assert!(
         drained - n >= millis(3900) && drained - n < secs(10),
         "{:?}",
@@ -99,7 +110,9 @@ fn the_close_linger_is_short_and_never_extends_past_the_longer_drain() {
         sim.stop();
         let api = sim.listeners[0];
         sim.input(Input::ListenerStopped(api));
-        let n = sim.fired_at(Signal::NotAcceptingNewRequest).unwrap();
+        let n = sim
+            .fired_at(LifecycleSignal::NotAcceptingNewRequest)
+            .unwrap();
         sim.advance_to(n + end_streams_after);
         sim.end_request(0);
         // The server never reports stopped (a connection its client keeps open).
@@ -117,9 +130,13 @@ fn the_normal_drain_ends_at_the_request_timeout_exactly() {
     let _stuck = sim.shared().admit(RequestClass::Normal);
     sim.stop();
     assert_eq!(sim.run_to_exit(20), Some(0));
-    let n = sim.fired_at(Signal::NotAcceptingNewRequest).unwrap();
+    let n = sim
+        .fired_at(LifecycleSignal::NotAcceptingNewRequest)
+        .unwrap();
     assert_eq!(
-        sim.fired_at(Signal::InFlightRequestsDrained).unwrap() - n,
+        sim.fired_at(LifecycleSignal::InFlightRequestsDrained)
+            .unwrap()
+            - n,
         secs(2)
     );
     sim.check();
@@ -134,7 +151,9 @@ fn exempt_requests_admitted_before_the_gate_closes_are_drained() {
     };
     sim.stop();
     assert_eq!(shared.gate().normal_in_flight(), 1);
-    assert!(!sim.machine.has_fired(Signal::InFlightRequestsDrained));
+    assert!(!sim
+        .machine
+        .has_fired(LifecycleSignal::InFlightRequestsDrained));
     // After the gate closed: still served, never rejected, untracked.
     assert!(matches!(
         shared.admit(RequestClass::Exempt),
@@ -142,7 +161,9 @@ fn exempt_requests_admitted_before_the_gate_closes_are_drained() {
     ));
     drop(scrape);
     sim.input(Input::DrainProgress);
-    assert!(sim.machine.has_fired(Signal::InFlightRequestsDrained));
+    assert!(sim
+        .machine
+        .has_fired(LifecycleSignal::InFlightRequestsDrained));
     assert_eq!(sim.exit, Some(0));
     sim.check();
 }
@@ -198,7 +219,7 @@ fn request_shutdown_counts_as_the_first_stop_event() {
         sim.exit, None,
         "repeating request_shutdown() changes nothing"
     );
-    sim.input(Input::StopRequested(StopSource::Signal));
+    sim.input(Input::StopRequested(StopSource::OsSignal));
     assert_eq!(
         sim.exit,
         Some(1),
@@ -211,7 +232,7 @@ fn request_shutdown_counts_as_the_first_stop_event() {
         hook = Some(m.add_hook(HookKind::PostStart, "warm-up").unwrap());
     });
     sim.finish_hook(hook.unwrap(), HookOutcome::Failed);
-    assert!(sim.machine.has_fired(Signal::ShutdownInitiated));
+    assert!(sim.machine.has_fired(LifecycleSignal::ShutdownInitiated));
     sim.stop();
     assert_eq!(sim.exit, None);
     assert_eq!(sim.run_to_exit(20), Some(1));
@@ -265,7 +286,9 @@ fn mode_b_waits_two_seconds_for_the_servers_after_the_drain() {
     sim.auto_stop_listeners = false;
     sim.stop();
     let api = sim.listeners[0];
-    let drained = sim.fired_at(Signal::InFlightRequestsDrained).unwrap();
+    let drained = sim
+        .fired_at(LifecycleSignal::InFlightRequestsDrained)
+        .unwrap();
     sim.input(Input::ListenerStopped(api));
     assert_eq!(sim.run_to_exit(20), Some(0));
     assert_eq!(sim.now - drained, secs(2));

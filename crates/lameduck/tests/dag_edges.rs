@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use lameduck::sim::{Op, Setup, Simulator};
 use lameduck::trace::predecessors;
-use lameduck::{Config, Event, HookKind, HookOutcome, RequestClass, ShutdownMode, Signal};
+use lameduck::{Config, Event, HookKind, HookOutcome, LifecycleSignal, RequestClass, ShutdownMode};
 
 const MODES: [ShutdownMode; 2] = [ShutdownMode::CloseListener, ShutdownMode::SendRetryAfter];
 
@@ -57,7 +57,7 @@ fn random_op(rng: &mut Rng) -> Op {
             outcome: b[2],
         },
         6 => Op::ListenerServing { index: b[1] % 3 },
-        7 => Op::MuxSignalFired { index: b[1] % 3 },
+        7 => Op::RoutesSignalFired { index: b[1] % 3 },
         8 | 9 => Op::OpenRequest {
             long_running: b[1] % 2 == 0,
         },
@@ -74,7 +74,7 @@ fn random_op(rng: &mut Rng) -> Op {
 /// The signals a simulator's run has fired, in order: those the machine emitted, and
 /// `HasBeenReady` (fired by a health answer, not emitted) where the op that fired it ran.
 struct Sequence {
-    signals: Vec<Signal>,
+    signals: Vec<LifecycleSignal>,
     logged: usize,
 }
 
@@ -95,15 +95,15 @@ impl Sequence {
         self.logged = sim.log.len();
         let ready = sim
             .shared()
-            .is_some_and(|s| s.has_fired(Signal::HasBeenReady));
-        if ready && !self.signals.contains(&Signal::HasBeenReady) {
-            self.signals.push(Signal::HasBeenReady);
+            .is_some_and(|s| s.has_fired(LifecycleSignal::HasBeenReady));
+        if ready && !self.signals.contains(&LifecycleSignal::HasBeenReady) {
+            self.signals.push(LifecycleSignal::HasBeenReady);
         }
     }
 }
 
 /// One random run in `mode`, to its end: the signals in the order they fired.
-fn random_run(rng: &mut Rng, mode: ShutdownMode) -> Vec<Signal> {
+fn random_run(rng: &mut Rng, mode: ShutdownMode) -> Vec<LifecycleSignal> {
     let setup = Setup {
         delay_tenths: rng.byte() % 30,
         grace_tenths: rng.byte() % 30,
@@ -111,7 +111,7 @@ fn random_run(rng: &mut Rng, mode: ShutdownMode) -> Vec<Signal> {
         send_retry_after: mode == ShutdownMode::SendRetryAfter,
         hooks: [rng.byte(), rng.byte(), rng.byte(), rng.byte()],
         extra_listeners: rng.byte() % 3,
-        mux_signals: rng.byte() % 3,
+        routes_signals: rng.byte() % 3,
     };
     let mut sim = setup.simulator().expect("a serving simulator");
     assert_eq!(sim.machine.config().mode(), mode);
@@ -128,7 +128,7 @@ fn random_run(rng: &mut Rng, mode: ShutdownMode) -> Vec<Signal> {
 }
 
 /// Every signal that must fire before `signal` in `mode`: its predecessors, theirs, ...
-fn ancestors(signal: Signal, mode: ShutdownMode) -> BTreeSet<Signal> {
+fn ancestors(signal: LifecycleSignal, mode: ShutdownMode) -> BTreeSet<LifecycleSignal> {
     let mut out = BTreeSet::new();
     let mut todo = vec![signal];
     while let Some(s) = todo.pop() {
@@ -157,16 +157,16 @@ fn every_fired_signal_follows_its_listed_predecessors_and_nothing_else_is_requir
                         "{mode:?} run {run}: {s} fired before its predecessor {p}: {signals:?}"
                     );
                 }
-                for q in Signal::ALL {
+                for q in LifecycleSignal::ALL {
                     if q != s && !before.contains(&q) {
                         seen_without.insert((s, q));
                     }
                 }
             }
         }
-        for s in Signal::ALL {
+        for s in LifecycleSignal::ALL {
             let required = ancestors(s, mode);
-            for q in Signal::ALL {
+            for q in LifecycleSignal::ALL {
                 if q == s || required.contains(&q) {
                     continue;
                 }
@@ -197,14 +197,14 @@ enum Withhold {
     Drain,
 }
 
-fn withholding(predecessor: Signal) -> Withhold {
+fn withholding(predecessor: LifecycleSignal) -> Withhold {
     match predecessor {
-        Signal::ShutdownInitiated => Withhold::Stop,
-        Signal::AfterShutdownDelayDuration => Withhold::ShutdownDelay,
-        Signal::PreShutdownHooksStopped | Signal::NotAcceptingNewRequest => {
+        LifecycleSignal::ShutdownInitiated => Withhold::Stop,
+        LifecycleSignal::AfterShutdownDelayDuration => Withhold::ShutdownDelay,
+        LifecycleSignal::PreShutdownHooksStopped | LifecycleSignal::NotAcceptingNewRequest => {
             Withhold::PreShutdownHook
         }
-        Signal::InFlightRequestsDrained => Withhold::Drain,
+        LifecycleSignal::InFlightRequestsDrained => Withhold::Drain,
         other => panic!("no scenario withholds {other}: add one for the new edge"),
     }
 }
@@ -253,7 +253,7 @@ fn scenario(mode: ShutdownMode, withhold: Withhold) -> Simulator {
 fn each_listed_predecessor_is_required() {
     let mut edges = 0;
     for mode in MODES {
-        for s in Signal::ALL {
+        for s in LifecycleSignal::ALL {
             for &p in predecessors(s, mode) {
                 edges += 1;
                 let withhold = withholding(p);

@@ -6,7 +6,7 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::{ms, secs, Sim};
-use lameduck::{Admission, Config, Event, Instant, RequestClass, Signal};
+use lameduck::{Admission, Config, Event, Instant, LifecycleSignal, RequestClass};
 
 /// Opens `n` long-running requests, terminates, and ends every stream as soon as it is
 /// signalled, holding each ticket until its paced slot. Returns the completion instants
@@ -26,7 +26,9 @@ fn paced_drain(n: usize, grace: std::time::Duration) -> (Vec<std::time::Duration
         .collect();
     assert_eq!(shared.gate().long_running_in_flight(), n);
     sim.stop();
-    let n_at = sim.fired_at(Signal::NotAcceptingNewRequest).unwrap();
+    let n_at = sim
+        .fired_at(LifecycleSignal::NotAcceptingNewRequest)
+        .unwrap();
     // Every handler ends its stream at once; the adapter holds each end until its slot.
     let mut releases: BTreeMap<Instant, Vec<_>> = BTreeMap::new();
     for t in tickets {
@@ -57,8 +59,12 @@ fn two_hundred_long_running_requests_drain_at_the_floor_rate_within_the_grace_pe
     for w in done.windows(2) {
         assert_eq!(w[1] - w[0], ms(5));
     }
-    let n_at = sim.fired_at(Signal::NotAcceptingNewRequest).unwrap();
-    let drained = sim.fired_at(Signal::InFlightRequestsDrained).unwrap();
+    let n_at = sim
+        .fired_at(LifecycleSignal::NotAcceptingNewRequest)
+        .unwrap();
+    let drained = sim
+        .fired_at(LifecycleSignal::InFlightRequestsDrained)
+        .unwrap();
     assert!(drained - n_at <= grace);
     assert!(sim.log.iter().any(|(_, e)| matches!(
         e,
@@ -96,7 +102,7 @@ fn the_long_running_drain_gives_up_at_the_grace_deadline() {
     let n_at = sim.now;
     assert_eq!(sim.run_to_exit(20), Some(0));
     assert_eq!(
-        sim.fired_at(Signal::InFlightRequestsDrained),
+        sim.fired_at(LifecycleSignal::InFlightRequestsDrained),
         Some(n_at + secs(3))
     );
     assert!(sim.log.iter().any(|(_, e)| matches!(
@@ -117,7 +123,9 @@ fn a_zero_grace_period_does_not_wait_for_long_running_requests() {
     let shared = sim.shared();
     let _watch = shared.admit(RequestClass::LongRunning);
     sim.stop();
-    assert!(sim.machine.has_fired(Signal::InFlightRequestsDrained));
+    assert!(sim
+        .machine
+        .has_fired(LifecycleSignal::InFlightRequestsDrained));
     assert!(sim.log.iter().any(|(_, e)| matches!(
         e,
         Event::LongRunningDrainFinished {
@@ -140,8 +148,13 @@ fn a_drain_that_starts_at_zero_ends_at_once() {
     let mut sim = Sim::serving(cfg, |_| {});
     sim.stop();
     sim.advance(secs(1));
-    let n_at = sim.fired_at(Signal::NotAcceptingNewRequest).unwrap();
-    assert_eq!(sim.fired_at(Signal::InFlightRequestsDrained), Some(n_at));
+    let n_at = sim
+        .fired_at(LifecycleSignal::NotAcceptingNewRequest)
+        .unwrap();
+    assert_eq!(
+        sim.fired_at(LifecycleSignal::InFlightRequestsDrained),
+        Some(n_at)
+    );
     assert!(sim.log.iter().any(|(_, e)| matches!(
         e,
         Event::LongRunningDrainFinished {
@@ -164,7 +177,9 @@ fn the_normal_drain_is_bounded_by_the_request_timeout() {
     sim.stop();
     let n_at = sim.now;
     assert_eq!(sim.run_to_exit(50), Some(0));
-    let drained = sim.fired_at(Signal::InFlightRequestsDrained).unwrap();
+    let drained = sim
+        .fired_at(LifecycleSignal::InFlightRequestsDrained)
+        .unwrap();
     assert_eq!(drained - n_at, secs(10));
     assert!(sim.log.iter().any(|(_, e)| matches!(
         e,
@@ -237,7 +252,7 @@ fn pacing_is_in_place_when_not_accepting_new_request_is_published() {
         })
         .collect();
     sim.stop();
-    assert!(shared.has_fired(Signal::NotAcceptingNewRequest));
+    assert!(shared.has_fired(LifecycleSignal::NotAcceptingNewRequest));
     let now = sim.now;
     let slots: Vec<_> = tickets.iter().map(|t| t.reserve_release(now)).collect();
     assert_eq!(slots, [None, Some(now + ms(5)), Some(now + ms(10))]);

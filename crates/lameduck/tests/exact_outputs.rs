@@ -92,12 +92,12 @@ fn the_machine_names_what_was_registered() {
     let hook = m.add_hook(HookKind::AfterDrain, "flush").unwrap();
     let api = m.add_listener("api").unwrap();
     let admin = m.add_listener("admin").unwrap();
-    let mux = m.add_mux_signal("routes").unwrap();
+    let mux = m.add_routes_signal("routes").unwrap();
     assert_eq!(m.hook_kind(hook), Some(HookKind::AfterDrain));
     assert_eq!(m.hook_name(hook), Some("flush"));
     assert_eq!(m.listener_name(api), Some("api"));
     assert_eq!(m.listener_name(admin), Some("admin"));
-    assert_eq!(m.mux_signal_name(mux), Some("routes"));
+    assert_eq!(m.routes_signal_name(mux), Some("routes"));
     assert_eq!(
         m.listeners().collect::<Vec<_>>(),
         [(api, "api"), (admin, "admin")]
@@ -173,31 +173,37 @@ fn shared_holds_the_machines_configuration_and_debugs_its_state() {
 #[test]
 fn mode_a_is_draining_until_both_the_drain_and_the_listeners_are_done() {
     use lameduck::sim::Simulator;
-    use lameduck::{Phase, RequestClass, Signal};
+    use lameduck::{LifecycleSignal, Phase, RequestClass};
     let mut sim = Simulator::serving(Config::default(), |_| {}).unwrap();
     assert!(sim.open_request(RequestClass::Normal));
     sim.stop().unwrap();
     sim.advance(std::time::Duration::ZERO);
     // Mode A stops listening at NotAcceptingNewRequest; the request is still in flight.
-    assert!(sim.machine.has_fired(Signal::HTTPServerStoppedListening));
-    assert!(!sim.machine.has_fired(Signal::InFlightRequestsDrained));
+    assert!(sim
+        .machine
+        .has_fired(LifecycleSignal::HTTPServerStoppedListening));
+    assert!(!sim
+        .machine
+        .has_fired(LifecycleSignal::InFlightRequestsDrained));
     assert_eq!(sim.machine.phase(), Phase::Draining);
     sim.end_request(0);
-    assert!(sim.machine.has_fired(Signal::InFlightRequestsDrained));
+    assert!(sim
+        .machine
+        .has_fired(LifecycleSignal::InFlightRequestsDrained));
     assert_ne!(sim.machine.phase(), Phase::Draining);
 }
 
 #[test]
-fn routes_complete_once_every_mux_signal_fired() {
+fn routes_complete_once_every_routes_signal_fired() {
     let (mut m, shared) = prepared(|m| {
         m.add_listener("api").unwrap();
-        m.add_mux_signal("routes").unwrap();
+        m.add_routes_signal("routes").unwrap();
     });
     let now = lameduck::Instant::ZERO;
     m.handle_input(lameduck::Input::Start, now).unwrap();
     assert!(!shared.routes_complete());
     m.handle_input(
-        lameduck::Input::MuxSignalFired(lameduck::MuxSignalId::from_raw(0)),
+        lameduck::Input::RoutesSignalFired(lameduck::RoutesSignalId::from_raw(0)),
         now,
     )
     .unwrap();
@@ -230,10 +236,10 @@ fn signal_futures_wait_for_their_signal() {
     let (mut m, shared) = prepared(|m| {
         m.add_listener("api").unwrap();
     });
-    let mut fut = Box::pin(shared.signal_fired(lameduck::Signal::ShutdownInitiated));
+    let mut fut = Box::pin(shared.signal_fired(lameduck::LifecycleSignal::ShutdownInitiated));
     assert_eq!(
         format!("{fut:?}"),
-        "SignalFired { signal: ShutdownInitiated }"
+        "LifecycleSignalFired { signal: ShutdownInitiated }"
     );
     let waker = std::task::Waker::from(Arc::new(Noop));
     let mut cx = Context::from_waker(&waker);
@@ -251,10 +257,10 @@ fn signal_futures_wait_for_their_signal() {
 #[test]
 fn trace_events_and_rules_display_exactly() {
     use lameduck::trace::{check_trace, Rule, TraceEvent, TracedEvent};
-    use lameduck::{Event, Instant, Signal};
+    use lameduck::{Event, Instant, LifecycleSignal};
     use std::time::Duration;
     assert_eq!(
-        TraceEvent::Signal(Signal::HasBeenReady).to_string(),
+        TraceEvent::Signal(LifecycleSignal::HasBeenReady).to_string(),
         "HasBeenReady"
     );
     assert_eq!(TraceEvent::StopListening.to_string(), "StopListening");
@@ -265,20 +271,20 @@ fn trace_events_and_rules_display_exactly() {
             "nothing may happen after the process exited",
         ),
         (
-            Rule::SignalFiresOnce(Signal::HasBeenReady),
+            Rule::SignalFiresOnce(LifecycleSignal::HasBeenReady),
             "HasBeenReady fired more than once",
         ),
         (
             Rule::Predecessor {
-                event: Some(Signal::NotAcceptingNewRequest),
-                needs: Signal::PreShutdownHooksStopped,
+                event: Some(LifecycleSignal::NotAcceptingNewRequest),
+                needs: LifecycleSignal::PreShutdownHooksStopped,
             },
             "NotAcceptingNewRequest fired before PreShutdownHooksStopped",
         ),
         (
             Rule::Predecessor {
                 event: None,
-                needs: Signal::NotAcceptingNewRequest,
+                needs: LifecycleSignal::NotAcceptingNewRequest,
             },
             "listeners were stopped before NotAcceptingNewRequest",
         ),
@@ -329,7 +335,7 @@ fn trace_events_and_rules_display_exactly() {
     );
     // A trace without an exit is not complete.
     let running = [TracedEvent::untimed(TraceEvent::Signal(
-        Signal::ShutdownInitiated,
+        LifecycleSignal::ShutdownInitiated,
     ))];
     assert!(!check_trace(&Config::default(), &running)
         .unwrap()
@@ -339,18 +345,24 @@ fn trace_events_and_rules_display_exactly() {
 #[test]
 fn ready_after_shutdown_is_rejected() {
     use lameduck::trace::{check_trace, Rule, TraceEvent, TracedEvent};
-    use lameduck::Signal;
+    use lameduck::LifecycleSignal;
     let t = |s| TracedEvent::untimed(TraceEvent::Signal(s));
     let v = check_trace(
         &Config::default(),
-        &[t(Signal::ShutdownInitiated), t(Signal::HasBeenReady)],
+        &[
+            t(LifecycleSignal::ShutdownInitiated),
+            t(LifecycleSignal::HasBeenReady),
+        ],
     )
     .unwrap_err();
     assert_eq!((v.index, v.rule), (1, Rule::ReadyAfterShutdown));
     // Before it, HasBeenReady is legal.
     check_trace(
         &Config::default(),
-        &[t(Signal::HasBeenReady), t(Signal::ShutdownInitiated)],
+        &[
+            t(LifecycleSignal::HasBeenReady),
+            t(LifecycleSignal::ShutdownInitiated),
+        ],
     )
     .unwrap();
 }
@@ -358,7 +370,7 @@ fn ready_after_shutdown_is_rejected() {
 #[test]
 fn stopped_listening_before_the_stop_and_exit_0_before_it_are_rejected() {
     use lameduck::trace::{check_trace, Rule, TraceEvent, TracedEvent};
-    use lameduck::Signal::*;
+    use lameduck::LifecycleSignal::*;
     let t = |s| TracedEvent::untimed(TraceEvent::Signal(s));
     let head = [
         t(ShutdownInitiated),
@@ -523,7 +535,7 @@ fn a_drain_that_emptied_by_its_deadline_did_not_time_out() {
     m.handle_input(Input::StopRequested(StopSource::Api), t0)
         .unwrap();
     m.handle_timeout(t0);
-    assert!(m.has_fired(lameduck::Signal::NotAcceptingNewRequest));
+    assert!(m.has_fired(lameduck::LifecycleSignal::NotAcceptingNewRequest));
     drop((normal, long));
     // Both deadlines have passed when the machine next runs.
     m.handle_timeout(Instant::from_secs(1000));

@@ -23,8 +23,8 @@ use std::time::Duration;
 use lameduck::sim::Simulator;
 use lameduck::trace::{check_trace, TracedEvent};
 use lameduck::{
-    Config, Event, HookId, HookKind, HookOutcome, Input, Instant, ListenerId, RequestClass, Signal,
-    StopSource,
+    Config, Event, HookId, HookKind, HookOutcome, Input, Instant, LifecycleSignal, ListenerId,
+    RequestClass, StopSource,
 };
 
 const KINDS: [HookKind; 4] = [
@@ -130,7 +130,7 @@ fn fresh(cfg: &Cfg) -> Run {
 fn candidates(cfg: &Cfg) -> Vec<Choice> {
     let mut c = vec![
         Choice::Advance,
-        Choice::Stop(StopSource::Signal),
+        Choice::Stop(StopSource::OsSignal),
         Choice::Stop(StopSource::Api),
     ];
     for l in 0..cfg.listeners {
@@ -214,7 +214,7 @@ fn fingerprint(run: &Run) -> String {
     // The machine's `Debug` shows the phase and the whole timer table.
     write!(s, "{m:?}|now={:?}|next={:?}|", sim.now, m.poll_timeout()).unwrap();
     if let Some(shared) = m.shared() {
-        for sig in Signal::ALL {
+        for sig in LifecycleSignal::ALL {
             write!(s, "{:?},", shared.fired_at(sig)).unwrap();
         }
         let g = shared.gate();
@@ -276,7 +276,7 @@ fn check_log(log: &[(Instant, Event)]) -> Result<(), String> {
         matches!(
             e,
             Event::Signal {
-                signal: Signal::InFlightRequestsDrained,
+                signal: LifecycleSignal::InFlightRequestsDrained,
                 ..
             }
         )
@@ -548,7 +548,7 @@ fn drained_too_early(log: &[(Instant, Event)]) -> Vec<(Instant, Event)> {
         matches!(
             e,
             Event::Signal {
-                signal: Signal::InFlightRequestsDrained,
+                signal: LifecycleSignal::InFlightRequestsDrained,
                 ..
             }
         )

@@ -12,8 +12,8 @@ use lameduck::summary::{StopCause, TerminationSummary};
 use lameduck::trace::log::parse_log;
 use lameduck::trace::{check_trace, Rule, TraceEvent, TracedEvent};
 use lameduck::{
-    Config, Event, HandOverOutcome, HookKind, HookOutcome, Input, InputError, Instant, Phase,
-    Signal, StopSource,
+    Config, Event, HandOverOutcome, HookKind, HookOutcome, Input, InputError, Instant,
+    LifecycleSignal, Phase, StopSource,
 };
 
 fn config() -> Config {
@@ -31,7 +31,7 @@ fn a_ready_successor_starts_the_same_termination_as_sigterm() {
     // The sockets are on their way: this process keeps serving.
     sim.advance(secs(1));
     assert_eq!(sim.machine.phase(), Phase::Serving);
-    assert!(!sim.machine.has_fired(Signal::ShutdownInitiated));
+    assert!(!sim.machine.has_fired(LifecycleSignal::ShutdownInitiated));
 
     sim.input(Input::HandOverFinished(HandOverOutcome::SuccessorReady));
     let handed = sim.log.iter().position(|(_, e)| *e == Event::HandedOver);
@@ -39,7 +39,7 @@ fn a_ready_successor_starts_the_same_termination_as_sigterm() {
         matches!(
             e,
             Event::Signal {
-                signal: Signal::ShutdownInitiated,
+                signal: LifecycleSignal::ShutdownInitiated,
                 ..
             }
         )
@@ -47,9 +47,9 @@ fn a_ready_successor_starts_the_same_termination_as_sigterm() {
     assert!(handed.is_some() && handed < initiated, "{:?}", sim.log);
     assert_eq!(sim.run_to_exit(100), Some(0));
     // The lame-duck window is kept: nothing stops accepting before the shutdown delay.
-    let t0 = sim.fired_at(Signal::ShutdownInitiated).unwrap();
+    let t0 = sim.fired_at(LifecycleSignal::ShutdownInitiated).unwrap();
     assert_eq!(
-        sim.fired_at(Signal::AfterShutdownDelayDuration),
+        sim.fired_at(LifecycleSignal::AfterShutdownDelayDuration),
         Some(t0 + secs(2))
     );
     let summary = sim.check();
@@ -82,7 +82,7 @@ fn a_failed_hand_over_keeps_serving_and_may_be_retried() {
     // A second attempt goes through; a SIGTERM afterwards is the second stop event.
     sim.input(Input::HandOverRequested);
     sim.input(Input::HandOverFinished(HandOverOutcome::SuccessorReady));
-    sim.input(Input::StopRequested(StopSource::Signal));
+    sim.input(Input::StopRequested(StopSource::OsSignal));
     assert_eq!(sim.run_to_exit(100), Some(1));
     sim.check();
 }
@@ -166,7 +166,7 @@ fn the_reference_model_places_the_hand_over_before_the_termination() {
     let cfg = Config::default();
     let at = |ms: u64| Some(Instant::ZERO + Duration::from_millis(ms));
     let ev = |event, ms| TracedEvent { event, at: at(ms) };
-    let initiated = TraceEvent::Signal(Signal::ShutdownInitiated);
+    let initiated = TraceEvent::Signal(LifecycleSignal::ShutdownInitiated);
 
     let legal = [ev(TraceEvent::HandedOver, 1), ev(initiated, 2)];
     assert!(check_trace(&cfg, &legal).is_ok());
@@ -194,7 +194,7 @@ fn the_hand_over_log_line_is_read_into_the_trace() {
         kinds,
         [
             TraceEvent::HandedOver,
-            TraceEvent::Signal(Signal::ShutdownInitiated)
+            TraceEvent::Signal(LifecycleSignal::ShutdownInitiated)
         ]
     );
     check_trace(&Config::default(), &events).unwrap();
@@ -210,7 +210,9 @@ fn keep_alive_ends_at_shutdown_initiated_only_when_the_sockets_outlive_the_proce
         "during the shutdown delay"
     );
     alone.advance(secs(2));
-    assert!(alone.machine.has_fired(Signal::NotAcceptingNewRequest));
+    assert!(alone
+        .machine
+        .has_fired(LifecycleSignal::NotAcceptingNewRequest));
     assert!(alone.shared().keep_alive_ended());
 
     // Sockets inherited from systemd: clients move during the shutdown delay.
@@ -232,5 +234,7 @@ fn keep_alive_ends_at_shutdown_initiated_only_when_the_sockets_outlive_the_proce
     handed.input(Input::HandOverFinished(HandOverOutcome::SuccessorReady));
     assert!(handed.shared().sockets_outlive());
     assert!(handed.shared().keep_alive_ended());
-    assert!(!handed.machine.has_fired(Signal::NotAcceptingNewRequest));
+    assert!(!handed
+        .machine
+        .has_fired(LifecycleSignal::NotAcceptingNewRequest));
 }

@@ -4,7 +4,7 @@
 mod common;
 
 use common::{ms, secs, Sim};
-use lameduck::{Config, EndpointSet, HookKind, HookOutcome, Signal};
+use lameduck::{Config, EndpointSet, HookKind, HookOutcome, LifecycleSignal};
 
 #[test]
 fn ready_then_shutting_down_bodies() {
@@ -16,7 +16,7 @@ fn ready_then_shutting_down_bodies() {
     let now = sim.now;
     let ok = shared.health("/readyz", None, now).unwrap();
     assert_eq!((ok.status, ok.body.as_str()), (200, "ok"));
-    assert!(shared.has_fired(Signal::HasBeenReady));
+    assert!(shared.has_fired(LifecycleSignal::HasBeenReady));
     let verbose = shared.health("/readyz", Some("verbose"), now).unwrap();
     assert_eq!(
         verbose.body,
@@ -145,11 +145,14 @@ fn has_been_ready_fires_on_the_first_200_from_readyz_only() {
         shared.health("/readyz/ping", None, sim.now).unwrap().status,
         200
     );
-    assert!(!shared.has_fired(Signal::HasBeenReady));
+    assert!(!shared.has_fired(LifecycleSignal::HasBeenReady));
     sim.advance(secs(1));
     sim.finish_hook(hook.unwrap(), HookOutcome::Succeeded);
     assert_eq!(shared.health("/readyz", None, sim.now).unwrap().status, 200);
-    assert_eq!(shared.fired_at(Signal::HasBeenReady), Some(sim.now));
+    assert_eq!(
+        shared.fired_at(LifecycleSignal::HasBeenReady),
+        Some(sim.now)
+    );
 }
 
 #[test]
@@ -166,7 +169,7 @@ fn has_been_ready_never_fires_after_shutdown_initiated() {
         .health("/readyz", Some("exclude=shutdown"), sim.now)
         .unwrap();
     assert_eq!(r.status, 200);
-    assert!(!shared.has_fired(Signal::HasBeenReady));
+    assert!(!shared.has_fired(LifecycleSignal::HasBeenReady));
     sim.check();
 }
 

@@ -3,7 +3,7 @@
 mod common;
 
 use common::{secs, Sim};
-use lameduck::{Config, Event, HookKind, HookOutcome, Input, RequestClass, Signal};
+use lameduck::{Config, Event, HookKind, HookOutcome, Input, LifecycleSignal, RequestClass};
 
 #[test]
 fn a_failing_pre_shutdown_hook_still_drains_and_exits_1() {
@@ -25,11 +25,17 @@ fn a_failing_pre_shutdown_hook_still_drains_and_exits_1() {
             outcome: HookOutcome::Panicked
         }));
     assert_eq!(sim.machine.hook_name(bad.unwrap()), Some("bad"));
-    assert!(!sim.machine.has_fired(Signal::PreShutdownHooksStopped));
+    assert!(!sim
+        .machine
+        .has_fired(LifecycleSignal::PreShutdownHooksStopped));
     sim.finish_hook(ok.unwrap(), HookOutcome::Succeeded);
-    assert!(sim.machine.has_fired(Signal::PreShutdownHooksStopped));
+    assert!(sim
+        .machine
+        .has_fired(LifecycleSignal::PreShutdownHooksStopped));
     sim.advance(secs(1));
-    assert!(sim.machine.has_fired(Signal::NotAcceptingNewRequest));
+    assert!(sim
+        .machine
+        .has_fired(LifecycleSignal::NotAcceptingNewRequest));
     assert_eq!(sim.exit, None, "the in-flight request is still drained");
     drop(in_flight);
     sim.input(Input::DrainProgress);
@@ -51,7 +57,7 @@ fn a_failing_post_start_hook_starts_a_graceful_termination_and_exits_1() {
         .body
         .contains("[-]poststarthook/warm-cache failed: reason withheld\n"));
     sim.finish_hook(hook.unwrap(), HookOutcome::Failed);
-    assert!(sim.machine.has_fired(Signal::ShutdownInitiated));
+    assert!(sim.machine.has_fired(LifecycleSignal::ShutdownInitiated));
     assert_eq!(sim.run_to_exit(10), Some(1));
     sim.check();
 }
@@ -65,7 +71,7 @@ fn after_drain_hooks_run_after_the_drain_and_hold_the_exit() {
     sim.stop();
     let drained = sim.log.iter().position(|(_, e)| {
         *e == Event::Signal {
-            signal: Signal::InFlightRequestsDrained,
+            signal: LifecycleSignal::InFlightRequestsDrained,
             at: sim.now,
         }
     });
@@ -128,7 +134,7 @@ fn a_listener_that_dies_terminates_gracefully_with_exit_1() {
     let api = sim.listeners[0];
     sim.auto_stop_listeners = false;
     sim.input(Input::ListenerStopped(api));
-    assert!(sim.machine.has_fired(Signal::ShutdownInitiated));
+    assert!(sim.machine.has_fired(LifecycleSignal::ShutdownInitiated));
     sim.input(Input::ServerStopped(api));
     assert_eq!(sim.exit, Some(1));
     sim.check();

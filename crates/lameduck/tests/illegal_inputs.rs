@@ -20,7 +20,7 @@ fn illegal_inputs_are_errors_and_change_nothing() {
     let hook = m.add_hook(HookKind::PreShutdown, "h").unwrap();
     let l = m.add_listener("api").unwrap();
     assert!(matches!(
-        m.handle_input(Input::StopRequested(StopSource::Signal), now),
+        m.handle_input(Input::StopRequested(StopSource::OsSignal), now),
         Err(InputError::WrongPhase {
             phase: Phase::Configuring,
             ..
@@ -61,7 +61,7 @@ fn illegal_inputs_are_errors_and_change_nothing() {
         })
     );
     while m.poll_event().is_some() {}
-    m.handle_input(Input::StopRequested(StopSource::Signal), now)
+    m.handle_input(Input::StopRequested(StopSource::OsSignal), now)
         .unwrap();
     m.handle_input(
         Input::HookFinished {
@@ -81,7 +81,7 @@ fn illegal_inputs_are_errors_and_change_nothing() {
         ),
         Err(InputError::HookNotRunning(hook))
     );
-    m.handle_input(Input::StopRequested(StopSource::Signal), now)
+    m.handle_input(Input::StopRequested(StopSource::OsSignal), now)
         .unwrap();
     assert_eq!(m.phase(), Phase::Exited);
     assert!(matches!(

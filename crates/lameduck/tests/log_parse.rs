@@ -9,7 +9,7 @@ use lameduck::trace::log::{
     parse_log, parse_log_line, parse_log_timestamp, LineError, LogLine, LogParseError, LogRecord,
     LogTrace, LOG_MARKER,
 };
-use lameduck::{Config, Instant, Signal, TraceEvent, TracedEvent};
+use lameduck::{Config, Instant, LifecycleSignal, TraceEvent, TracedEvent};
 
 /// A real mode A log (tokio_server, `--shutdown-delay 500ms`), with some of its other lines.
 const MODE_A_LOG: &str = "\
@@ -146,7 +146,7 @@ fn each_record_is_read() {
     assert_eq!(
         parse("[graceful-termination] shutdown event name=\"InFlightRequestsDrained\""),
         Some(LogLine {
-            record: LogRecord::Signal(Signal::InFlightRequestsDrained),
+            record: LogRecord::Signal(LifecycleSignal::InFlightRequestsDrained),
             at: None
         })
     );
@@ -154,7 +154,7 @@ fn each_record_is_read() {
     assert_eq!(
         parse("2026-01-01T00:00:00Z [graceful-termination] lifecycle event name=HasBeenReady"),
         Some(LogLine {
-            record: LogRecord::Signal(Signal::HasBeenReady),
+            record: LogRecord::Signal(LifecycleSignal::HasBeenReady),
             at: Some(ts("2026-01-01T00:00:00Z"))
         })
     );

@@ -318,7 +318,7 @@ fn drain_waiter_is_woken_by_concurrent_releases() {
 #[test]
 fn pacing_is_in_place_before_not_accepting_is_visible() {
     use lameduck::sim::Simulator;
-    use lameduck::{Admission, Config, RequestClass, Signal};
+    use lameduck::{Admission, Config, LifecycleSignal, RequestClass};
     use std::time::Duration;
 
     loom::model(|| {
@@ -345,7 +345,7 @@ fn pacing_is_in_place_before_not_accepting_is_visible() {
             let shared = shared.clone();
             thread::spawn(move || {
                 let mut spins = 0;
-                while !shared.has_fired(Signal::NotAcceptingNewRequest) {
+                while !shared.has_fired(LifecycleSignal::NotAcceptingNewRequest) {
                     spins += 1;
                     if spins > 3 {
                         // Gave up: the main thread ends the streams once the stop returned.

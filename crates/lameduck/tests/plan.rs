@@ -11,7 +11,9 @@ use lameduck::plan::{
     ceil_seconds, plan, EventKind, Plan, PlanError, PlanInput, ProbeSettings, Problem,
     DEFAULT_TERMINATION_GRACE_PERIOD, GRACE_PERIOD_MARGIN,
 };
-use lameduck::{Config, Event, HookKind, HookOutcome, Input, RequestClass, ShutdownMode, Signal};
+use lameduck::{
+    Config, Event, HookKind, HookOutcome, Input, LifecycleSignal, RequestClass, ShutdownMode,
+};
 
 /// The worked example: an AWS load balancer probing `/readyz` every 10 s with a 10 s timeout,
 /// unhealthy after 2 failures.
@@ -384,7 +386,8 @@ fn simulated_exit(config: Config, hooks: Duration) -> Duration {
     }
     let admitted_at = t0 + e3;
     assert!(
-        sim.machine.has_fired(Signal::NotAcceptingNewRequest),
+        sim.machine
+            .has_fired(LifecycleSignal::NotAcceptingNewRequest),
         "the gate closed at E3"
     );
     let normal_deadline = admitted_at + request_timeout;

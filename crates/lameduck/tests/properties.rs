@@ -4,7 +4,7 @@
 
 use lameduck::sim::{Op, Setup};
 use lameduck::trace::{check_trace, predecessors, Rule, TraceEvent, TracedEvent};
-use lameduck::Signal;
+use lameduck::LifecycleSignal;
 use proptest::prelude::*;
 
 fn setup() -> impl Strategy<Value = Setup> {
@@ -25,7 +25,7 @@ fn setup() -> impl Strategy<Value = Setup> {
                 send_retry_after,
                 hooks,
                 extra_listeners,
-                mux_signals,
+                routes_signals,
             )| Setup {
                 delay_tenths,
                 grace_tenths,
@@ -33,7 +33,7 @@ fn setup() -> impl Strategy<Value = Setup> {
                 send_retry_after,
                 hooks,
                 extra_listeners,
-                mux_signals,
+                routes_signals,
             },
         )
 }
@@ -46,7 +46,7 @@ fn op() -> impl Strategy<Value = Op> {
         (0u8..4).prop_map(|index| Op::ListenerServing { index }),
         (0u8..4).prop_map(|index| Op::ListenerStopped { index }),
         (0u8..4).prop_map(|index| Op::ServerStopped { index }),
-        (0u8..3).prop_map(|index| Op::MuxSignalFired { index }),
+        (0u8..3).prop_map(|index| Op::RoutesSignalFired { index }),
         any::<bool>().prop_map(|long_running| Op::OpenRequest { long_running }),
         any::<bool>().prop_map(|long_running| Op::OpenRequest { long_running }),
         any::<u8>().prop_map(|index| Op::EndRequest { index }),
@@ -82,13 +82,13 @@ proptest! {
         prop_assert!(summary.complete());
         // Each signal at most once (check_trace enforces it too; count explicitly).
         let signals = sim.signals();
-        for s in Signal::ALL {
+        for s in LifecycleSignal::ALL {
             prop_assert!(signals.iter().filter(|x| **x == s).count() <= 1);
         }
         // A clean exit saw the whole termination.
         if exit == Some(0) {
-            for s in [Signal::ShutdownInitiated, Signal::NotAcceptingNewRequest,
-                      Signal::InFlightRequestsDrained, Signal::HTTPServerStoppedListening] {
+            for s in [LifecycleSignal::ShutdownInitiated, LifecycleSignal::NotAcceptingNewRequest,
+                      LifecycleSignal::InFlightRequestsDrained, LifecycleSignal::HTTPServerStoppedListening] {
                 prop_assert!(signals.contains(&s));
             }
         }
@@ -117,7 +117,7 @@ proptest! {
         };
         let signal_positions: Vec<usize> =
             (0..trace.len()).filter(|i| signal_at(*i).is_some()).collect();
-        let position = |s: Signal| trace.iter().position(|e| e.event == TraceEvent::Signal(s));
+        let position = |s: LifecycleSignal| trace.iter().position(|e| e.event == TraceEvent::Signal(s));
         let mut bad = trace.clone();
         let (index, rule) = match mutation {
             // Repeat a signal right after itself (same time, so time stays monotone).
@@ -148,7 +148,7 @@ proptest! {
                 let s = signal_at(i).unwrap();
                 let e = bad.remove(i);
                 bad.insert(p, TracedEvent::untimed(e.event));
-                let seen: Vec<Signal> = (0..p).filter_map(signal_at).collect();
+                let seen: Vec<LifecycleSignal> = (0..p).filter_map(signal_at).collect();
                 let needs = *predecessors(s, config.mode())
                     .iter()
                     .find(|x| !seen.contains(x))
@@ -157,7 +157,7 @@ proptest! {
             }
             // Exit 0 just before the drain (or the listeners) completed.
             2 => {
-                let done = [Signal::InFlightRequestsDrained, Signal::HTTPServerStoppedListening];
+                let done = [LifecycleSignal::InFlightRequestsDrained, LifecycleSignal::HTTPServerStoppedListening];
                 let Some(cut) = done.into_iter().filter_map(position).min() else {
                     return Ok(());
                 };
@@ -167,18 +167,18 @@ proptest! {
             }
             // Drop ShutdownInitiated when anything depends on it.
             _ => {
-                let Some(i) = position(Signal::ShutdownInitiated) else {
+                let Some(i) = position(LifecycleSignal::ShutdownInitiated) else {
                     return Ok(());
                 };
                 let Some(j) = (i..trace.len()).find(|j| matches!(signal_at(*j),
-                    Some(Signal::AfterShutdownDelayDuration | Signal::PreShutdownHooksStopped)))
+                    Some(LifecycleSignal::AfterShutdownDelayDuration | LifecycleSignal::PreShutdownHooksStopped)))
                 else {
                     return Ok(());
                 };
                 bad.remove(i);
                 (j - 1, Rule::Predecessor {
                     event: signal_at(j),
-                    needs: Signal::ShutdownInitiated,
+                    needs: LifecycleSignal::ShutdownInitiated,
                 })
             }
         };

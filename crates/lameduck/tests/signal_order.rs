@@ -4,8 +4,8 @@
 mod common;
 
 use common::{ms, secs, Sim};
-use lameduck::{Config, Event, HookKind, HookOutcome, Input, Instant, Phase, Signal};
-use Signal::*;
+use lameduck::{Config, Event, HookKind, HookOutcome, Input, Instant, LifecycleSignal, Phase};
+use LifecycleSignal::*;
 
 fn config(mode_b: bool) -> Config {
     Config::builder()
@@ -148,7 +148,7 @@ fn zero_delay_waits_only_for_hooks() {
 
 #[test]
 fn second_signal_exits_1_at_once_but_repeated_api_requests_do_not() {
-    for first in [lameduck::StopSource::Api, lameduck::StopSource::Signal] {
+    for first in [lameduck::StopSource::Api, lameduck::StopSource::OsSignal] {
         let mut sim = Sim::serving(config(false), |m| {
             m.add_hook(lameduck::HookKind::Destroy, "flush").unwrap();
         });
@@ -158,7 +158,7 @@ fn second_signal_exits_1_at_once_but_repeated_api_requests_do_not() {
             sim.exit, None,
             "{first:?}: a repeated request_shutdown() changes nothing"
         );
-        sim.input(Input::StopRequested(lameduck::StopSource::Signal));
+        sim.input(Input::StopRequested(lameduck::StopSource::OsSignal));
         assert_eq!(
             sim.exit,
             Some(1),
@@ -186,22 +186,22 @@ fn second_signal_exits_1_at_once_but_repeated_api_requests_do_not() {
 fn mux_and_discovery_complete_waits_for_every_registered_signal_and_never_fires_after_stop() {
     let mut ids = Vec::new();
     let mut sim = Sim::serving(Config::default(), |m| {
-        ids.push(m.add_mux_signal("crds").unwrap());
-        ids.push(m.add_mux_signal("apis").unwrap());
+        ids.push(m.add_routes_signal("crds").unwrap());
+        ids.push(m.add_routes_signal("apis").unwrap());
     });
     assert!(!sim.machine.has_fired(MuxAndDiscoveryComplete));
-    sim.input(Input::MuxSignalFired(ids[0]));
-    sim.input(Input::MuxSignalFired(ids[0]));
+    sim.input(Input::RoutesSignalFired(ids[0]));
+    sim.input(Input::RoutesSignalFired(ids[0]));
     assert!(!sim.machine.has_fired(MuxAndDiscoveryComplete));
-    sim.input(Input::MuxSignalFired(ids[1]));
+    sim.input(Input::RoutesSignalFired(ids[1]));
     assert!(sim.machine.has_fired(MuxAndDiscoveryComplete));
 
     let mut ids = Vec::new();
     let mut sim = Sim::serving(config(false), |m| {
-        ids.push(m.add_mux_signal("crds").unwrap())
+        ids.push(m.add_routes_signal("crds").unwrap())
     });
     sim.stop();
-    sim.input(Input::MuxSignalFired(ids[0]));
+    sim.input(Input::RoutesSignalFired(ids[0]));
     assert!(!sim.machine.has_fired(MuxAndDiscoveryComplete));
     sim.run_to_exit(20);
     sim.check();

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use lameduck::sim::Simulator;
-use lameduck::{Admission, Config, Instant, Lifecycle, RequestClass, Shared, Signal};
+use lameduck::{Admission, Config, Instant, Lifecycle, LifecycleSignal, RequestClass, Shared};
 
 /// Allocation calls (`alloc`, `alloc_zeroed`, `realloc`) made while counting.
 static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
@@ -204,7 +204,9 @@ fn paced_drain_and_rejections_allocate_nothing() {
     // The machine's part (not counted: it logs events).
     sim.stop().expect("stop");
     sim.advance(Duration::ZERO);
-    assert!(sim.machine.has_fired(Signal::NotAcceptingNewRequest));
+    assert!(sim
+        .machine
+        .has_fired(LifecycleSignal::NotAcceptingNewRequest));
     assert!(gate.is_closed());
     assert_eq!(gate.long_running_in_flight(), 2 * N);
     let now = sim.now;

@@ -278,7 +278,7 @@ pub fn metrics_follow_the_drain_and_the_summary_counts_it(bin: &'static str) {
 
     // The summary line counts exactly what the test sent.
     let summary = server.summary().expect("checked on exit");
-    assert_eq!(summary.cause, Some(StopCause::Signal), "{summary}");
+    assert_eq!(summary.cause, Some(StopCause::OsSignal), "{summary}");
     assert_eq!(summary.requests_drained, SLEEPS as u64, "{summary}");
     assert_eq!(summary.requests_remaining, 0, "{summary}");
     assert_eq!(summary.streams_ended, WATCHES as u64, "{summary}");

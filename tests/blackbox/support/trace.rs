@@ -2,7 +2,7 @@
 //! log reader ([`lameduck::trace::log::parse_log`]), checked with the core's reference model
 //! ([`lameduck::check_trace`]) for the configuration the server was started with.
 //!
-//! Every `[graceful-termination] ... name=<Signal>` line (the `shutdown event` lines and the
+//! Every `[graceful-termination] ... name=<LifecycleSignal>` line (the `shutdown event` lines and the
 //! `lifecycle event` lines of `HasBeenReady` / `MuxAndDiscoveryComplete`) becomes a
 //! [`TraceEvent::Signal`], and the process's exit status a [`TraceEvent::Exit`]. Events are
 //! timed by the timestamp the server's logger wrote on each line (its own clock, UTC,
@@ -16,7 +16,9 @@
 
 use std::time::Duration;
 
-use lameduck::{check_trace, Config, Signal, TraceEvent, TraceSummary, TracedEvent, Violation};
+use lameduck::{
+    check_trace, Config, LifecycleSignal, TraceEvent, TraceSummary, TracedEvent, Violation,
+};
 
 use super::process::ServerProcess;
 
@@ -104,7 +106,7 @@ impl TraceCheck for ServerProcess {
             render(&events)
         );
         if summary.exit_code == Some(0) {
-            let missing: Vec<&str> = Signal::ALL
+            let missing: Vec<&str> = LifecycleSignal::ALL
                 .iter()
                 .filter(|s| s.is_termination() && !summary.signals.contains(**s))
                 .map(|s| s.name())
@@ -126,28 +128,28 @@ pub fn corruptions(
     config: &Config,
 ) -> Vec<(&'static str, Vec<TracedEvent>, lameduck::Rule)> {
     use lameduck::Rule;
-    let pos = |s: Signal| {
+    let pos = |s: LifecycleSignal| {
         events
             .iter()
             .position(|e| e.event == TraceEvent::Signal(s))
             .unwrap_or_else(|| panic!("no {s} in the trace\n{}", render(events)))
     };
-    let si = pos(Signal::ShutdownInitiated);
-    let asd = pos(Signal::AfterShutdownDelayDuration);
-    let nar = pos(Signal::NotAcceptingNewRequest);
-    let drained = pos(Signal::InFlightRequestsDrained);
+    let si = pos(LifecycleSignal::ShutdownInitiated);
+    let asd = pos(LifecycleSignal::AfterShutdownDelayDuration);
+    let nar = pos(LifecycleSignal::NotAcceptingNewRequest);
+    let drained = pos(LifecycleSignal::InFlightRequestsDrained);
     let mut out = Vec::new();
 
     // NotAcceptingNewRequest before AfterShutdownDelayDuration (events swapped, times kept).
     let mut swapped = events.to_vec();
-    swapped[asd].event = TraceEvent::Signal(Signal::NotAcceptingNewRequest);
-    swapped[nar].event = TraceEvent::Signal(Signal::AfterShutdownDelayDuration);
+    swapped[asd].event = TraceEvent::Signal(LifecycleSignal::NotAcceptingNewRequest);
+    swapped[nar].event = TraceEvent::Signal(LifecycleSignal::AfterShutdownDelayDuration);
     out.push((
         "NotAcceptingNewRequest swapped before AfterShutdownDelayDuration",
         swapped,
         Rule::Predecessor {
-            event: Some(Signal::NotAcceptingNewRequest),
-            needs: Signal::AfterShutdownDelayDuration,
+            event: Some(LifecycleSignal::NotAcceptingNewRequest),
+            needs: LifecycleSignal::AfterShutdownDelayDuration,
         },
     ));
 
@@ -157,7 +159,7 @@ pub fn corruptions(
     out.push((
         "InFlightRequestsDrained duplicated",
         duplicated,
-        Rule::SignalFiresOnce(Signal::InFlightRequestsDrained),
+        Rule::SignalFiresOnce(LifecycleSignal::InFlightRequestsDrained),
     ));
 
     // The drain missing: mode A may stop listening without it but not exit 0; mode B stops
@@ -167,8 +169,8 @@ pub fn corruptions(
     let rule = match config.mode() {
         lameduck::ShutdownMode::CloseListener => Rule::CleanExitBeforeDone,
         lameduck::ShutdownMode::SendRetryAfter => Rule::Predecessor {
-            event: Some(Signal::HTTPServerStoppedListening),
-            needs: Signal::InFlightRequestsDrained,
+            event: Some(LifecycleSignal::HTTPServerStoppedListening),
+            needs: LifecycleSignal::InFlightRequestsDrained,
         },
     };
     out.push(("InFlightRequestsDrained dropped", undrained, rule));
@@ -190,7 +192,7 @@ pub fn corruptions(
     // Something after the exit.
     let mut after_exit = events.to_vec();
     after_exit.push(TracedEvent::untimed(TraceEvent::Signal(
-        Signal::HasBeenReady,
+        LifecycleSignal::HasBeenReady,
     )));
     out.push((
         "an event after the exit",

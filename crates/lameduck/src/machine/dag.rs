@@ -4,16 +4,16 @@
 use super::io::{DrainPlan, Event, ExitReason, HookKind};
 use super::timer::Timer;
 use super::{
-    pacing_interval, DrainState, Hook, HookState, Machine, MachineStage, ServerWait, StopRequest,
+    pacing_interval, DrainState, Hook, HookState, ListenerState, Machine, ServerWait, StopRequest,
     CONNECTION_CLOSE_LINGER, DESTROY_HOOKS_TIMEOUT, DRAIN_PROGRESS_INTERVAL,
 };
 use crate::config::ShutdownMode;
 use crate::shared::{RunStage, Shared};
-use crate::signal::Signal;
+use crate::signal::LifecycleSignal;
 use crate::time::Instant;
 
 impl Machine {
-    fn fire(&mut self, signal: Signal, now: Instant) {
+    fn fire(&mut self, signal: LifecycleSignal, now: Instant) {
         let Some(shared) = &self.shared else { return };
         if shared.fire(signal, now) {
             self.events.push_back(Event::Signal { signal, at: now });
@@ -56,19 +56,19 @@ impl Machine {
             return;
         };
         let gate = shared.gate();
-        let fired = |s: Signal| shared.has_fired(s);
+        let fired = |s: LifecycleSignal| shared.has_fired(s);
         // A hand-over asked for before serving is dropped once termination starts.
         self.start_pending_hand_over();
 
         // Start-up.
-        if !fired(Signal::MuxAndDiscoveryComplete)
-            && !fired(Signal::ShutdownInitiated)
+        if !fired(LifecycleSignal::MuxAndDiscoveryComplete)
+            && !fired(LifecycleSignal::ShutdownInitiated)
             && self.stop == StopRequest::NotRequested
-            && self.mux_fired.iter().all(|f| *f)
+            && self.routes_signal_fired_flags.iter().all(|f| *f)
         {
-            self.fire(Signal::MuxAndDiscoveryComplete, now);
+            self.fire(LifecycleSignal::MuxAndDiscoveryComplete, now);
         }
-        if !self.announced_serving && self.listeners.iter().all(|l| l.serving) {
+        if !self.announced_serving && self.listeners.iter().all(|l| l.has_served()) {
             self.announced_serving = true;
             shared.set_run_stage(RunStage::Serving);
             self.events.push_back(Event::NotifyReady);
@@ -79,8 +79,8 @@ impl Machine {
         }
 
         // The lame-duck window.
-        if self.stop != StopRequest::NotRequested && !fired(Signal::ShutdownInitiated) {
-            self.fire(Signal::ShutdownInitiated, now);
+        if self.stop != StopRequest::NotRequested && !fired(LifecycleSignal::ShutdownInitiated) {
+            self.fire(LifecycleSignal::ShutdownInitiated, now);
             if shared.sockets_outlive() {
                 // Clients move to the process that keeps the sockets during the delay.
                 shared.end_keep_alive();
@@ -94,30 +94,32 @@ impl Machine {
                 self.events.push_back(Event::RunPreShutdownHooks);
             }
         }
-        if fired(Signal::ShutdownInitiated)
-            && !fired(Signal::AfterShutdownDelayDuration)
+        if fired(LifecycleSignal::ShutdownInitiated)
+            && !fired(LifecycleSignal::AfterShutdownDelayDuration)
             && self.timer_due(Timer::ShutdownDelay, now)
         {
             self.timers.stop(Timer::ShutdownDelay);
-            self.fire(Signal::AfterShutdownDelayDuration, now);
+            self.fire(LifecycleSignal::AfterShutdownDelayDuration, now);
         }
-        if fired(Signal::ShutdownInitiated)
-            && !fired(Signal::PreShutdownHooksStopped)
+        if fired(LifecycleSignal::ShutdownInitiated)
+            && !fired(LifecycleSignal::PreShutdownHooksStopped)
             && self.all_done(HookKind::PreShutdown)
         {
-            self.fire(Signal::PreShutdownHooksStopped, now);
+            self.fire(LifecycleSignal::PreShutdownHooksStopped, now);
         }
 
         // Stop accepting.
-        if fired(Signal::AfterShutdownDelayDuration)
-            && fired(Signal::PreShutdownHooksStopped)
-            && !fired(Signal::NotAcceptingNewRequest)
+        if fired(LifecycleSignal::AfterShutdownDelayDuration)
+            && fired(LifecycleSignal::PreShutdownHooksStopped)
+            && !fired(LifecycleSignal::NotAcceptingNewRequest)
         {
             self.begin_drain(&shared, now);
         }
 
         // The drains.
-        if fired(Signal::NotAcceptingNewRequest) && !fired(Signal::InFlightRequestsDrained) {
+        if fired(LifecycleSignal::NotAcceptingNewRequest)
+            && !fired(LifecycleSignal::InFlightRequestsDrained)
+        {
             if let DrainState::Running { .. } = self.normal_drain {
                 let timed_out = self.timer_due(Timer::NormalDrain, now);
                 if gate.normal_drained() || timed_out {
@@ -154,7 +156,7 @@ impl Machine {
                 && self.long_running_drain == DrainState::Finished
             {
                 self.timers.stop(Timer::DrainProgress);
-                self.fire(Signal::InFlightRequestsDrained, now);
+                self.fire(LifecycleSignal::InFlightRequestsDrained, now);
                 if self.start_hooks(HookKind::AfterDrain) {
                     self.events.push_back(Event::RunAfterDrainHooks);
                 }
@@ -169,13 +171,16 @@ impl Machine {
 
         // The listeners and their servers.
         if self.server_wait != ServerWait::NotStarted
-            && !fired(Signal::HTTPServerStoppedListening)
-            && self.listeners.iter().all(|l| l.stopped)
+            && !fired(LifecycleSignal::HTTPServerStoppedListening)
+            && self.listeners.iter().all(|l| l.is_stopped())
         {
-            self.fire(Signal::HTTPServerStoppedListening, now);
+            self.fire(LifecycleSignal::HTTPServerStoppedListening, now);
         }
         if matches!(self.server_wait, ServerWait::Waiting | ServerWait::TimedOut)
-            && self.listeners.iter().all(|l| l.server_stopped)
+            && self
+                .listeners
+                .iter()
+                .all(|l| matches!(l, ListenerState::ServerStopped { .. }))
         {
             self.server_wait = ServerWait::Done;
             self.timers.stop(Timer::HttpShutdown);
@@ -198,8 +203,8 @@ impl Machine {
             ServerWait::NotStarted | ServerWait::Waiting => false,
         };
         if self.exiting.is_none()
-            && fired(Signal::InFlightRequestsDrained)
-            && fired(Signal::HTTPServerStoppedListening)
+            && fired(LifecycleSignal::InFlightRequestsDrained)
+            && fired(LifecycleSignal::HTTPServerStoppedListening)
             && servers_done
             && self.all_done(HookKind::AfterDrain)
         {
@@ -226,7 +231,7 @@ impl Machine {
     /// [`CONNECTION_CLOSE_LINGER`] to close, but never past
     /// `NotAcceptingNewRequest + max(request_timeout, grace)`.
     fn arm_close_linger(&mut self, now: Instant) {
-        let Some(n) = self.fired_at(Signal::NotAcceptingNewRequest) else {
+        let Some(n) = self.fired_at(LifecycleSignal::NotAcceptingNewRequest) else {
             return;
         };
         let bound = n + self
@@ -271,7 +276,7 @@ impl Machine {
             plan.long_running_deadline = Some(deadline);
             plan.pacing_interval = Some(interval);
         }
-        self.fire(Signal::NotAcceptingNewRequest, now);
+        self.fire(LifecycleSignal::NotAcceptingNewRequest, now);
         if grace.is_zero() {
             // Not waited for (kube-apiserver: "not going to wait for active watch
             // request(s) to drain"). They are still told to end through the signal.
@@ -304,7 +309,6 @@ impl Machine {
     }
 
     pub(super) fn exit(&mut self, code: u8, reason: ExitReason) {
-        self.stage = MachineStage::Exited;
         if let Some(shared) = &self.shared {
             shared.set_run_stage(RunStage::Exited);
         }

@@ -6,7 +6,7 @@ use core::fmt;
 use core::time::Duration;
 
 use crate::phase::Phase;
-use crate::signal::Signal;
+use crate::signal::LifecycleSignal;
 use crate::time::Instant;
 
 /// Kinds of hooks.
@@ -45,7 +45,7 @@ pub struct ListenerId(pub(crate) u16);
 
 /// A registered readiness-of-routes signal (`MuxAndDiscoveryComplete` waits for all).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct MuxSignalId(pub(crate) u16);
+pub struct RoutesSignalId(pub(crate) u16);
 
 impl HookId {
     /// An id from its raw index, for fuzzers and reference-model tests. The machine rejects
@@ -77,12 +77,12 @@ impl ListenerId {
     }
 }
 
-impl MuxSignalId {
+impl RoutesSignalId {
     /// An id from its raw index, for fuzzers and reference-model tests. The machine rejects
     /// ids that were not registered with a typed error.
     #[must_use]
     pub const fn from_raw(index: u16) -> Self {
-        MuxSignalId(index)
+        RoutesSignalId(index)
     }
 
     /// The index in registration order.
@@ -115,7 +115,7 @@ impl HookOutcome {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum StopSource {
     /// SIGTERM or SIGINT. A second one forces exit 1 at once.
-    Signal,
+    OsSignal,
     /// `request_shutdown()` from code; repeating it changes nothing.
     Api,
 }
@@ -187,7 +187,7 @@ pub enum Input {
         outcome: HookOutcome,
     },
     /// A readiness-of-routes signal fired (idempotent).
-    MuxSignalFired(MuxSignalId),
+    RoutesSignalFired(RoutesSignalId),
     /// Termination was requested.
     StopRequested(StopSource),
     /// The gate notified its listeners: a wait group may have drained. Cheap; send it
@@ -216,7 +216,7 @@ pub enum Event {
     /// A lifecycle signal fired. Log it (`[graceful-termination] shutdown event name=…`).
     Signal {
         /// Which.
-        signal: Signal,
+        signal: LifecycleSignal,
         /// When.
         at: Instant,
     },
@@ -280,7 +280,7 @@ pub enum Event {
     /// ready, while this process keeps serving; report with [`Input::HandOverFinished`].
     HandOverListeners,
     /// The successor is ready with every listening socket: termination starts now
-    /// ([`Signal::ShutdownInitiated`] follows), as on SIGTERM. Log it.
+    /// ([`LifecycleSignal::ShutdownInitiated`] follows), as on SIGTERM. Log it.
     HandedOver,
     /// The hand-over failed: this process keeps serving, and a later hand-over may be
     /// asked for. Log why (the driver knows).
@@ -380,7 +380,7 @@ pub enum InputError {
     ServerBeforeListener(ListenerId),
     /// No such readiness-of-routes signal.
     #[error("unknown readiness-of-routes signal {0:?}")]
-    UnknownMuxSignal(MuxSignalId),
+    UnknownRoutesSignal(RoutesSignalId),
     /// A hand-over was asked for while another one is under way.
     #[error("a hand-over is already under way")]
     HandOverInProgress,
@@ -400,7 +400,7 @@ impl Input {
             Input::Start => "Start",
             Input::ListenerServing(_) => "ListenerServing",
             Input::HookFinished { .. } => "HookFinished",
-            Input::MuxSignalFired(_) => "MuxSignalFired",
+            Input::RoutesSignalFired(_) => "RoutesSignalFired",
             Input::StopRequested(_) => "StopRequested",
             Input::DrainProgress => "DrainProgress",
             Input::ListenerStopped(_) => "ListenerStopped",

@@ -5,7 +5,7 @@ use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 
-use super::io::{HookId, HookKind, ListenerId, MuxSignalId, RegisterError};
+use super::io::{HookId, HookKind, ListenerId, RegisterError, RoutesSignalId};
 use super::{Hook, HookState, ListenerState, Machine, MachineStage, PendingCheck};
 use crate::health::is_valid_check_name;
 use crate::shared::{Check, CheckFn, CheckKind, EndpointSet, Shared};
@@ -16,7 +16,7 @@ fn id16(len: usize, what: &'static str) -> Result<u16, RegisterError> {
 
 impl Machine {
     fn check_configuring(&self, what: &'static str, name: &str) -> Result<(), RegisterError> {
-        if self.stage != MachineStage::Configuring {
+        if self.stage() != MachineStage::Configuring {
             return Err(RegisterError::AlreadyPrepared {
                 what,
                 name: name.into(),
@@ -83,7 +83,7 @@ impl Machine {
     /// once prepared (servers are usually built from the prepared shared state), not after
     /// start.
     pub fn add_listener(&mut self, name: &str) -> Result<ListenerId, RegisterError> {
-        if self.stage == MachineStage::Prepared {
+        if self.stage() == MachineStage::Prepared {
             if !is_valid_check_name(name) {
                 return Err(RegisterError::InvalidName {
                     what: "listener",
@@ -106,17 +106,20 @@ impl Machine {
     }
 
     /// Registers a readiness-of-routes signal.
-    pub fn add_mux_signal(&mut self, name: &str) -> Result<MuxSignalId, RegisterError> {
+    pub fn add_routes_signal(&mut self, name: &str) -> Result<RoutesSignalId, RegisterError> {
         self.check_configuring("readiness-of-routes signal", name)?;
-        if self.mux_names.iter().any(|n| n == name) {
+        if self.routes_signal_names.iter().any(|n| n == name) {
             return Err(RegisterError::Duplicate {
                 what: "readiness-of-routes signal",
                 name: name.into(),
             });
         }
-        let id = MuxSignalId(id16(self.mux_names.len(), "readiness-of-routes signal")?);
-        self.mux_names.push(name.into());
-        self.mux_fired.push(false);
+        let id = RoutesSignalId(id16(
+            self.routes_signal_names.len(),
+            "readiness-of-routes signal",
+        )?);
+        self.routes_signal_names.push(name.into());
+        self.routes_signal_fired_flags.push(false);
         Ok(id)
     }
 
@@ -177,7 +180,6 @@ impl Machine {
             .count();
         let shared = Arc::new(Shared::new(self.config.clone(), checks, post_start));
         self.shared = Some(Arc::clone(&shared));
-        self.stage = MachineStage::Prepared;
         shared
     }
 }

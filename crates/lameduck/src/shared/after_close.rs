@@ -7,7 +7,7 @@ use super::{Admission, Shared};
 use crate::classify::RequestClass;
 use crate::connection::{ConnectionKind, IDLE_CONNECTION_LINGER};
 use crate::gate::{LongRunningTicketOf, NormalTicketOf, Rejection};
-use crate::signal::Signal;
+use crate::signal::LifecycleSignal;
 use crate::sync::Ordering;
 use crate::time::Instant;
 
@@ -84,7 +84,7 @@ impl Shared {
     /// - a connection that has carried no request yet was just opened by a client about to
     ///   send one: it is kept until `now` + [`IDLE_CONNECTION_LINGER`];
     /// - when the sockets outlive this process, a keep-alive connection is kept until
-    ///   [`IDLE_CONNECTION_LINGER`] after [`Signal::ShutdownInitiated`] (so at once when the
+    ///   [`IDLE_CONNECTION_LINGER`] after [`LifecycleSignal::ShutdownInitiated`] (so at once when the
     ///   shutdown delay was at least that long: its client had the time to move), idle or
     ///   busy with a response admitted before the signal, which goes out without
     ///   `Connection: close`;
@@ -97,7 +97,7 @@ impl Shared {
         if first {
             return now + IDLE_CONNECTION_LINGER;
         }
-        match self.fired_at(Signal::ShutdownInitiated) {
+        match self.fired_at(LifecycleSignal::ShutdownInitiated) {
             Some(at) if self.sockets_outlive() => core::cmp::max(now, at + IDLE_CONNECTION_LINGER),
             _ => now,
         }

@@ -7,7 +7,7 @@ use super::{Op, Simulator};
 use crate::classify::RequestClass;
 use crate::machine::{
     HandOverOutcome, HookId, HookKind, HookOutcome, Input, InputError, ListenerId, Machine,
-    MuxSignalId, StopSource,
+    RoutesSignalId, StopSource,
 };
 
 impl Simulator {
@@ -40,7 +40,7 @@ impl Simulator {
                 Ok(())
             }
             Op::Stop { os_signal } => self.input(Input::StopRequested(if os_signal {
-                StopSource::Signal
+                StopSource::OsSignal
             } else {
                 StopSource::Api
             })),
@@ -73,8 +73,8 @@ impl Simulator {
                 self.open_request(RequestClass::Exempt);
                 Ok(())
             }
-            Op::MuxSignalFired { index } => self.input(Input::MuxSignalFired(
-                MuxSignalId::from_raw(u16::from(index)),
+            Op::RoutesSignalFired { index } => self.input(Input::RoutesSignalFired(
+                RoutesSignalId::from_raw(u16::from(index)),
             )),
             Op::OpenRequest { long_running } => {
                 self.open_request(if long_running {

@@ -11,14 +11,14 @@
 //! 2026-11-22T05:07:33.916201Z  INFO lameduck_hyper::server: [graceful-termination] server is exiting code=0 reason=graceful termination completed
 //! ```
 //!
-//! Signal lines after `ShutdownInitiated` also carry `elapsed=` (the time since it), and the
+//! Lifecycle signal lines after `ShutdownInitiated` also carry `elapsed=` (the time since it), and the
 //! exit line is preceded by the termination summary
 //! (`[graceful-termination] termination summary: cause=signal ... code=0`), which is read by
 //! [`SummaryRecord::parse_line`](crate::summary::SummaryRecord::parse_line), not here.
 //!
 //! [`parse_log_line`] reads one line: lines without the [`LOG_MARKER`] are not the lifecycle's
 //! and give `Ok(None)`; a marked line is a [`LogRecord`] when it names a signal
-//! (`name=<Signal>`, quoted or not), reports an OS signal (`received signal`), the hand-over
+//! (`name=<LifecycleSignal>`, quoted or not), reports an OS signal (`received signal`), the hand-over
 //! of the listeners to a successor (`listeners handed over`) or the exit (`is exiting`, with
 //! `code=<n>`). The line's time is its leading RFC 3339 timestamp
 //! ([`parse_log_timestamp`]), as an [`Instant`] in nanoseconds since the Unix epoch; a line
@@ -83,7 +83,7 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
 use super::{TraceEvent, TracedEvent};
-use crate::signal::Signal;
+use crate::signal::LifecycleSignal;
 use crate::time::Instant;
 
 /// The text every lifecycle log line carries.
@@ -92,8 +92,8 @@ pub const LOG_MARKER: &str = "[graceful-termination]";
 /// What one lifecycle log line reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum LogRecord {
-    /// A lifecycle signal fired (`name=<Signal>`).
-    Signal(Signal),
+    /// A lifecycle signal fired (`name=<LifecycleSignal>`).
+    Signal(LifecycleSignal),
     /// An OS signal arrived, before the lifecycle took it (`received signal`).
     ReceivedSignal,
     /// The listening sockets went to a ready successor, which starts the termination
@@ -171,12 +171,12 @@ pub enum LogParseError {
 ///
 /// ```
 /// use lameduck::trace::log::{parse_log_line, LogRecord};
-/// use lameduck::Signal;
+/// use lameduck::LifecycleSignal;
 ///
 /// let line = "2026-11-22T05:07:33.916059Z  INFO lameduck_hyper::server: \
 ///             [graceful-termination] shutdown event name=NotAcceptingNewRequest";
 /// let parsed = parse_log_line(line)?.unwrap();
-/// assert_eq!(parsed.record, LogRecord::Signal(Signal::NotAcceptingNewRequest));
+/// assert_eq!(parsed.record, LogRecord::Signal(LifecycleSignal::NotAcceptingNewRequest));
 /// assert_eq!(parsed.at.unwrap().as_nanos() % 1_000_000_000, 916_059_000);
 /// assert_eq!(parse_log_line("Serving on 127.0.0.1:8080")?, None);
 /// assert!(parse_log_line("x [graceful-termination] shutdown event name=Bogus").is_err());
@@ -199,11 +199,11 @@ pub fn parse_log_line(line: &str) -> Result<Option<LogLine>, LineError> {
         };
         LogRecord::Exiting { code }
     } else if let Some(name) = field(line, "name") {
-        LogRecord::Signal(
-            Signal::from_name(name).ok_or_else(|| LineError::UnknownSignal {
+        LogRecord::Signal(LifecycleSignal::from_name(name).ok_or_else(|| {
+            LineError::UnknownSignal {
                 name: name.to_string(),
-            })?,
-        )
+            }
+        })?)
     } else {
         return Ok(None);
     };
@@ -349,7 +349,7 @@ impl LogTrace {
                     // lifecycle's lines, so its time may be older than a lifecycle line written
                     // before it: bounded below by the previous event (also written before the
                     // instant ShutdownInitiated fired at).
-                    (Signal::ShutdownInitiated, Some(own)) => {
+                    (LifecycleSignal::ShutdownInitiated, Some(own)) => {
                         let previous = self.events.last().and_then(|e| e.at);
                         Some(
                             self.received_signal_at

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use lameduck::sim::Simulator;
 use lameduck::trace::TraceSummary;
-use lameduck::{Config, HookId, HookOutcome, Input, Instant, Machine, Signal};
+use lameduck::{Config, HookId, HookOutcome, Input, Instant, LifecycleSignal, Machine};
 
 /// A [`Simulator`] whose inputs are expected to be legal.
 pub struct Sim(pub Simulator);
@@ -45,7 +45,7 @@ impl Sim {
             .expect("legal hook report");
     }
 
-    pub fn fired_at(&self, signal: Signal) -> Option<Instant> {
+    pub fn fired_at(&self, signal: LifecycleSignal) -> Option<Instant> {
         self.0.machine.fired_at(signal)
     }
 

@@ -1,6 +1,7 @@
-//! The machine's coarse stage and its phase never disagree: `Machine::stage` is always
-//! `Machine::phase().stage()`, in random runs from start to exit, and each typestate type
-//! converts back from a machine exactly at its `Stage::STAGE`.
+//! The machine's coarse stage and its phase are both read from the one value that records
+//! its progress, and never disagree: `Machine::stage` is always `Machine::phase().stage()`,
+//! in random runs from start to exit, and each typestate type converts back from a machine
+//! exactly at its `Stage::STAGE`.
 
 use lameduck::lifecycle::Stage;
 use lameduck::sim::{Op, Setup};
@@ -29,7 +30,7 @@ fn stage_is_the_phase_s_stage_in_random_runs() {
             send_retry_after: r[3] % 2 == 0,
             hooks: [r[4], r[5], r[6], r[7]],
             extra_listeners: 1,
-            mux_signals: 1,
+            routes_signals: 1,
         };
         let Ok(mut sim) = setup.simulator() else {
             continue;
@@ -91,10 +92,10 @@ fn typestate_types_convert_back_at_their_stage() {
     m = all(m);
     m.handle_input(Input::ListenerServing(api), Instant::ZERO)
         .unwrap();
-    m.handle_input(Input::StopRequested(StopSource::Signal), Instant::ZERO)
+    m.handle_input(Input::StopRequested(StopSource::OsSignal), Instant::ZERO)
         .unwrap();
     m = all(m);
-    m.handle_input(Input::StopRequested(StopSource::Signal), Instant::ZERO)
+    m.handle_input(Input::StopRequested(StopSource::OsSignal), Instant::ZERO)
         .unwrap();
     assert_eq!(m.stage(), MachineStage::Exited);
     all(m);

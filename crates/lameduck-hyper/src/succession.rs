@@ -15,7 +15,7 @@ use crate::sockets::hand_over::{send_listeners, HandOver, HandOverError, Predece
 
 /// What the run loop holds for hand-overs.
 #[derive(Debug, Default)]
-pub(crate) struct Upgrade {
+pub(crate) struct Succession {
     /// Where to hand over, when configured.
     pub(crate) target: Option<HandOver>,
     /// A copy of every listening socket, by listener name; dropped once the listeners stop
@@ -27,7 +27,7 @@ pub(crate) struct Upgrade {
     successor: Arc<Mutex<Option<u32>>>,
 }
 
-impl Upgrade {
+impl Succession {
     /// Keeps a copy of `socket`, the listening socket of `listener`.
     pub(crate) fn keep(&mut self, listener: &str, socket: BorrowedFd<'_>) -> std::io::Result<()> {
         self.sockets
@@ -102,7 +102,7 @@ impl Upgrade {
                 ]);
                 logging::told_predecessor(&predecessor.report_ready());
             }
-        } else if machine.has_fired(lameduck::Signal::ShutdownInitiated) {
+        } else if machine.has_fired(lameduck::LifecycleSignal::ShutdownInitiated) {
             // Dropped unanswered: the predecessor keeps serving.
             self.predecessor = None;
         }
