@@ -16,9 +16,15 @@
 //! * [`config`] and [`duration`]: validated configuration and Go-style durations.
 //! * [`trace`]: the reference model, [`check_trace`], for testing a service's observed
 //!   behaviour.
-//! * [`summary`]: the one-line account of a termination a driver logs at the exit, and
-//!   [`rejections`]: the counts of requests turned away, by reason.
-//! * `metrics` (feature `metrics`): the lifecycle's series through the `metrics` facade.
+//! * [`rejections`]: the counts of requests turned away, by reason.
+//!
+//! Features add what is not the core:
+//! * `summary`: `lameduck::summary`, the one-line account of a termination that a driver
+//!   logs at the exit, and its parser (every adapter enables it);
+//! * `metrics`: `lameduck::metrics`, the lifecycle's series through the `metrics` facade;
+//! * `planner`: `lameduck::plan`, the shutdown planner's arithmetic (`lameduck-cli plan`);
+//! * `testing`, a kit for `[dev-dependencies]`: the simulator `lameduck::sim`, and
+//!   `lameduck::trace::log`, which parses the hyper adapter's log into a trace.
 //!
 //! The crate is `no_std` with `alloc`. The `std` feature (default) only adds
 //! [`StdClock`], `std::error::Error` impls and blocking waits.
@@ -41,12 +47,15 @@ pub mod machine;
 #[cfg(feature = "metrics")]
 pub mod metrics;
 pub mod phase;
+#[cfg(feature = "planner")]
 pub mod plan;
 pub mod rejections;
 pub mod responses;
 pub mod shared;
 pub mod signal;
+#[cfg(feature = "testing")]
 pub mod sim;
+#[cfg(feature = "summary")]
 pub mod summary;
 mod sync;
 pub mod time;

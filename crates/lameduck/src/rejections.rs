@@ -3,7 +3,7 @@
 //! The counting happens on the rejection paths only (a closed gate, a request timeout, an
 //! unknown path before the routes are ready), never on the path of a served request, so it
 //! costs a request that is served nothing. The counts feed the exit summary
-//! ([`TerminationSummary`](crate::summary::TerminationSummary)) and, with the `metrics`
+//! (`summary::TerminationSummary`, feature `summary`) and, with the `metrics`
 //! feature, the `lameduck_rejected_requests_total` counter.
 
 use core::fmt;

@@ -24,7 +24,7 @@ use crate::signal::LifecycleSignal;
 use crate::time::Instant;
 
 /// The text that starts the summary's message, after the
-/// [`LOG_MARKER`](crate::trace::log::LOG_MARKER).
+/// `trace::log::LOG_MARKER` (feature `testing`).
 pub const SUMMARY_MARKER: &str = "termination summary:";
 
 /// Why a termination started.

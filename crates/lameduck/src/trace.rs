@@ -6,7 +6,7 @@
 //! for the given configuration, or names the [`Rule`] it breaks. A trace may stop early (a
 //! prefix of a legal run is legal); [`TraceSummary::complete`] says whether it reached an exit.
 //!
-//! To check a real server's log, [`log::parse_log`] reads the lifecycle's log
+//! To check a real server's log, `log::parse_log` (feature `testing`) reads the lifecycle's log
 //! lines into the events `check_trace` takes; its docs show the whole check in a test.
 
 use core::fmt;
@@ -17,6 +17,7 @@ use crate::machine::Event;
 use crate::signal::{LifecycleSignal, SignalSet};
 use crate::time::Instant;
 
+#[cfg(feature = "testing")]
 pub mod log;
 
 /// One observable event of a lifecycle.
