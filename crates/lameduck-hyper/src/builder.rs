@@ -10,10 +10,10 @@ use lameduck::{
 };
 
 use crate::error::BoxError;
-use crate::hooks::{HookFn, Hooks};
+use crate::run::hooks::{HookFn, Hooks};
+use crate::run::signals;
 use crate::runtime::{BoxFuture, Runtime};
 use crate::server::Server;
-use crate::signals;
 
 /// A hook: an async function run once, returning `Ok` or an error. Implemented for every
 /// `FnOnce() -> impl Future<Output = Result<(), E>>` with `E: Into<BoxError>`.

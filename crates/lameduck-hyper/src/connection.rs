@@ -2,6 +2,16 @@
 //! when the run loop says to stop listening, or (HTTP/2) when one of its own responses asks
 //! to close the connection.
 
+pub(crate) mod accept;
+pub(crate) mod context;
+pub(crate) mod h2_io;
+pub(crate) mod handshake;
+pub(crate) mod head_watch;
+pub(crate) mod linger;
+pub(crate) mod preface;
+pub(crate) mod response_future;
+pub(crate) mod tracker;
+
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -16,18 +26,18 @@ use hyper::server::conn::{http1, http2};
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
-use crate::body::LameduckBody;
-use crate::conn_future::ConnResponseFuture;
-use crate::context::ServeControl;
+use crate::connection::context::ServeControl;
+use crate::connection::h2_io::Http2Io;
+use crate::connection::head_watch::{ConnActivity, HeadWatch, HEADER_READ_TIMEOUT};
+use crate::connection::linger::Linger;
+use crate::connection::preface::{ConnIo, Protocol};
+use crate::connection::response_future::ConnResponseFuture;
+use crate::connection::tracker::ConnectionGuard;
 use crate::error::BoxError;
-use crate::h2_io::Http2Io;
-use crate::head_watch::{ConnActivity, HeadWatch, HEADER_READ_TIMEOUT};
-use crate::layer::AdmissionLayer;
-use crate::linger::Linger;
 use crate::logging;
-use crate::preface::{ConnIo, Protocol};
+use crate::request::body::LameduckBody;
+use crate::request::layer::AdmissionLayer;
 use crate::runtime::{Exec, Runtime};
-use crate::tracker::ConnectionGuard;
 
 /// A service [`Server::serve`] can serve: a cloneable tower service from hyper requests to
 /// responses with a `Bytes` body. Implemented for every such service.
@@ -383,7 +393,7 @@ struct HeadTimedOut;
 /// ([`ConnResponseFuture`]); counts heads and responses for the header-read timeout; turns a `Connection: close`
 /// response on HTTP/2 (which has no such header) into a GOAWAY for its connection, as Go's
 /// HTTP/2 server does for kube-apiserver's 429s (see
-/// [`InFlight::before_response`](crate::head_watch::InFlight::before_response)).
+/// [`InFlight::before_response`](crate::connection::head_watch::InFlight::before_response)).
 struct ConnService<S, R: Runtime> {
     service: S,
     activity: Arc<ConnActivity<R>>,

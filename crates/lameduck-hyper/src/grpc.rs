@@ -83,7 +83,7 @@ pub fn rejection_for<B: From<Bytes>>(headers: &HeaderMap, canned: &CannedRespons
     if is_grpc(headers) {
         rejection(canned)
     } else {
-        crate::response::http_response(canned)
+        crate::request::response::http_response(canned)
     }
 }
 

@@ -37,69 +37,51 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
-// The driver: `builder` prepares a `server`, whose `Server::run` hands everything to the run
-// loop (`run`), which turns the core's events into effects: `hooks`, the process's `signals`,
-// `logging`, and the stop broadcast to the server tasks (`context`), each an accept loop
-// (`accept`) that serves connections (`connection`) and counts them (`tracker`). A `handle`
-// controls a server from elsewhere.
-//
-// The requests: the `admission` layer (its settings in `layer`) issues the gate's tickets
-// (`ticket`), which the response `body` holds until the response ends; `response` builds the
-// lifecycle's own responses (and `grpc` their gRPC form) and `health` serves the health
-// endpoints on their own. `runtime` is the seam to a runtime.
-mod accept;
-mod admission;
-mod body;
+// The modules follow the architecture. `builder` prepares a `server`, whose `Server::run`
+// hands everything to the run loop (`run`, with its `hooks`, the process's `signals`, the
+// hand-over's `succession` and the exit's `report`), which turns the core's events into
+// effects. Each listener is an accept loop (`connection::accept`) serving connections
+// (`connection`: protocol detection, HTTP/2 I/O, header-read timeout, the linger at the stop,
+// tracking). Each request goes through the admission layer (`request`: its settings, the
+// gate's tickets held by the response body, deadlines, the lifecycle's own responses and the
+// health endpoints). `sockets` holds inherited and handed-over listening sockets, `handle`
+// controls a server from elsewhere, `logging` writes every line, and `runtime` is the seam to
+// an async runtime.
 mod builder;
-mod conn_future;
 mod connection;
-mod context;
-mod deadline;
 mod error;
 mod flag;
-mod goaway;
 pub mod grpc;
 // The HTTP/2 frame layout, shared with lameduck-actix's GOAWAY watcher: not part of the API.
 #[doc(hidden)]
 pub mod h2_frames;
-mod h2_io;
 mod handle;
-mod handshake;
-mod head_watch;
-mod health;
-mod hooks;
-mod layer;
-mod linger;
 mod logging;
-mod preface;
-mod report;
-mod response;
+mod request;
 mod run;
 mod runtime;
 mod server;
-mod signals;
 pub mod sockets;
-mod succession;
-mod ticket;
-mod tracker;
 
-pub use admission::{
+pub use builder::{Builder, Hook};
+pub use connection::context::ListenerContext;
+pub use connection::handshake::{Alpn, Handshake};
+pub use connection::head_watch::HEADER_READ_TIMEOUT;
+pub use connection::tracker::{ConnectionGuard, ConnectionTracker};
+pub use connection::HttpService;
+pub use error::{BoxError, ServeError};
+pub use handle::Handle;
+pub use request::admission::{
     decide, request_info, AdmissionFuture, AdmissionService, Decision, RequestExtensions,
     ShutdownNotice,
 };
-pub use body::{BodyEnd, LameduckBody, ResponseTimedOut};
-pub use builder::{Builder, Hook};
-pub use connection::HttpService;
-pub use context::ListenerContext;
-pub use deadline::Deadline;
-pub use error::{BoxError, ServeError};
-pub use handle::Handle;
-pub use handshake::{Alpn, Handshake};
-pub use head_watch::HEADER_READ_TIMEOUT;
-pub use health::HealthService;
-pub use layer::{AdmissionLayer, Classifier};
-pub use response::{http_response, LifecycleResponse};
+pub use request::body::{BodyEnd, LameduckBody, ResponseTimedOut};
+pub use request::deadline::Deadline;
+pub use request::health::HealthService;
+pub use request::layer::{AdmissionLayer, Classifier};
+pub use request::response::{http_response, LifecycleResponse};
+pub use request::ticket::{
+    request_timeout, take_upgrade_ticket, RequestTracker, UpgradeTicketSlot,
+};
 pub use runtime::{BoxFuture, Exec, Listener, OsSignal, Runtime};
 pub use server::Server;
-pub use ticket::{request_timeout, take_upgrade_ticket, RequestTracker, UpgradeTicketSlot};
-pub use tracker::{ConnectionGuard, ConnectionTracker};

@@ -3,6 +3,11 @@
 //! [`Event`] it emits into its effect. It holds no policy: when to do what is decided by
 //! [`lameduck::Machine`].
 
+pub(crate) mod hooks;
+pub(crate) mod report;
+pub(crate) mod signals;
+pub(crate) mod succession;
+
 use std::future::{poll_fn, Future};
 use std::pin::pin;
 use std::sync::Arc;
@@ -15,12 +20,12 @@ use lameduck::{
     Prepared, Running, Shared, StdClock,
 };
 
-use crate::context::{ListenerContext, ServeControl, ServeTask};
-use crate::hooks::{spawn_destroy_hooks, spawn_hooks, Hooks};
+use crate::connection::context::{ListenerContext, ServeControl, ServeTask};
 use crate::logging;
-use crate::report::Report;
+use crate::run::hooks::{spawn_destroy_hooks, spawn_hooks, Hooks};
+use crate::run::report::Report;
+use crate::run::succession::{notify_systemd, Succession};
 use crate::runtime::Runtime;
-use crate::succession::{notify_systemd, Succession};
 
 /// The running lifecycle and what its events act on.
 pub(crate) struct RunLoop<R: Runtime> {

@@ -9,20 +9,20 @@ use std::sync::Arc;
 use futures_channel::mpsc;
 use lameduck::{Input, Lifecycle, Prepared, RegisterError, RequestInfo, Shared, StdClock};
 
-use crate::accept::{accept_loop, NoHandshake};
+use crate::connection::accept::{accept_loop, NoHandshake};
+use crate::connection::context::{ListenerContext, ServeControl, ServeTask};
+use crate::connection::handshake::Handshake;
 use crate::connection::HttpService;
-use crate::context::{ListenerContext, ServeControl, ServeTask};
 use crate::error::ServeError;
 use crate::handle::Handle;
-use crate::handshake::Handshake;
-use crate::health::HealthService;
-use crate::hooks::Hooks;
-use crate::layer::AdmissionLayer;
+use crate::request::health::HealthService;
+use crate::request::layer::AdmissionLayer;
+use crate::run::hooks::Hooks;
+use crate::run::signals::InstalledSignals;
+use crate::run::succession::Succession;
 use crate::run::RunLoop;
 use crate::runtime::{Listener, Runtime};
-use crate::signals::InstalledSignals;
 use crate::sockets::hand_over::{HandOver, Predecessor};
-use crate::succession::Succession;
 
 /// A prepared server: add listeners with [`Server::serve`], then [`Server::run`] it.
 ///

@@ -64,7 +64,7 @@ pub enum Admission {
 /// The machine's progress that the signals do not show.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
-pub(crate) enum RunStage {
+pub(crate) enum Progress {
     /// Prepared, not started.
     Prepared,
     /// Started; not every listener serves yet.
@@ -84,8 +84,8 @@ pub struct Shared {
     fired_at: [AtomicU64; LifecycleSignal::COUNT],
     signal_event: Event,
     started_at: AtomicU64,
-    /// The machine's progress outside the signals ([`RunStage`]), for [`Shared::phase`].
-    run_stage: AtomicU8,
+    /// The machine's progress outside the signals ([`Progress`]), for [`Shared::phase`].
+    progress: AtomicU8,
     checks: Vec<Check>,
     post_start: Vec<AtomicU8>,
     /// Requests turned away, by reason (counted on the rejection paths only).
@@ -124,7 +124,7 @@ impl Shared {
             fired_at: core::array::from_fn(|_| AtomicU64::new(NOT_YET)),
             signal_event: Event::new(),
             started_at: AtomicU64::new(NOT_YET),
-            run_stage: AtomicU8::new(RunStage::Prepared as u8),
+            progress: AtomicU8::new(Progress::Prepared as u8),
             sockets: AtomicU8::new(0),
             served_after_close: AtomicU64::new(0),
             checks,
@@ -149,20 +149,20 @@ impl Shared {
 
     pub(crate) fn set_started(&self, now: Instant) {
         self.started_at.store(now.as_nanos(), Ordering::Release);
-        self.set_run_stage(RunStage::Starting);
+        self.set_progress(Progress::Starting);
     }
 
     /// Records the machine's progress outside the signals (only the machine calls this).
-    pub(crate) fn set_run_stage(&self, stage: RunStage) {
-        self.run_stage.store(stage as u8, Ordering::Release);
+    pub(crate) fn set_progress(&self, stage: Progress) {
+        self.progress.store(stage as u8, Ordering::Release);
     }
 
     /// The machine's coarse stage, from the same value as [`Shared::phase`] (a shared state
     /// exists from [`MachineStage::Prepared`] on).
     pub(crate) fn stage(&self) -> MachineStage {
-        match self.run_stage.load(Ordering::Acquire) {
-            s if s == RunStage::Prepared as u8 => MachineStage::Prepared,
-            s if s == RunStage::Exited as u8 => MachineStage::Exited,
+        match self.progress.load(Ordering::Acquire) {
+            s if s == Progress::Prepared as u8 => MachineStage::Prepared,
+            s if s == Progress::Exited as u8 => MachineStage::Exited,
             _ => MachineStage::Running,
         }
     }
@@ -171,11 +171,11 @@ impl Shared {
     /// function ([`Machine::phase`](crate::Machine::phase) returns this once prepared).
     #[must_use]
     pub fn phase(&self) -> Phase {
-        let stage = self.run_stage.load(Ordering::Acquire);
-        if stage == RunStage::Exited as u8 {
+        let stage = self.progress.load(Ordering::Acquire);
+        if stage == Progress::Exited as u8 {
             return Phase::Exited;
         }
-        if stage == RunStage::Prepared as u8 {
+        if stage == Progress::Prepared as u8 {
             return Phase::Prepared;
         }
         let fired = self.fired();
@@ -187,7 +187,7 @@ impl Shared {
             Phase::Draining
         } else if fired.contains(LifecycleSignal::ShutdownInitiated) {
             Phase::LameDuck
-        } else if stage == RunStage::Serving as u8 {
+        } else if stage == Progress::Serving as u8 {
             Phase::Serving
         } else {
             Phase::Starting

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use futures_util::task::AtomicWaker;
 
 use crate::flag::Flag;
-use crate::layer::AdmissionLayer;
+use crate::request::layer::AdmissionLayer;
 use crate::runtime::Runtime;
 
 /// How long an HTTP/1 connection may wait for a complete request head (hyper's default).

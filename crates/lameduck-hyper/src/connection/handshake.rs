@@ -16,12 +16,12 @@ use std::time::Duration;
 
 use futures_util::future::{select, Either};
 
+use crate::connection::context::ServeControl;
+use crate::connection::preface::Protocol;
+use crate::connection::tracker::ConnectionGuard;
 use crate::connection::{serve_connection, HttpService};
-use crate::context::ServeControl;
-use crate::layer::AdmissionLayer;
-use crate::preface::Protocol;
+use crate::request::layer::AdmissionLayer;
 use crate::runtime::Runtime;
-use crate::tracker::ConnectionGuard;
 
 /// The protocol a client chose during the handshake (TLS ALPN): what the connection speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -20,14 +20,16 @@ use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::body::BodyEnd;
-use crate::body::LameduckBody;
-use crate::goaway;
-use crate::head_watch::InFlight;
-use crate::layer::{AdmissionLayer, Classifier};
-use crate::response::http_response;
+use crate::connection::head_watch::InFlight;
+use crate::request::body::BodyEnd;
+use crate::request::body::LameduckBody;
+use crate::request::goaway;
+use crate::request::layer::{AdmissionLayer, Classifier};
+use crate::request::response::http_response;
+use crate::request::ticket::{
+    request_timeout, LongRunningSlot, RequestTracker, Tracker, UpgradeTicketSlot,
+};
 use crate::runtime::Runtime;
-use crate::ticket::{request_timeout, LongRunningSlot, RequestTracker, Tracker, UpgradeTicketSlot};
 
 /// Handed to long-running handlers as a request extension: resolves when the server stops
 /// accepting new requests (`NotAcceptingNewRequest`), the moment to end the stream cleanly.

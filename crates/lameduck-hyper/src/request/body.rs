@@ -12,11 +12,11 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
-use crate::deadline::{Deadline, DeadlineState};
+use crate::connection::head_watch::InFlight;
 use crate::error::BoxError;
-use crate::head_watch::InFlight;
+use crate::request::deadline::{Deadline, DeadlineState};
+use crate::request::ticket::RequestTracker;
 use crate::runtime::Runtime;
-use crate::ticket::RequestTracker;
 
 /// The error a normal response's body ends with when it has not ended by the request
 /// timeout: hyper then aborts the response (HTTP/1: the connection is closed without the

@@ -19,10 +19,10 @@ use hyper::body::Incoming;
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
-use crate::admission::{answer, handler_response, timed_out, Admitted, LayerAnswer};
-use crate::body::{BodyEnd, LameduckBody};
-use crate::head_watch::InFlight;
-use crate::response::http_response;
+use crate::connection::head_watch::InFlight;
+use crate::request::admission::{answer, handler_response, timed_out, Admitted, LayerAnswer};
+use crate::request::body::{BodyEnd, LameduckBody};
+use crate::request::response::http_response;
 use crate::runtime::Runtime;
 
 pin_project! {

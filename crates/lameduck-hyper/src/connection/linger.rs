@@ -11,7 +11,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use crate::head_watch::ConnActivity;
+use crate::connection::head_watch::ConnActivity;
 use crate::runtime::Runtime;
 
 /// A stopped connection kept open for its next request: until a request head (an HTTP/2

@@ -220,7 +220,7 @@ impl<I: Read + Unpin> Read for Http2Io<I> {
     }
 }
 
-crate::preface::write_through_inner!(Http2Io);
+crate::connection::preface::write_through_inner!(Http2Io);
 
 #[cfg(test)]
 mod tests {

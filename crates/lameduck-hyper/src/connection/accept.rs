@@ -8,13 +8,13 @@ use std::time::Duration;
 
 use futures_util::future::{select, Either};
 
+use crate::connection::context::ListenerContext;
+use crate::connection::handshake::{handshake_then_serve, Alpn, Handshake};
+use crate::connection::tracker::ConnectionTracker;
 use crate::connection::{serve_connection, HttpService};
-use crate::context::ListenerContext;
-use crate::handshake::{handshake_then_serve, Alpn, Handshake};
-use crate::layer::AdmissionLayer;
 use crate::logging;
+use crate::request::layer::AdmissionLayer;
 use crate::runtime::{Listener, Runtime};
-use crate::tracker::ConnectionTracker;
 
 /// How long an accept loop waits after an accept error (e.g. too many open files).
 const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(50);

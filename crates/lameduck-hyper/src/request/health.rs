@@ -11,7 +11,7 @@ use http_body_util::Full;
 use lameduck::{Shared, StdClock};
 use tower_service::Service;
 
-use crate::response::http_response;
+use crate::request::response::http_response;
 use crate::runtime::Runtime;
 
 /// A tower service answering the health endpoints from the lifecycle, for routers that mount
