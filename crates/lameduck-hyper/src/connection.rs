@@ -68,17 +68,17 @@ where
     type Body = B;
 }
 
-/// Serves one connection: every request is admitted by `admission` (which hands it to
-/// `service` when it is to be served). The connection speaks HTTP/1 or, if it starts with the
-/// client preface, HTTP/2. Graceful shutdown (HTTP/1 `Connection: close` after the current
-/// response, idle connections closed, those that may be about to carry a request once it
-/// came or a short wait passed (see [`Linger`]); HTTP/2 GOAWAY) starts when the run loop broadcasts
-/// `StopListening` (the machine decides when: in mode A at `NotAcceptingNewRequest`, in mode
-/// B after the drain), and for an HTTP/2 connection also when one of its responses asks to
-/// close the connection (mode B's 429). An HTTP/1 connection waiting longer than
-/// [`HEADER_READ_TIMEOUT`] for a request head is closed. `guard` is dropped when the
-/// connection ends. `protocol` is what a handshake said the connection speaks (TLS ALPN);
-/// without it, the first bytes tell.
+/// Serves one connection: every request is admitted by `admission` (which hands it to `service`
+/// when it is to be served). The connection speaks HTTP/1 or, if it starts with the client preface,
+/// HTTP/2. Graceful shutdown (HTTP/1 `Connection: close` after the current response, idle
+/// connections closed, those that may be about to carry a request once it came or a short wait
+/// passed (see [`Linger`]); HTTP/2 GOAWAY) starts when the run loop broadcasts `StopListening` (the
+/// machine decides when: in close-listener mode at `NotAcceptingNewRequest`, in retry-after mode
+/// after the drain), and for an HTTP/2 connection also when one of its responses asks to close the
+/// connection (retry-after mode's 429). An HTTP/1 connection waiting longer than
+/// [`HEADER_READ_TIMEOUT`] for a request head is closed. `guard` is dropped when the connection
+/// ends. `protocol` is what a handshake said the connection speaks (TLS ALPN); without it, the
+/// first bytes tell.
 pub(crate) fn serve_connection<R, I, S>(
     admission: &AdmissionLayer<R>,
     io: I,

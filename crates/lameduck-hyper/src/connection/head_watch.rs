@@ -102,7 +102,7 @@ impl<R: Runtime> InFlight<R> {
     }
 
     /// Looks at the response about to be sent: on HTTP/2, which has no `Connection` header,
-    /// `Connection: close` (mode B's 429) becomes a GOAWAY for the connection.
+    /// `Connection: close` (retry-after mode's 429) becomes a GOAWAY for the connection.
     #[inline(always)]
     pub(crate) fn before_response(&self, headers: &mut http::HeaderMap) {
         if self.0.http2.load(Ordering::Relaxed) {
