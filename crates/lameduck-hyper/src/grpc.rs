@@ -54,8 +54,9 @@ pub fn trailers_only<B: From<Bytes>>(code: u8, message: &'static str) -> Respons
     res
 }
 
-/// The gRPC form of a rejection (close-listener mode's 503, retry-after mode's 429): `UNAVAILABLE`, with
-/// `grpc-retry-pushback-ms` set to the canned response's `Retry-After` in milliseconds, and,
+/// The gRPC form of a rejection (close-listener mode's 503, retry-after mode's 429):
+/// `UNAVAILABLE`, with `grpc-retry-pushback-ms` set to the canned response's `Retry-After` in
+/// milliseconds, and,
 /// when the canned response closes its connection (both do), `Connection: close`, which the
 /// server turns into a GOAWAY on HTTP/2 as it does for the HTTP answers.
 #[must_use]
