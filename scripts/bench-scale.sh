@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Peer benchmarks (BENCHMARKS.md), group 5: memory and time to terminate with 10,000 idle
 # keep-alive connections (crates/lameduck-bench/src/bin/bench_scale.rs), for the lameduck
-# example servers (delay 0, mode A: idle keep-alive connections are closed at
+# example servers (delay 0, close-listener mode: idle keep-alive connections are closed at
 # NotAcceptingNewRequest) and the peers. The client (this harness) and each server are separate
 # processes, each under the 20,000 file-descriptor limit.
 #

@@ -104,7 +104,7 @@ struct ServerArgs {
     /// Lame-duck window after SIGTERM: /readyz fails, requests are served [default: 0s]
     #[arg(long, value_name = "D", value_parser = duration, allow_hyphen_values = true)]
     shutdown_delay: Option<Duration>,
-    /// Answer 429 + Retry-After instead of closing the listener (mode B)
+    /// Answer 429 + Retry-After instead of closing the listener (retry-after mode)
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", value_parser = config_text(ConfigOption::ShutdownSendRetryAfter))]
     shutdown_send_retry_after: Option<String>,
@@ -402,7 +402,7 @@ mod tests {
         assert_eq!(defaults.pre_shutdown_hook_duration, None);
         assert_eq!(defaults.destroy_hook_duration, None);
         assert_eq!(defaults.workers, None);
-        // The last of a repeated flag wins; `=false` turns mode B off.
+        // The last of a repeated flag wins; `=false` turns retry-after mode off.
         let f = run(&[
             "--shutdown-delay=1s",
             "--shutdown-delay=2s",

@@ -2,7 +2,7 @@
 //! repository's `docs/design.md#example-servers`):
 //!
 //! - 1,000 concurrent in-flight `/sleep?duration=2s` requests at SIGTERM complete with 200,
-//!   in mode A and mode B;
+//!   in both modes;
 //! - 2,000 open `/watch` streams end cleanly, paced, within a 5 s grace;
 //! - misbehaving clients (a stuck reader, a slowloris, an idle keep-alive connection) cannot
 //!   hold the exit past the configured timeouts, while a well-behaved request beside them

@@ -2,7 +2,7 @@
 """Zero-downtime proof: a rolling restart behind HAProxy under steady keep-alive load.
 
 For each example server (tokio_server, axum_server, smol_server, actix_server) and each
-shutdown mode (A: close the listener; B: --shutdown-send-retry-after) this script
+shutdown mode (A: close-listener; B: retry-after, --shutdown-send-retry-after) this script
 
   1. starts two instances (A and B) of the example on 127.0.0.1,
   2. starts HAProxy (Debian's `haproxy`) on 127.0.0.1 in front of them, health-checking

@@ -28,7 +28,7 @@ The load (`--client`):
     --tls it does what a gRPC client with a retry policy does (`grpc_load --retries 3`): a call
     that never left it (tonic's hyper cancels calls queued on a connection that has just
     received a GOAWAY; grpc-go retries these transparently) is retried at once, and an
-    `UNAVAILABLE` with `grpc-retry-pushback-ms` (mode B's answer) after its pushback.
+    `UNAVAILABLE` with `grpc-retry-pushback-ms` (retry-after mode's answer) after its pushback.
   * `grpcio`: grpcio_load.py (Python's grpcio, the C-core client) with 4 independent channels
     (connections) and 16 worker threads calling `Sleep(20ms)`, grpcio as it is: only its own
     transparent retries (streams refused with REFUSED_STREAM or left out of a GOAWAY, streams
@@ -226,8 +226,8 @@ def run_one(examples, mode, delay_ms, args, keep_dir):
             note(f"{inst.name} exited {code}: {down_txt}exit +{exit_at - term_at:.2f}s after SIGTERM")
             if delay_ms > 0 and (down_at is None or down_at - term_at > delay_ms / 1000):
                 # The window is the balancer's time to stop sending new connections: past it,
-                # a connection HAProxy still sends there is refused (mode A) or answered with
-                # rejections (mode B).
+                # a connection HAProxy still sends there is refused (close-listener mode) or
+                # answered with rejections (retry-after mode).
                 late = "not DOWN before it exited" if down_at is None else f"DOWN +{down_at - term_at:.2f}s"
                 result["late_down"].append(f"{inst.name} {late}")
                 notes.append(

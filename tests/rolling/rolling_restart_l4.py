@@ -39,8 +39,8 @@ protocol, h2 or http/1.1; a connection that negotiated anything else is a failur
 
 Asserted: 0 failed requests, the replaced pods exit 0, over HTTP/2 (h2c, h2-tls) every
 connection pinned to an old pod received a GOAWAY (and every old pod had pinned connections),
-and no connection was closed by the server without a GOAWAY first, and in mode A no request
-was retried (a stream that races the GOAWAY is served, never answered 503); with a goaway chance > 0 every pod's
+and no connection was closed by the server without a GOAWAY first, and in close-listener mode
+(A) no request was retried (a stream that races the GOAWAY is served, never answered 503); with a goaway chance > 0 every pod's
 share within 25% of an even share, with at least 10 new connections in the window per client
 connection (an even share from connections that never moved would be the rollout's luck). With chance 0 the skew is printed, not asserted. The
 control (`bare_axum --graceful-shutdown`: axum's own graceful shutdown, no lame-duck window)

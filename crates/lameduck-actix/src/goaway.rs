@@ -9,9 +9,9 @@
 //! streams it reads, and the client, not the server, stops opening new ones. Once its streams
 //! are done the client closes the connection.
 //!
-//! A connection says GOAWAY when the listener stops (the lifecycle's stop broadcast, in mode
-//! A at `NotAcceptingNewRequest`) or when one of its responses asks to close it (mode B's
-//! 429s: `Connection: close`, which HTTP/2 does not have).
+//! A connection says GOAWAY when the listener stops (the lifecycle's stop broadcast, in
+//! close-listener mode at `NotAcceptingNewRequest`) or when one of its responses asks to close
+//! it (retry-after mode's 429s: `Connection: close`, which HTTP/2 does not have).
 
 use std::cell::Cell;
 use std::future::Future;

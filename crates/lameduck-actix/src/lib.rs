@@ -15,11 +15,11 @@
 //!   its last connection closing at once, instead of actix's one-second shutdown polling.
 //! * [`AutoH2cServer`]: the server for an `App` factory over plain-text HTTP/1 and h2c, and
 //!   over TLS (HTTP/1.1 and HTTP/2, chosen by ALPN), whose HTTP/2 connections get GOAWAY when
-//!   kube-apiserver's would (at `NotAcceptingNewRequest` in mode A, after a 429 in mode B),
-//!   which actix-http never sends: each HTTP/2 connection, h2c or over TLS, passes through
-//!   [`GoawayIo`], which watches the frame headers and writes the GOAWAY between two of
-//!   actix's frames. actix-web's own `HttpServer` works with [`serve`] too, without HTTP/2
-//!   GOAWAY.
+//!   kube-apiserver's would (at `NotAcceptingNewRequest` in close-listener mode, after a 429 in
+//!   retry-after mode), which actix-http never sends: each HTTP/2 connection, h2c or over
+//!   TLS, passes through [`GoawayIo`], which watches the frame headers and writes the GOAWAY
+//!   between two of actix's frames. actix-web's own `HttpServer` works with [`serve`] too,
+//!   without HTTP/2 GOAWAY.
 //!
 //! The lifecycle driver itself is [`lameduck_hyper`]'s on tokio (actix-web runs on tokio):
 //! signals, hooks, systemd, logs. One core and one gate are shared by every actix worker.

@@ -183,9 +183,10 @@ pub enum ActixServeError {
 ///   fixes it; any `on_connect` of your own is replaced), so the exit follows the last
 ///   connection at once;
 /// * an [`AutoH2cServer`](crate::AutoH2cServer)'s HTTP/2 connections (h2c or TLS) get GOAWAY
-///   when the listener stops (mode A: at `NotAcceptingNewRequest`) and after a response that
-///   closes its connection (mode B's 429); its TLS handshakes in progress are waited for (each
-///   bounded by its timeout) before the idle connections are closed.
+///   when the listener stops (close-listener mode: at `NotAcceptingNewRequest`) and after a
+///   response that closes its connection (retry-after mode's 429); its TLS handshakes in
+///   progress are waited for (each bounded by its timeout) before the idle connections are
+///   closed.
 ///
 /// ```no_run
 /// # use lameduck_actix::{Server, TokioRuntime};

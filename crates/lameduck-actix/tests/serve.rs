@@ -45,7 +45,7 @@ fn actix_shutdown_timeout_is_above_every_bound() {
         .shutdown_watch_termination_grace_period(Duration::from_secs(300))
         .build()
         .unwrap();
-    // max(60 s, 300 s) + the 60 s HTTP shutdown timeout of mode A, plus a margin.
+    // max(60 s, 300 s) + the 60 s HTTP shutdown timeout of close-listener mode, plus a margin.
     assert!(lameduck_actix::actix_shutdown_timeout(&config) > Duration::from_secs(360));
     let unbounded = Config::builder()
         .request_timeout(Duration::ZERO)

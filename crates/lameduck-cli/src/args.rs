@@ -29,9 +29,10 @@ The worst case for the load balancer is a successful probe just before /readyz t
   t = unhealthy-threshold x probe-interval + probe-timeout + propagation-delay
 The plan is safe when E2 + t <= E3 (NotAcceptingNewRequest), that is t <= --shutdown-delay.
 The worst-case total termination time is
-  mode A: max(shutdown-delay, pre-shutdown-hooks) + max(request-timeout, watch grace)
-  mode B: the same + 2s (the listener closes after the drain, with a 2s HTTP shutdown timeout)
-and, with --termination-grace-period, must fit in it.
+  max(shutdown-delay, pre-shutdown-hooks) + max(request-timeout, watch grace)
+in close-listener mode (the default), and 2s more in retry-after mode (the listener closes
+after the drain, with a 2s HTTP shutdown timeout); with --termination-grace-period, it must
+fit in it.
 
 With --deployment FILE the probe, terminationGracePeriodSeconds, a preStop sleep and the
 container's lameduck flags come from your own manifest; flags given here override them.
@@ -122,7 +123,7 @@ pub struct PlanArgs {
     #[arg(long, value_name = "D", value_parser = duration, allow_hyphen_values = true,
           help_heading = "Shutdown (the flags of the example servers)")]
     pub shutdown_watch_termination_grace_period: Option<Duration>,
-    /// Mode B: answer 429 + Retry-After instead of closing the listener
+    /// Retry-after mode: answer 429 + Retry-After instead of closing the listener
     #[arg(long, value_name = "BOOL", value_parser = boolean, num_args = 0..=1,
           require_equals = true, default_missing_value = "true",
           help_heading = "Shutdown (the flags of the example servers)")]

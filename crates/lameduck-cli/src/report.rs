@@ -54,12 +54,13 @@ fn parse_seconds(text: &str) -> Option<Duration> {
     Some(Duration::new(whole.parse().ok()?, nanos))
 }
 
-/// The shutdown mode: `A` closes the listener, `B` answers 429.
+/// The shutdown mode as the JSON document names it: `A` is close-listener mode (the listener
+/// closes), `B` retry-after mode (new requests get 429).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Mode {
-    /// The listener closes at NotAcceptingNewRequest.
+    /// Close-listener mode: the listener closes at NotAcceptingNewRequest.
     A,
-    /// New requests get 429 until the drain ends.
+    /// Retry-after mode: new requests get 429 until the drain ends.
     B,
 }
 

@@ -8,12 +8,12 @@ use lameduck::plan::{ceil_seconds, Plan, PlanInput, Problem, DEFAULT_TERMINATION
 
 use crate::inputs::ManifestContext;
 
-/// `A` or `B`, with what it means.
+/// The mode's name (close-listener or retry-after), with what it means.
 pub fn mode_line(mode: ShutdownMode) -> &'static str {
     match mode {
-        ShutdownMode::CloseListener => "mode A: the listener closes at NotAcceptingNewRequest",
+        ShutdownMode::CloseListener => "close-listener mode: the listener closes at NotAcceptingNewRequest",
         ShutdownMode::SendRetryAfter => {
-            "mode B: new requests get 429 from NotAcceptingNewRequest; the listener closes after the drain"
+            "retry-after mode: new requests get 429 from NotAcceptingNewRequest; the listener closes after the drain"
         }
     }
 }

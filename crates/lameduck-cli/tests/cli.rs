@@ -138,7 +138,7 @@ fn mode_b_and_hooks_in_the_text() {
     let out = stdout(&o);
     // 32 s detection > 30 s delay: the hooks do not count.
     assert_eq!(o.status.code(), Some(1), "{out}");
-    assert!(out.contains("mode B"), "{out}");
+    assert!(out.contains("retry-after mode"), "{out}");
     assert!(out.contains("t = 2 × 10s + 10s + 2s = 32s"), "{out}");
     assert!(
         out.contains("new requests get 429 (at the latest; after the hooks)"),
@@ -360,7 +360,7 @@ fn kubernetes_snippet() {
             .and_then(|m| m.labels.as_ref())
     );
 
-    // Mode B, a larger given budget wins, rounding is commented, problems are comments.
+    // Retry-after mode, a larger given budget wins, rounding is commented, problems are comments.
     let o = lameduck(&[
         "plan",
         "--probe-interval=1500ms",

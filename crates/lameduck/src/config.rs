@@ -54,18 +54,19 @@ pub const DEFAULT_MIN_WATCH_DRAIN_QPS: u32 = 200;
 /// kube-apiserver.
 pub const DEFAULT_EXEMPT_PATH_PREFIXES: [&str; 4] = ["/readyz", "/livez", "/healthz", "/metrics"];
 
-/// The HTTP shutdown timeout in mode B ([`ShutdownMode::SendRetryAfter`]), as kube-apiserver:
-/// requests have drained by the time the listener stops, so two seconds is enough.
+/// The HTTP shutdown timeout in retry-after mode ([`ShutdownMode::SendRetryAfter`]), as
+/// kube-apiserver: requests have drained by the time the listener stops, so two seconds is
+/// enough.
 pub const MODE_B_HTTP_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// How new requests are refused once [`crate::LifecycleSignal::NotAcceptingNewRequest`] fires.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum ShutdownMode {
-    /// Mode A (the default): the listener closes at `NotAcceptingNewRequest`.
+    /// Close-listener mode (the default): the listener closes at `NotAcceptingNewRequest`.
     #[default]
     CloseListener,
-    /// Mode B (`shutdown_send_retry_after`): the server keeps listening and answers `429` with
-    /// `Retry-After` until in-flight requests have drained, then closes the listener.
+    /// Retry-after mode (`shutdown_send_retry_after`): the server keeps listening and answers
+    /// `429` with `Retry-After` until in-flight requests have drained, then closes the listener.
     SendRetryAfter,
 }
 
@@ -128,7 +129,7 @@ impl Config {
         self.shutdown_delay
     }
 
-    /// Whether mode B is on (see [`ShutdownMode::SendRetryAfter`]). Default false.
+    /// Whether retry-after mode is on (see [`ShutdownMode::SendRetryAfter`]). Default false.
     #[must_use]
     pub fn shutdown_send_retry_after(&self) -> bool {
         self.shutdown_send_retry_after
@@ -173,8 +174,9 @@ impl Config {
         self.min_watch_drain_qps
     }
 
-    /// How long stopping the HTTP listener may take: [`Config::request_timeout`] in mode A,
-    /// [`MODE_B_HTTP_SHUTDOWN_TIMEOUT`] (2s) in mode B, as kube-apiserver.
+    /// How long stopping the HTTP listener may take: [`Config::request_timeout`] in
+    /// close-listener mode, [`MODE_B_HTTP_SHUTDOWN_TIMEOUT`] (2s) in retry-after mode, as
+    /// kube-apiserver.
     #[must_use]
     pub fn http_shutdown_timeout(&self) -> Duration {
         match self.mode() {
@@ -231,7 +233,7 @@ impl ConfigBuilder {
         self
     }
 
-    /// Sets [`Config::shutdown_send_retry_after`] (mode B when true).
+    /// Sets [`Config::shutdown_send_retry_after`] (retry-after mode when true).
     #[must_use]
     pub fn shutdown_send_retry_after(mut self, value: bool) -> Self {
         self.config.shutdown_send_retry_after = value;

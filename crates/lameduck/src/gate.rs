@@ -58,10 +58,10 @@ pub struct InFlight {
 /// Why a request was not admitted, and so what the adapter answers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Rejection {
-    /// Mode A after `NotAcceptingNewRequest`: 503 with `Retry-After: 1` (kube-apiserver's
-    /// `WithWaitGroup`).
+    /// Close-listener mode after `NotAcceptingNewRequest`: 503 with `Retry-After: 1`
+    /// (kube-apiserver's `WithWaitGroup`).
     ShuttingDown,
-    /// Mode B after `NotAcceptingNewRequest`: 429 with `Retry-After: 5` and
+    /// Retry-after mode after `NotAcceptingNewRequest`: 429 with `Retry-After: 5` and
     /// `Connection: close` (kube-apiserver's `WithRetryAfter`).
     RetryAfter,
 }

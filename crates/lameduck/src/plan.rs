@@ -28,11 +28,11 @@
 //! An AWS load balancer probing every 10 s with a 10 s timeout and an unhealthy threshold of 2:
 //! P1 starts at 10 s, P2 at 20 s and fails at 30 s, so `t = 2 × 10 s + 10 s = 30 s`.
 //!
-//! **The check.** New requests are accepted until **E3**, `NotAcceptingNewRequest`: in mode A
-//! the listener closes there, in mode B new requests get `429` from there. E3 fires when the
-//! shutdown delay has passed *and* the pre-shutdown hooks have stopped. Hooks may end early, so
-//! only the shutdown delay is guaranteed, and the plan is safe when `E2 + t <= E3`, that is
-//! `t <= shutdown_delay`. The minimum safe shutdown delay is `t`.
+//! **The check.** New requests are accepted until **E3**, `NotAcceptingNewRequest`: in
+//! close-listener mode the listener closes there, in retry-after mode new requests get `429`
+//! from there. E3 fires when the shutdown delay has passed *and* the pre-shutdown hooks have
+//! stopped. Hooks may end early, so only the shutdown delay is guaranteed, and the plan is safe
+//! when `E2 + t <= E3`, that is `t <= shutdown_delay`. The minimum safe shutdown delay is `t`.
 //!
 //! **Probe timeouts above the interval** are rejected ([`PlanError::TimeoutAboveInterval`]):
 //! most balancers run one probe at a time per target, and some forbid it (AWS requires the
@@ -46,11 +46,12 @@
 //! its admission (504, or its response aborted), so the normal drain ends by
 //! `E3w + request_timeout`; long-running requests are bounded by their grace period only:
 //!
-//! * mode A: `E3w + max(request_timeout, watch_grace)`; the listener closes at E3w and its
-//!   HTTP shutdown timeout (`request_timeout`) closes nothing when it expires, so the exit
-//!   waits for the longer of the two drains;
-//! * mode B: `E3w + max(request_timeout, watch_grace) + 2 s`: the listener closes after the
-//!   drain, with the 2 s HTTP shutdown timeout of mode B ([`MODE_B_HTTP_SHUTDOWN_TIMEOUT`]).
+//! * close-listener mode: `E3w + max(request_timeout, watch_grace)`; the listener closes at
+//!   E3w and its HTTP shutdown timeout (`request_timeout`) closes nothing when it expires, so
+//!   the exit waits for the longer of the two drains;
+//! * retry-after mode: `E3w + max(request_timeout, watch_grace) + 2 s`: the listener closes
+//!   after the drain, with the 2 s HTTP shutdown timeout of retry-after mode
+//!   ([`MODE_B_HTTP_SHUTDOWN_TIMEOUT`]).
 //!
 //! A zero `request_timeout` means normal requests are waited for without a bound, so the total
 //! has none either ([`Plan::total_worst_case`] is `None`).

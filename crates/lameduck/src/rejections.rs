@@ -14,10 +14,10 @@ use crate::sync::{AtomicU64, Ordering};
 /// Why a request was turned away.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum RejectionReason {
-    /// Mode A: the gate was closed (`NotAcceptingNewRequest`); answered 503 with
+    /// Close-listener mode: the gate was closed (`NotAcceptingNewRequest`); answered 503 with
     /// `Retry-After: 1`.
     NotAccepting,
-    /// Mode B: the gate was closed; answered 429 with `Retry-After: 5`.
+    /// Retry-after mode: the gate was closed; answered 429 with `Retry-After: 5`.
     RetryAfter,
     /// A normal request ran past `request_timeout`: answered 504, or its response aborted if
     /// it had begun.

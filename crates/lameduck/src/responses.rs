@@ -15,8 +15,8 @@ pub struct CannedResponse {
     pub close_connection: bool,
 }
 
-/// Mode A after `NotAcceptingNewRequest`: a request that still reaches the admission layer
-/// (kube-apiserver's `WithWaitGroup`).
+/// Close-listener mode after `NotAcceptingNewRequest`: a request that still reaches the
+/// admission layer (kube-apiserver's `WithWaitGroup`).
 pub const SHUTTING_DOWN: CannedResponse = CannedResponse {
     status: 503,
     headers: &[
@@ -29,7 +29,7 @@ pub const SHUTTING_DOWN: CannedResponse = CannedResponse {
     close_connection: true,
 };
 
-/// Mode B from `NotAcceptingNewRequest` until the drain ends (kube-apiserver's
+/// Retry-after mode from `NotAcceptingNewRequest` until the drain ends (kube-apiserver's
 /// `WithRetryAfter`).
 pub const RETRY_AFTER: CannedResponse = CannedResponse {
     status: 429,

@@ -15,7 +15,8 @@ pub enum LifecycleSignal {
     AfterShutdownDelayDuration = 1,
     /// Every pre-shutdown hook has returned (successfully or not).
     PreShutdownHooksStopped = 2,
-    /// New requests are no longer accepted (listener closed in mode A, 429 in mode B).
+    /// New requests are no longer accepted (listener closed in close-listener mode, 429 in
+    /// retry-after mode).
     NotAcceptingNewRequest = 3,
     /// Normal and long-running requests have drained (or their bounds ran out).
     InFlightRequestsDrained = 4,

@@ -468,7 +468,7 @@ pub struct Setup {
     pub grace_tenths: u8,
     /// Request timeout in 100 ms units (0: none).
     pub request_timeout_tenths: u8,
-    /// Mode B.
+    /// Retry-after mode.
     pub send_retry_after: bool,
     /// Pre-shutdown, post-start, after-drain and destroy hooks (each modulo 4).
     pub hooks: [u8; 4],

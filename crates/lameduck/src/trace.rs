@@ -368,7 +368,8 @@ mod tests {
         let mut order_b = MODE_A;
         order_b.swap(4, 5);
         check_trace(&b, &trace(&order_b, Some(0))).unwrap();
-        // In mode B the mode A order is illegal: the listener stops only after the drain.
+        // In retry-after mode the order of close-listener mode (`MODE_A`) is illegal: the
+        // listener stops only after the drain.
         let err = check_trace(&b, &trace(&MODE_A, Some(0))).unwrap_err();
         assert_eq!(
             err.rule,

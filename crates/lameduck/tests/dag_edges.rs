@@ -290,6 +290,7 @@ fn each_listed_predecessor_is_required() {
             }
         }
     }
-    // Mode A has 6 edges, mode B 6: a test that checks none would pass silently.
+    // Close-listener mode has 6 edges, retry-after mode 6: a test that checks none would pass
+    // silently.
     assert_eq!(edges, 12);
 }

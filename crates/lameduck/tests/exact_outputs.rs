@@ -178,7 +178,8 @@ fn mode_a_is_draining_until_both_the_drain_and_the_listeners_are_done() {
     assert!(sim.open_request(RequestClass::Normal));
     sim.stop().unwrap();
     sim.advance(std::time::Duration::ZERO);
-    // Mode A stops listening at NotAcceptingNewRequest; the request is still in flight.
+    // Close-listener mode stops listening at NotAcceptingNewRequest; the request is still in
+    // flight.
     assert!(sim
         .machine
         .has_fired(LifecycleSignal::HTTPServerStoppedListening));

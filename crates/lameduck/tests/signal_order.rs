@@ -1,5 +1,5 @@
-//! The order of signals in mode A and mode B, and `NotAcceptingNewRequest` waiting for both
-//! the delay and the pre-shutdown hooks.
+//! The order of signals in close-listener and retry-after modes, and `NotAcceptingNewRequest`
+//! waiting for both the delay and the pre-shutdown hooks.
 
 mod common;
 
@@ -42,7 +42,8 @@ fn mode_a_closes_the_listener_at_not_accepting_and_exits_0_after_the_drain() {
     sim.advance(secs(2));
     assert_eq!(sim.fired_at(AfterShutdownDelayDuration), Some(t0 + secs(2)));
     assert_eq!(sim.fired_at(NotAcceptingNewRequest), Some(t0 + secs(2)));
-    // Mode A: StopListening right at NotAcceptingNewRequest, HTTP shutdown timeout = request_timeout.
+    // Close-listener mode: StopListening right at NotAcceptingNewRequest, HTTP shutdown timeout
+    // = request_timeout.
     let stop = sim
         .log
         .iter()

@@ -839,13 +839,13 @@ fn exempt_request_in_flight_at_drain(bin: &'static str, flags: &[&str]) {
     server.assert_trace_legal(flags);
 }
 
-/// Mode A: `GET /metrics?delay=2s` (exempt from admission) in flight at SIGTERM (no shutdown
-/// delay): its reply arrives complete and the process exits 0 after it.
+/// Close-listener mode: `GET /metrics?delay=2s` (exempt from admission) in flight at SIGTERM
+/// (no shutdown delay): its reply arrives complete and the process exits 0 after it.
 pub fn exempt_request_in_flight_at_drain_completes(bin: &'static str) {
     exempt_request_in_flight_at_drain(bin, &[]);
 }
 
-/// The same in mode B (`--shutdown-send-retry-after`).
+/// The same in retry-after mode (`--shutdown-send-retry-after`).
 pub fn exempt_request_in_flight_at_drain_completes_mode_b(bin: &'static str) {
     exempt_request_in_flight_at_drain(bin, &["--shutdown-send-retry-after"]);
 }

@@ -1,6 +1,6 @@
 //! HTTP/2 (h2c with prior knowledge): many streams on one connection complete across the
-//! termination and the connection gets GOAWAY (mode A); in mode B a request on an open h2
-//! connection gets the 429 and the connection is then closed with GOAWAY.
+//! termination and the connection gets GOAWAY (close-listener mode); in retry-after mode a
+//! request on an open h2 connection gets the 429 and the connection is then closed with GOAWAY.
 
 use std::time::{Duration, Instant};
 
@@ -182,7 +182,7 @@ pub fn http2_mode_b_retry_after(bin: &'static str) {
              graceful GOAWAY; got {goaways:?}"
         );
 
-        // A new h2 connection: 429 too (mode B keeps listening until drained).
+        // A new h2 connection: 429 too (retry-after mode keeps listening until drained).
         let mut fresh = H2Conn::connect(addr).await;
         assert_h2_retry_after(&fresh.get("/").await, "new h2 connection after N (mode B)");
         // Exempt paths are answered over h2 as well.

@@ -1,7 +1,7 @@
 //! `/metrics` (`docs/metrics.md`) before, during and after a drain, and the exit summary line,
 //! against what the test itself sent.
 //!
-//! Mode B, so that the server still answers (429s, and exempt scrapes) between
+//! Retry-after mode, so that the server still answers (429s, and exempt scrapes) between
 //! `NotAcceptingNewRequest` and the end of the drain: three `/sleep` requests and two `/watch`
 //! streams are in flight at the signal, four requests are rejected with 429 during the drain,
 //! and a scrape sent during the drain with `after=HTTPServerStoppedListening` is sampled after
@@ -300,8 +300,8 @@ pub fn metrics_follow_the_drain_and_the_summary_counts_it(bin: &'static str) {
     );
 }
 
-/// Mode A: `/metrics` cannot be reached once the listener closes, so this reads it before
-/// and during the lame-duck window; the summary counts the request that drained.
+/// Close-listener mode: `/metrics` cannot be reached once the listener closes, so this reads
+/// it before and during the lame-duck window; the summary counts the request that drained.
 pub fn metrics_and_summary_in_mode_a(bin: &'static str) {
     let flags = &["--shutdown-delay", "500ms"];
     let mut server = ServerProcess::start(bin, flags);

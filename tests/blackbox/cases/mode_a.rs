@@ -1,5 +1,5 @@
-//! Mode A (default): the listener closes at `NotAcceptingNewRequest` (`docs/design.md#dag`,
-//! `docs/design.md#client-view`).
+//! Close-listener mode (the default): the listener closes at `NotAcceptingNewRequest`
+//! (`docs/design.md#dag`, `docs/design.md#client-view`).
 
 use std::time::Duration;
 

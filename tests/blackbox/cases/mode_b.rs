@@ -1,4 +1,4 @@
-//! Mode B (`--shutdown-send-retry-after`): 429 until drained, then the listener closes.
+//! Retry-after mode (`--shutdown-send-retry-after`): 429 until drained, then the listener closes.
 
 use std::time::{Duration, Instant};
 

@@ -7,9 +7,10 @@
 //! - an *idle* keep-alive connection is used once and then left open.
 //!
 //! The process must exit no later than the configured timeouts allow: from the signal, the
-//! shutdown delay, then (`docs/design.md#dag`) in mode A the drain and the HTTP shutdown timeout
-//! (= `--request-timeout`) run side by side; in mode B the drain (≤ `--request-timeout`) and
-//! then the 2 s HTTP shutdown timeout. The well-behaved request still completes with 200.
+//! shutdown delay, then (`docs/design.md#dag`) in close-listener mode the drain and the HTTP
+//! shutdown timeout (= `--request-timeout`) run side by side; in retry-after mode the drain
+//! (≤ `--request-timeout`) and then the 2 s HTTP shutdown timeout. The well-behaved request
+//! still completes with 200.
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;

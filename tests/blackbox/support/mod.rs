@@ -69,7 +69,8 @@ pub fn assert_health(addr: SocketAddr, path: &str, status: u16, body: &str, phas
     assert_health_headers(&resp, &what);
 }
 
-/// Asserts the mode B rejection: 429, `Retry-After: 5`, `Connection: close`, the text body.
+/// Asserts the retry-after mode rejection: 429, `Retry-After: 5`, `Connection: close`, the text
+/// body.
 #[track_caller]
 pub fn assert_retry_after(resp: &Response, what: &str) {
     assert_eq!(resp.status(), 429, "{what}: status\n{resp}");

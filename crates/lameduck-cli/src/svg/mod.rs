@@ -163,8 +163,8 @@ fn document(
         ("UNSAFE", RED)
     };
     let mode_name = match plan.mode {
-        ShutdownMode::CloseListener => "mode A",
-        ShutdownMode::SendRetryAfter => "mode B",
+        ShutdownMode::CloseListener => "close-listener mode",
+        ShutdownMode::SendRetryAfter => "retry-after mode",
     };
     let total_text = match total {
         Some(total) => format!("worst-case termination {}", GoDuration(total)),

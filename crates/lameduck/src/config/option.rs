@@ -107,7 +107,7 @@ impl ConfigOption {
                 "lame-duck window: /readyz fails but requests are served this long after the stop signal"
             }
             ConfigOption::ShutdownSendRetryAfter => {
-                "keep listening and answer 429 until in-flight requests have drained (mode B)"
+                "keep listening and answer 429 until in-flight requests have drained (retry-after mode)"
             }
             ConfigOption::ShutdownWatchTerminationGracePeriod => {
                 "how long long-running requests get to end; 0 = they are not waited for"

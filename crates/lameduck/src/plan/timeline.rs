@@ -49,9 +49,10 @@ pub enum EventKind {
     LongRunningDrain,
     /// `InFlightRequestsDrained`, at the latest.
     Drained,
-    /// The listener closes (mode B: after the drain; mode A closes it at E3).
+    /// The listener closes (retry-after mode: after the drain; close-listener mode closes it
+    /// at E3).
     StopListening,
-    /// The HTTP server's shutdown timeout after the listener closes (mode B: 2 s).
+    /// The HTTP server's shutdown timeout after the listener closes (retry-after mode: 2 s).
     HttpShutdown,
     /// The process exits, at the latest.
     Exit,

@@ -19,16 +19,16 @@ impl Shared {
     /// take the answer elsewhere; otherwise refusing it would fail a request the client had
     /// every reason to send. So, after the close, a request is served
     /// ([`Admission::Late`]) when it came
-    /// - on an HTTP/2 connection ended with the two-step GOAWAY, in mode A: it arrived before
-    ///   the final GOAWAY, which tells the client it was processed;
+    /// - on an HTTP/2 connection ended with the two-step GOAWAY, in close-listener mode: it
+    ///   arrived before the final GOAWAY, which tells the client it was processed;
     /// - on any connection the adapter serves, when the listening sockets outlive this
     ///   process ([`Shared::set_sockets_outlive`]): its client is kept alive and its next
     ///   connection goes to the process that keeps the sockets.
     ///
     /// Every other request after the close gets the mode's rejection: kube-apiserver's 503
-    /// `Retry-After: 1` (mode A, HTTP/1 behind a balancer) or 429 `Retry-After: 5` (mode B),
-    /// both with `Connection: close`, so that the client retries on a new connection, which
-    /// the balancer sends elsewhere.
+    /// `Retry-After: 1` (close-listener mode, HTTP/1 behind a balancer) or 429
+    /// `Retry-After: 5` (retry-after mode), both with `Connection: close`, so that the client
+    /// retries on a new connection, which the balancer sends elsewhere.
     #[inline]
     pub fn admit_on(self: &Arc<Self>, class: RequestClass, kind: ConnectionKind) -> Admission {
         match class {
