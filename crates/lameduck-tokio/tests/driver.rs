@@ -12,8 +12,11 @@ use http_body_util::{BodyExt, Empty, Full};
 use hyper_util::rt::TokioIo;
 use lameduck::{Config, LifecycleSignal};
 use lameduck_hyper::{Listener, ServeError};
-use lameduck_tokio::ShutdownNotice;
+use lameduck_tokio::{
+    AdmissionLayer, Builder, Handle, HttpService, Server, ShutdownNotice, TokioRuntime,
+};
 use tokio::io::DuplexStream;
+use tokio::task::JoinHandle;
 use tower::{service_fn, Layer, ServiceExt};
 
 mod support;
@@ -34,25 +37,79 @@ impl Listener for IdleListener {
     }
 }
 
+/// The default configuration changed by `f`.
 fn config(f: impl FnOnce(lameduck::ConfigBuilder) -> lameduck::ConfigBuilder) -> Config {
     f(Config::builder()).build().unwrap()
 }
 
+/// Starts configuring a server on tokio that installs no OS signal handlers: the tests
+/// deliver their signals through its [`Handle`].
+fn builder_without_signals(config: Config) -> Builder<TokioRuntime> {
+    let mut builder = lameduck_tokio::builder(config);
+    builder.without_signals();
+    builder
+}
+
+/// A prepared server with one listener, "api", and what a test keeps of it once `run`
+/// consumes it: its handle and its admission layer.
+struct PreparedServer {
+    server: Server<TokioRuntime>,
+    handle: Handle,
+    layer: AdmissionLayer<TokioRuntime>,
+}
+
+/// A server whose `run` is spawned: its handle, its admission layer, and the task that
+/// returns its exit code.
+struct RunningServer {
+    handle: Handle,
+    layer: AdmissionLayer<TokioRuntime>,
+    run: JoinHandle<Result<u8, ServeError>>,
+}
+
+impl PreparedServer {
+    /// Spawns the server's `run`.
+    fn start(self) -> RunningServer {
+        RunningServer {
+            handle: self.handle,
+            layer: self.layer,
+            run: tokio::spawn(self.server.run()),
+        }
+    }
+}
+
+/// Prepares the server `builder` configured, serving `service` on `listener` as "api".
+fn serve_api(
+    builder: Builder<TokioRuntime>,
+    listener: impl Listener,
+    service: impl HttpService,
+) -> PreparedServer {
+    let mut server = builder.prepare();
+    let layer = server.admission_layer();
+    server.serve("api", listener, service).unwrap();
+    let handle = server.handle();
+    PreparedServer {
+        server,
+        handle,
+        layer,
+    }
+}
+
+/// Prepares the server `builder` configured, serving "api" on an [`IdleListener`]: the
+/// lifecycle without connections.
+fn serve_idle_api(builder: Builder<TokioRuntime>) -> PreparedServer {
+    serve_api(builder, IdleListener, support::service("ok"))
+}
+
 #[tokio::test(start_paused = true)]
 async fn not_accepting_waits_for_the_delay_and_a_slow_hook_then_exits_0() {
-    let mut b = lameduck_tokio::builder(config(|c| c.shutdown_delay(Duration::from_secs(5))));
-    b.without_signals();
-    b.pre_shutdown_hook("slow", || async {
-        tokio::time::sleep(Duration::from_secs(7)).await;
-        Ok::<_, Infallible>(())
-    })
-    .unwrap();
-    let mut server = b.prepare();
-    server
-        .serve("api", IdleListener, support::service("ok"))
+    let mut builder = builder_without_signals(config(|c| c.shutdown_delay(Duration::from_secs(5))));
+    builder
+        .pre_shutdown_hook("slow", || async {
+            tokio::time::sleep(Duration::from_secs(7)).await;
+            Ok::<_, Infallible>(())
+        })
         .unwrap();
-    let handle = server.handle();
-    let run = tokio::spawn(server.run());
+    let RunningServer { handle, run, .. } = serve_idle_api(builder).start();
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(handle.request_shutdown());
     assert_eq!(run.await.unwrap().unwrap(), 0);
@@ -86,21 +143,16 @@ async fn not_accepting_waits_for_the_delay_and_a_slow_hook_then_exits_0() {
 #[tokio::test(start_paused = true)]
 async fn failing_and_panicking_hooks_still_drain_and_exit_1() {
     for panic in [false, true] {
-        let mut b = lameduck_tokio::builder(Config::default());
-        b.without_signals();
-        b.pre_shutdown_hook("bad", move || async move {
-            if panic {
-                panic!("hook panicked on purpose");
-            }
-            Err::<(), _>("hook failed on purpose")
-        })
-        .unwrap();
-        let mut server = b.prepare();
-        server
-            .serve("api", IdleListener, support::service("ok"))
+        let mut builder = builder_without_signals(Config::default());
+        builder
+            .pre_shutdown_hook("bad", move || async move {
+                if panic {
+                    panic!("hook panicked on purpose");
+                }
+                Err::<(), _>("hook failed on purpose")
+            })
             .unwrap();
-        let handle = server.handle();
-        let run = tokio::spawn(server.run());
+        let RunningServer { handle, run, .. } = serve_idle_api(builder).start();
         handle.request_shutdown();
         assert_eq!(run.await.unwrap().unwrap(), 1, "panic = {panic}");
         assert!(handle
@@ -111,14 +163,8 @@ async fn failing_and_panicking_hooks_still_drain_and_exit_1() {
 
 #[tokio::test(start_paused = true)]
 async fn a_second_signal_exits_1_at_once() {
-    let mut b = lameduck_tokio::builder(config(|c| c.shutdown_delay(Duration::from_secs(60))));
-    b.without_signals();
-    let mut server = b.prepare();
-    server
-        .serve("api", IdleListener, support::service("ok"))
-        .unwrap();
-    let handle = server.handle();
-    let run = tokio::spawn(server.run());
+    let builder = builder_without_signals(config(|c| c.shutdown_delay(Duration::from_secs(60))));
+    let RunningServer { handle, run, .. } = serve_idle_api(builder).start();
     handle.deliver_os_signal();
     tokio::time::sleep(Duration::from_secs(1)).await;
     handle.deliver_os_signal();
@@ -132,12 +178,9 @@ async fn a_second_signal_exits_1_at_once() {
 
 #[tokio::test(start_paused = true)]
 async fn installing_the_signal_handler_twice_is_an_error() {
-    let mut first = lameduck_tokio::builder(Config::default()).prepare();
-    first
-        .serve("api", IdleListener, support::service("ok"))
-        .unwrap();
-    let handle = first.handle();
-    let run = tokio::spawn(first.run());
+    // The first server installs the signal handler.
+    let first = lameduck_tokio::builder(Config::default());
+    let RunningServer { handle, run, .. } = serve_idle_api(first).start();
     tokio::time::sleep(Duration::from_millis(10)).await;
     let second = lameduck_tokio::builder(Config::default()).prepare();
     assert!(matches!(
@@ -150,9 +193,8 @@ async fn installing_the_signal_handler_twice_is_an_error() {
 
 #[tokio::test(start_paused = true)]
 async fn a_request_past_the_timeout_gets_504_and_is_released() {
-    let mut b = lameduck_tokio::builder(config(|c| c.request_timeout(Duration::from_secs(2))));
-    b.without_signals();
-    let server = b.prepare();
+    let server =
+        builder_without_signals(config(|c| c.request_timeout(Duration::from_secs(2)))).prepare();
     let svc = server
         .admission_layer()
         .layer(service_fn(|_req: Request<Empty<Bytes>>| async {
@@ -173,15 +215,8 @@ async fn a_request_past_the_timeout_gets_504_and_is_released() {
 #[tokio::test(start_paused = true)]
 async fn closed_gate_answers_503_in_mode_a_and_429_in_mode_b_but_serves_health() {
     for mode_b in [false, true] {
-        let mut b = lameduck_tokio::builder(config(|c| c.shutdown_send_retry_after(mode_b)));
-        b.without_signals();
-        let mut server = b.prepare();
-        let layer = server.admission_layer();
-        server
-            .serve("api", IdleListener, support::service("ok"))
-            .unwrap();
-        let handle = server.handle();
-        let run = tokio::spawn(server.run());
+        let builder = builder_without_signals(config(|c| c.shutdown_send_retry_after(mode_b)));
+        let RunningServer { handle, layer, run } = serve_idle_api(builder).start();
         handle.request_shutdown();
         assert_eq!(run.await.unwrap().unwrap(), 0);
         let svc = layer.layer(service_fn(|_req: Request<Empty<Bytes>>| async {
@@ -214,16 +249,14 @@ async fn closed_gate_answers_503_in_mode_a_and_429_in_mode_b_but_serves_health()
 
 #[tokio::test(start_paused = true)]
 async fn long_running_bodies_end_at_the_paced_rate_and_hold_the_drain() {
-    let mut b = lameduck_tokio::builder(config(|c| {
+    let builder = builder_without_signals(config(|c| {
         c.shutdown_watch_termination_grace_period(Duration::from_secs(10))
     }));
-    b.without_signals();
-    let mut server = b.prepare();
-    let layer = server.admission_layer();
-    server
-        .serve("api", IdleListener, support::service("ok"))
-        .unwrap();
-    let handle = server.handle();
+    let PreparedServer {
+        server,
+        handle,
+        layer,
+    } = serve_idle_api(builder);
     // A stream that ends as soon as the server says so.
     let svc = layer.layer(service_fn(|req: Request<Empty<Bytes>>| async move {
         let signal = req.extensions().get::<ShutdownNotice>().cloned().unwrap();
@@ -278,16 +311,14 @@ async fn long_running_bodies_end_at_the_paced_rate_and_hold_the_drain() {
 
 #[tokio::test(start_paused = true)]
 async fn an_upgraded_connection_stays_counted_until_its_ticket_drops() {
-    let mut b = lameduck_tokio::builder(config(|c| {
+    let builder = builder_without_signals(config(|c| {
         c.shutdown_watch_termination_grace_period(Duration::from_secs(30))
     }));
-    b.without_signals();
-    let mut server = b.prepare();
-    let layer = server.admission_layer();
-    server
-        .serve("api", IdleListener, support::service("ok"))
-        .unwrap();
-    let handle = server.handle();
+    let PreparedServer {
+        server,
+        handle,
+        layer,
+    } = serve_idle_api(builder);
     let (ticket_tx, ticket_rx) = tokio::sync::oneshot::channel();
     let ticket_tx = std::sync::Mutex::new(Some(ticket_tx));
     let svc = layer.layer(service_fn(move |req: Request<Empty<Bytes>>| {
@@ -340,16 +371,9 @@ async fn an_upgraded_connection_stays_counted_until_its_ticket_drops() {
 
 #[tokio::test(start_paused = true)]
 async fn unknown_paths_get_503_until_every_route_signal_fired() {
-    let mut b = lameduck_tokio::builder(Config::default());
-    b.without_signals();
-    let crds = b.routes_signal("crds").unwrap();
-    let mut server = b.prepare();
-    let layer = server.admission_layer();
-    server
-        .serve("api", IdleListener, support::service("ok"))
-        .unwrap();
-    let handle = server.handle();
-    let run = tokio::spawn(server.run());
+    let mut builder = builder_without_signals(Config::default());
+    let crds = builder.routes_signal("crds").unwrap();
+    let RunningServer { handle, layer, run } = serve_idle_api(builder).start();
     let svc = layer.layer(service_fn(|req: Request<Empty<Bytes>>| async move {
         let mut res = Response::new(Full::new(Bytes::from_static(b"routed")));
         if req.uri().path() != "/known" {
@@ -390,9 +414,8 @@ fn endless_stream() -> http_body_util::StreamBody<
 
 #[tokio::test(start_paused = true)]
 async fn a_streamed_response_is_aborted_at_the_request_timeout_and_released() {
-    let mut b = lameduck_tokio::builder(config(|c| c.request_timeout(Duration::from_secs(2))));
-    b.without_signals();
-    let server = b.prepare();
+    let server =
+        builder_without_signals(config(|c| c.request_timeout(Duration::from_secs(2)))).prepare();
     let svc = server
         .admission_layer()
         .layer(service_fn(|_req: Request<Empty<Bytes>>| async {
@@ -428,9 +451,8 @@ async fn a_streamed_response_is_aborted_at_the_request_timeout_and_released() {
 
 #[tokio::test(start_paused = true)]
 async fn long_running_bodies_are_not_bounded_by_the_request_timeout() {
-    let mut b = lameduck_tokio::builder(config(|c| c.request_timeout(Duration::from_secs(1))));
-    b.without_signals();
-    let server = b.prepare();
+    let server =
+        builder_without_signals(config(|c| c.request_timeout(Duration::from_secs(1)))).prepare();
     let svc = server
         .admission_layer()
         .layer(service_fn(|_req: Request<Empty<Bytes>>| async {
@@ -449,14 +471,11 @@ async fn long_running_bodies_are_not_bounded_by_the_request_timeout() {
 
 #[tokio::test(start_paused = true)]
 async fn an_exempt_request_in_flight_holds_the_drain() {
-    let mut b = lameduck_tokio::builder(Config::default());
-    b.without_signals();
-    let mut server = b.prepare();
-    let layer = server.admission_layer();
-    server
-        .serve("api", IdleListener, support::service("ok"))
-        .unwrap();
-    let handle = server.handle();
+    let PreparedServer {
+        server,
+        handle,
+        layer,
+    } = serve_idle_api(builder_without_signals(Config::default()));
     let svc = layer.layer(service_fn(|_req: Request<Empty<Bytes>>| async {
         Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"metrics"))))
     }));
@@ -493,19 +512,14 @@ async fn an_exempt_request_in_flight_holds_the_drain() {
 #[tokio::test(start_paused = true)]
 async fn destroy_hooks_hold_the_exit_and_a_second_signal_cuts_them_short() {
     for second_signal in [false, true] {
-        let mut b = lameduck_tokio::builder(Config::default());
-        b.without_signals();
-        b.destroy_hook("flush", || async {
-            tokio::time::sleep(Duration::from_secs(3)).await;
-            Ok::<_, Infallible>(())
-        })
-        .unwrap();
-        let mut server = b.prepare();
-        server
-            .serve("api", IdleListener, support::service("ok"))
+        let mut builder = builder_without_signals(Config::default());
+        builder
+            .destroy_hook("flush", || async {
+                tokio::time::sleep(Duration::from_secs(3)).await;
+                Ok::<_, Infallible>(())
+            })
             .unwrap();
-        let handle = server.handle();
-        let run = tokio::spawn(server.run());
+        let RunningServer { handle, run, .. } = serve_idle_api(builder).start();
         handle.deliver_os_signal();
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert!(!run.is_finished(), "the exit waits for the destroy hook");
@@ -530,14 +544,8 @@ async fn destroy_hooks_hold_the_exit_and_a_second_signal_cuts_them_short() {
 
 #[tokio::test(start_paused = true)]
 async fn a_signal_after_request_shutdown_exits_1() {
-    let mut b = lameduck_tokio::builder(config(|c| c.shutdown_delay(Duration::from_secs(60))));
-    b.without_signals();
-    let mut server = b.prepare();
-    server
-        .serve("api", IdleListener, support::service("ok"))
-        .unwrap();
-    let handle = server.handle();
-    let run = tokio::spawn(server.run());
+    let builder = builder_without_signals(config(|c| c.shutdown_delay(Duration::from_secs(60))));
+    let RunningServer { handle, run, .. } = serve_idle_api(builder).start();
     handle.request_shutdown();
     handle.request_shutdown();
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -553,15 +561,12 @@ async fn a_signal_after_request_shutdown_exits_1() {
 async fn a_request_head_that_never_completes_is_closed_after_the_header_timeout() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let (mut client, server_io) = tokio::io::duplex(4096);
-    let mut b = lameduck_tokio::builder(Config::default());
-    b.without_signals();
-    let mut server = b.prepare();
-    let service = support::service("ok");
-    server
-        .serve("api", OneConnection(Some(server_io)), service)
-        .unwrap();
-    let handle = server.handle();
-    let run = tokio::spawn(server.run());
+    let RunningServer { handle, run, .. } = serve_api(
+        builder_without_signals(Config::default()),
+        OneConnection(Some(server_io)),
+        support::service("ok"),
+    )
+    .start();
     // A keep-alive request is served; then the next head starts and never completes.
     client
         .write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -637,17 +642,15 @@ impl tower::Service<Request<hyper::body::Incoming>> for ReadyEveryOtherTime {
 async fn a_service_that_is_not_ready_yet_is_waited_for() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let (mut client, server_io) = tokio::io::duplex(4096);
-    let mut b = lameduck_tokio::builder(Config::default());
-    b.without_signals();
-    let mut server = b.prepare();
     let service = ReadyEveryOtherTime::default();
     let not_ready = std::sync::Arc::clone(&service.not_ready_answers);
-    server
-        .serve("api", OneConnection(Some(server_io)), service)
-        .unwrap();
-    let shared = server.shared().clone();
-    let handle = server.handle();
-    let run = tokio::spawn(server.run());
+    let prepared = serve_api(
+        builder_without_signals(Config::default()),
+        OneConnection(Some(server_io)),
+        service,
+    );
+    let shared = prepared.server.shared().clone();
+    let RunningServer { handle, run, .. } = prepared.start();
     let mut buf = vec![0u8; 1024];
     for _ in 0..4 {
         client

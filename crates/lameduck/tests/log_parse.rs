@@ -11,22 +11,11 @@ use lameduck::trace::log::{
 };
 use lameduck::{Config, Instant, LifecycleSignal, TraceEvent, TracedEvent};
 
-/// A real mode A log (tokio_server, `--shutdown-delay 500ms`), with some of its other lines.
-const MODE_A_LOG: &str = "\
-2026-11-22T05:07:32.884823Z  INFO lameduck_hyper::server: [graceful-termination] waiting for shutdown to be initiated
-2026-11-22T05:07:32.884852Z  INFO lameduck_hyper::server: [graceful-termination] lifecycle event name=MuxAndDiscoveryComplete
-2026-11-22T05:07:32.884893Z  INFO lameduck_hyper::server: Serving on 127.0.0.1:45591 listener=api addr=127.0.0.1:45591
-2026-11-22T05:07:33.412613Z  INFO lameduck_hyper::server: [graceful-termination] lifecycle event name=HasBeenReady
-2026-11-22T05:07:33.415257Z  INFO lameduck_hyper::server: [graceful-termination] received signal signal=\"SIGTERM\"
-2026-11-22T05:07:33.415298Z  INFO lameduck_hyper::server: [graceful-termination] shutdown event name=ShutdownInitiated
-2026-11-22T05:07:33.415305Z  INFO lameduck_hyper::server: [graceful-termination] pre-shutdown hooks completed, shutdown event name=PreShutdownHooksStopped
-2026-11-22T05:07:33.916020Z  INFO lameduck_hyper::server: [graceful-termination] shutdown event name=AfterShutdownDelayDuration
-2026-11-22T05:07:33.916059Z  INFO lameduck_hyper::server: [graceful-termination] shutdown event name=NotAcceptingNewRequest
-2026-11-22T05:07:33.916068Z  INFO lameduck_hyper::server: [graceful-termination] draining in-flight requests normal=0 long_running=0 pacing_interval=None
-2026-11-22T05:07:33.916087Z  INFO lameduck_hyper::server: [graceful-termination] shutdown event name=InFlightRequestsDrained
-2026-11-22T05:07:33.916198Z  INFO lameduck_hyper::server: [graceful-termination] shutdown event name=HTTPServerStoppedListening
-2026-11-22T05:07:33.916201Z  INFO lameduck_hyper::server: [graceful-termination] server is exiting code=0 reason=graceful termination completed
-";
+/// A real close-listener mode log (tokio_server, `--shutdown-delay 500ms`), with some of its
+/// other lines. The black-box suite's trace tests (`tests/blackbox/support/trace.rs`) read the
+/// same file.
+const MODE_A_LOG: &str =
+    include_str!("fixtures/tokio_server_close_listener_shutdown_delay_500ms.log");
 
 fn ts(stamp: &str) -> Instant {
     parse_log_timestamp(stamp).unwrap()

@@ -162,8 +162,8 @@ pub fn corruptions(
         Rule::SignalFiresOnce(LifecycleSignal::InFlightRequestsDrained),
     ));
 
-    // The drain missing: mode A may stop listening without it but not exit 0; mode B stops
-    // listening only after it.
+    // The drain missing: close-listener mode may stop listening without it but not exit 0;
+    // retry-after mode stops listening only after it.
     let mut undrained = events.to_vec();
     undrained.remove(drained);
     let rule = match config.mode() {
@@ -206,22 +206,11 @@ pub fn corruptions(
 mod tests {
     use super::*;
 
-    /// A real mode A log (tokio_server, `--shutdown-delay 500ms`), trimmed of other lines.
-    const MODE_A_LOG: &str = "\
-2026-11-22T05:07:32.884823Z  INFO lameduck_hyper::server: [graceful-termination] waiting for shutdown to be initiated
-2026-11-22T05:07:32.884852Z  INFO lameduck_hyper::server: [graceful-termination] lifecycle event name=MuxAndDiscoveryComplete
-2026-11-22T05:07:32.884893Z  INFO lameduck_hyper::server: Serving on 127.0.0.1:45591 listener=api addr=127.0.0.1:45591
-2026-11-22T05:07:33.412613Z  INFO lameduck_hyper::server: [graceful-termination] lifecycle event name=HasBeenReady
-2026-11-22T05:07:33.415257Z  INFO lameduck_hyper::server: [graceful-termination] received signal signal=\"SIGTERM\"
-2026-11-22T05:07:33.415298Z  INFO lameduck_hyper::server: [graceful-termination] shutdown event name=ShutdownInitiated
-2026-11-22T05:07:33.415305Z  INFO lameduck_hyper::server: [graceful-termination] pre-shutdown hooks completed, shutdown event name=PreShutdownHooksStopped
-2026-11-22T05:07:33.916020Z  INFO lameduck_hyper::server: [graceful-termination] shutdown event name=AfterShutdownDelayDuration
-2026-11-22T05:07:33.916059Z  INFO lameduck_hyper::server: [graceful-termination] shutdown event name=NotAcceptingNewRequest
-2026-11-22T05:07:33.916068Z  INFO lameduck_hyper::server: [graceful-termination] draining in-flight requests normal=0 long_running=0 pacing_interval=None
-2026-11-22T05:07:33.916087Z  INFO lameduck_hyper::server: [graceful-termination] shutdown event name=InFlightRequestsDrained
-2026-11-22T05:07:33.916198Z  INFO lameduck_hyper::server: [graceful-termination] shutdown event name=HTTPServerStoppedListening
-2026-11-22T05:07:33.916201Z  INFO lameduck_hyper::server: [graceful-termination] apiserver is exiting code=0 reason=graceful termination completed
-";
+    /// A real close-listener mode log (tokio_server, `--shutdown-delay 500ms`), with some of its
+    /// other lines: the fixture the core's log reader tests (`crates/lameduck/tests/log_parse.rs`)
+    /// read too.
+    const MODE_A_LOG: &str =
+        include_str!("../../../crates/lameduck/tests/fixtures/tokio_server_close_listener_shutdown_delay_500ms.log");
 
     fn signals(events: &[TracedEvent]) -> Vec<String> {
         events.iter().map(|e| e.event.to_string()).collect()
