@@ -303,7 +303,9 @@ def run_one(examples, mode, delay_ms, args, keep_dir):
         for inst in instances:
             if inst.proc:
                 rr.kill(inst.proc)
-        if not keep_dir and not problems and not result.get("failed"):
+        # A failed call with the lame-duck window is a finding: its logs are kept (the
+        # baseline without it is expected to fail calls).
+        if not keep_dir and not problems and not (delay_ms and result.get("failed")):
             shutil.rmtree(workdir, ignore_errors=True)
     result.update(events=events, problems=problems, notes=notes, workdir=workdir, duration_s=round(time.monotonic() - t0, 1))
     return result
@@ -461,7 +463,7 @@ def main():
             rr.log(f"\n==> run {run}/{args.runs}: {BINARY}, mode {mode}, --shutdown-delay {rr.fmt_ms(delay_ms)}")
             r = run_one(examples, mode, delay_ms, args, args.keep)
             r["run"] = run
-            rr.log_run(r, r["problems"] or r.get("failed") or args.keep)
+            rr.log_run(r, r["problems"] or (delay_ms and r.get("failed")) or args.keep)
             # A busy machine slows the load and the instances alike: the 1-minute load average
             # says how busy it was.
             rr.log(f"    run took {r['duration_s']:g}s; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
