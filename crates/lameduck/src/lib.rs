@@ -74,7 +74,8 @@ pub use machine::{
     StopSource,
 };
 pub use rejections::{RejectionCounts, RejectionReason};
-pub use shared::{Admission, CheckFn, EndpointSet, LifecycleSignalFired, Shared};
+pub use shared::signals::LifecycleSignalFired;
+pub use shared::{Admission, CheckFn, EndpointSet, Shared};
 pub use signal::{LifecycleSignal, SignalSet, SignalTimes};
 pub use time::Instant;
 #[cfg(feature = "std")]

@@ -16,7 +16,7 @@ use event_listener::Event;
 use crate::classify::{default_is_long_running, RequestClass, RequestInfo};
 use crate::config::Config;
 use crate::connection::ConnectionKind;
-use crate::gate::{Gate, Rejection};
+use crate::gate::{sealed, Gate, GateRef, LongRunningTicketOf, NormalTicketOf, Rejection};
 use crate::phase::{MachineStage, Phase};
 use crate::rejections::{RejectionCounters, RejectionCounts, RejectionReason};
 use crate::signal::LifecycleSignal;
@@ -25,15 +25,50 @@ use crate::time::Instant;
 
 mod after_close;
 mod checks;
-mod signals;
-mod tickets;
+mod health;
+// Its future is re-exported at the crate root (`crate::LifecycleSignalFired`): this module
+// uses `Shared`, so `Shared`'s module does not use it back.
+pub(crate) mod signals;
 
 pub(crate) use self::checks::{Check, CheckKind, PostStartState};
 pub use self::checks::{CheckFn, EndpointSet};
-pub use self::signals::LifecycleSignalFired;
-pub use self::tickets::{OwnedLongRunningTicket, OwnedNormalTicket};
 
 const NOT_YET: u64 = u64::MAX;
+
+/// An owned normal ticket, from [`Shared::admit`], for request futures that must be
+/// `'static`: it holds an `Arc` of the lifecycle's shared state (cloning it is one more
+/// atomic increment, still with no allocation).
+pub type OwnedNormalTicket = NormalTicketOf<Arc<Shared>>;
+
+/// An owned long-running ticket, from [`Shared::admit`]; see [`OwnedNormalTicket`].
+pub type OwnedLongRunningTicket = LongRunningTicketOf<Arc<Shared>>;
+
+impl sealed::Sealed for Arc<Shared> {
+    const DEBUG_PREFIX: &'static str = "Owned";
+}
+
+impl GateRef for Arc<Shared> {
+    #[inline]
+    fn gate(&self) -> &Gate {
+        &self.gate
+    }
+}
+
+impl OwnedNormalTicket {
+    /// The shared state this ticket belongs to.
+    #[must_use]
+    pub fn shared(&self) -> &Arc<Shared> {
+        self.holder()
+    }
+}
+
+impl OwnedLongRunningTicket {
+    /// The shared state this ticket belongs to.
+    #[must_use]
+    pub fn shared(&self) -> &Arc<Shared> {
+        self.holder()
+    }
+}
 
 /// How the admission layer treats one request; see [`Shared::admit`].
 #[derive(Debug)]
