@@ -1,4 +1,4 @@
-//! gRPC load for the rolling-restart proof (`tests/rolling/rolling_restart_grpc.py`): unary
+//! gRPC load for the rolling-restart proof (`python3 tests/proofs rolling_restart_grpc`): unary
 //! `Sleep` calls of the gRPC example server through tonic's client, for a fixed time, on
 //! several HTTP/2 connections with several calls in flight on each; prints one JSON line
 //! with the counts (calls, ok, failed, failures by gRPC code) and exits 0.

@@ -2,8 +2,11 @@
 """gRPC load with Python's grpcio (the C-core client): unary `Sleep` calls to the example
 server's `lameduck.example.Demo` service, counted by outcome.
 
-    python3 tests/rolling/grpcio_load.py --target 127.0.0.1:PORT --channels 4 --workers 16 \\
+    python3 tests/proofs/rolling/grpcio_load.py --target 127.0.0.1:PORT --channels 4 --workers 16 \\
         --duration SECONDS [--sleep 20ms] [--timeout 5] [--tls-ca FILE --tls-domain NAME] [--retries N]
+
+A script of its own, not a proof: rolling_restart_grpc (`--client grpcio`) and the storm run it
+as a separate process by its path, so it imports nothing from the proofs' package.
 
 `--channels` independent `grpc.Channel`s (each with its own subchannel pool, so each has its
 own HTTP/2 connection), `--workers` threads spread over them round-robin, each calling

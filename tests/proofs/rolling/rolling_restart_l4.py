@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Long-lived connections behind a layer-4 balancer: a Kubernetes-style rolling update of two
 pods under a real HTTP/2 (or HTTP/1 keep-alive) client, through HAProxy in `mode tcp`.
 
@@ -13,9 +12,9 @@ Per run, for one example server, one protocol, one shutdown mode and one goaway 
   1. pods p1 and p2 start on 127.0.0.1; HAProxy (`mode tcp`, `balance roundrobin`, no health
      checks, `retries 0`, no redispatch: as kube-proxy behaves) has them as endpoints, and the
      slots of the pods to come (p3, p4) declared `disabled`;
-  2. tests/l4/h2client (Go: golang.org/x/net/http2 prior-knowledge h2c, or net/http HTTP/1
-     keep-alive) runs several independent transports with several workers each, on `/` and
-     `/sleep?duration=20ms`, retrying after a Retry-After as client-go does (a 429 or 5xx
+  2. tests/proofs/l4/h2client (Go: golang.org/x/net/http2 prior-knowledge h2c, or net/http
+     HTTP/1 keep-alive) runs several independent transports with several workers each, on `/`
+     and `/sleep?duration=20ms`, retrying after a Retry-After as client-go does (a 429 or 5xx
      answer with Retry-After: client-go's checkWait), nothing else;
   3. for each old pod: the new pod starts, its /readyz answers 200, its endpoint is enabled
      (runtime API, `enable server`); the client connections HAProxy has on the old pod are
@@ -60,14 +59,11 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import harness as h  # noqa: E402
+import harness as h
 
-RUNTIMES = ["tokio_server", "axum_server", "smol_server", "actix_server"]
 PROTOCOLS = ["h2c", "http1", "h2-tls", "http1-tls"]
 # The protocols whose pods serve TLS, and those over HTTP/2 (the GOAWAY checks).
 TLS_PROTOCOLS = ("h2-tls", "http1-tls")
@@ -85,7 +81,6 @@ SHARE_TOLERANCE = 0.25
 # With a goaway chance, each of the client's connections must have been replaced this many times
 # on average during the window (a chance of 0.02 replaces one every ~50 requests: hundreds).
 REPLACED_PER_CONN = 10
-CLIENT_DIR = os.path.join(h.ROOT, "tests", "l4", "h2client")
 
 
 class Balancer:
@@ -181,11 +176,11 @@ def tail(path, n=20):
 
 
 def wait_ready(port, path, tls=None, timeout=15.0):
-    """Waits until GET `path` on the pod (over TLS with `tls`, a harness.TlsFiles) answers 200."""
+    """Waits until GET `path` on the pod (over TLS with `tls`, a harness.Tls) answers 200."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            if h.get_status(port, path, tls) == 200:
+            if h.http_get(port, path, timeout=1.0, tls=tls)[0] == 200:
                 return
         except (OSError, http.client.HTTPException):
             pass
@@ -237,7 +232,7 @@ def run_one(binary, case, args, client_bin):
     """One rolling update under load. `case`: runtime, protocol, mode, chance, control."""
     runtime, proto, mode, chance = case["runtime"], case["protocol"], case["mode"], case["chance"]
     workdir = tempfile.mkdtemp(prefix=f"rolling-l4-{runtime}-{proto}-{mode}-")
-    tls = h.TlsFiles(workdir) if proto in TLS_PROTOCOLS else None
+    tls = h.Tls(workdir) if proto in TLS_PROTOCOLS else None
     if case["control"]:
         flags, ready_path = ["--graceful-shutdown"], "/"
     else:
@@ -439,9 +434,7 @@ def table(results):
                 f"{r['duration_s']:g}s",
             ]
         )
-    widths = [max(len(x) for x in col) for col in zip(head, *rows)]
-    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
-    return "\n".join([line(head), line(["-" * w for w in widths])] + [line(r) for r in rows])
+    return h.table(head, rows)
 
 
 def split(value, known, what, parser):
@@ -452,9 +445,13 @@ def split(value, known, what, parser):
     return items
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--runtimes", default=",".join(RUNTIMES), help="comma-separated example servers")
+def main(argv=None):
+    p = argparse.ArgumentParser(
+        prog="tests/proofs rolling_restart_l4",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--runtimes", default=",".join(h.RUNTIMES), help="comma-separated example servers")
     p.add_argument(
         "--protocols", default="h2c,http1", help="h2c, http1, h2-tls, http1-tls (the last two: TLS pass-through)"
     )
@@ -473,15 +470,15 @@ def main():
     p.add_argument("--no-build", action="store_true", help="use the existing release build")
     p.add_argument("--keep", action="store_true", help="keep every run's logs (failed runs always keep them)")
     p.add_argument("--json", help="also write all results as JSON to this file")
-    args = p.parse_args()
+    args = p.parse_args(argv)
 
-    runtimes = split(args.runtimes, RUNTIMES, "runtime", p)
+    runtimes = split(args.runtimes, h.RUNTIMES, "runtime", p)
     protocols = split(args.protocols, PROTOCOLS, "protocol", p)
     pairs = [(r, q) for r in runtimes for q in protocols]
     if args.pairs:
         pairs = [tuple(x.split(":", 1)) for x in args.pairs.split(",") if x]
         for r, q in pairs:
-            split(r, RUNTIMES, "runtime", p)
+            split(r, h.RUNTIMES, "runtime", p)
             split(q, PROTOCOLS, "protocol", p)
     modes = split(args.modes, MODES, "mode", p)
     controls = split(args.control, CONTROL_PROTOCOLS, "control protocol", p)
@@ -491,14 +488,11 @@ def main():
         p.error("--goaway-chances: comma-separated numbers")
 
     tools = ("haproxy", "go") + (("openssl",) if any(q in TLS_PROTOCOLS for _, q in pairs) else ())
-    for tool in tools:
-        if not shutil.which(tool):
-            h.log(f"error: {tool} not found (apt-get install -y haproxy golang-go golang-golang-x-net-dev)")
-            return 2
+    if not h.check_tools(*tools, hint="apt-get install -y haproxy golang-go golang-golang-x-net-dev openssl"):
+        return 2
     if not args.no_build:
-        h.log("==> cargo build --release --examples; cargo build --release -p lameduck-bench --bin bare_axum")
         for cmd in (["--examples"], ["-p", "lameduck-bench", "--bin", CONTROL]):
-            if subprocess.run(["cargo", "build", "--release", *cmd], cwd=h.ROOT).returncode != 0:
+            if not h.cargo_build(*cmd):
                 return 2
     release = os.path.join(h.target_dir(), "release")
     build_dir = tempfile.mkdtemp(prefix="h2client-")
@@ -509,11 +503,8 @@ def main():
 
 
 def run_all(args, release, build_dir, pairs, modes, chances, controls):
-    client_bin = os.path.join(build_dir, "h2client")
-    h.log("==> go build tests/l4/h2client (GOPATH mode, Debian's golang-golang-x-net-dev)")
-    env = dict(os.environ, GO111MODULE="off", GOPATH="/usr/share/gocode", GOCACHE=os.path.join(build_dir, "cache"))
-    built = subprocess.run(["go", "build", "-o", client_bin, "."], cwd=CLIENT_DIR, env=env, timeout=600)
-    if built.returncode != 0:
+    client_bin = h.build_h2client(build_dir)
+    if client_bin is None:
         return 2
 
     plan = []
@@ -561,6 +552,3 @@ def run_all(args, release, build_dir, pairs, modes, chances, controls):
     h.log(f"\nOK: 0 failed requests and exit 0 through every rollout{control}.")
     return 0
 
-
-if __name__ == "__main__":
-    h.run_main(main)

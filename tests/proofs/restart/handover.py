@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Zero-downtime restarts without a load balancer: listener hand-over to a successor process.
 
 Per example server (tokio_server, axum_server, smol_server, actix_server):
@@ -39,13 +38,11 @@ import os
 import shutil
 import signal
 import stat
-import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common as c  # noqa: E402
-from common import h  # noqa: E402
+import harness as h
+from restart import common as c
 
 SHUTDOWN_DELAY_S = 1.0
 GRACE_S = 3.0
@@ -110,21 +107,21 @@ def run_one(binary, runtime, args):
     try:
         cur = new_generation("127.0.0.1:0")
         addrs = cur.wait_listening(1, timeout=15)
-        port = c.port_of(addrs[0])
+        port = h.port_of(addrs[0])
         note(f"{cur.name} (pid {cur.pid}) listening on {addrs[0]}")
-        status, _ = c.http_get(port)
+        status, _ = h.http_get(port)
         if status != 200:
             problems.append(f"GET / before the load: {status}")
 
-        wrk_proc, wrk_out = c.wrk(port, args.duration, workdir, "wrk", connections=args.connections, path=args.path)
+        wrk_proc, wrk_out = h.wrk(port, args.duration, workdir, "wrk", connections=args.connections, path=args.path)
         load_start = time.monotonic()
         if args.probe_connections:
-            probe = c.KeepAliveProbe(port, connections=args.probe_connections)
+            probe = h.KeepAliveProbe(port, connections=args.probe_connections)
         for i in range(args.handovers):
             at = load_start + args.first + i * args.interval
             time.sleep(max(0.0, at - time.monotonic()))
             old = cur
-            watch = c.WatchStream(port, timeout=watch_bound + 5)
+            watch = h.WatchStream(port, timeout=watch_bound + 5)
             watches.append(watch)
             if watch.status != 200:
                 problems.append(f"GET /watch on {old.name}: {watch.status}")
@@ -175,7 +172,7 @@ def run_one(binary, runtime, args):
                 problems.append(f"/watch on {old.name} ended without its final chunk: {watch.error}")
             elif watch.ended_at - sig_at > watch_bound:
                 problems.append(f"/watch on {old.name} ended {watch.ended_at - sig_at:.2f}s after SIGUSR2 (bound {watch_bound:g}s)")
-            status, _ = c.http_get(port, "/readyz")
+            status, _ = h.http_get(port, "/readyz")
             if status != 200:
                 problems.append(f"/readyz after {old.name} exited: {status} (want 200 from {succ.name})")
             if succ.proc.poll() is not None:
@@ -210,19 +207,23 @@ def run_one(binary, runtime, args):
     return result
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv=None):
+    p = argparse.ArgumentParser(
+        prog="tests/proofs handover",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     c.add_load_flags(p, "hand-over", "--handovers", first=2.0)
     p.add_argument("--handover-bound", type=float, default=10.0,
                    help="seconds from SIGUSR2 to the successor's `listening on` line")
     p.add_argument("--exit-slack", type=float, default=10.0,
                    help="seconds an old generation may take to exit beyond its delay + grace period")
     c.add_run_flags(p)
-    args = p.parse_args()
-    runtimes = c.parse_runtimes(p, args.runtimes)
+    args = p.parse_args(argv)
+    runtimes = h.parse_runtimes(p, args.runtimes)
     c.use_tls(args)
 
-    if not c.check_tools("wrk"):
+    if not h.check_tools("wrk"):
         return 2
     examples = c.build(args)
     if examples is None:
@@ -245,6 +246,3 @@ def main():
     return c.report(results, c.LOAD_HEAD + ["/watch ends"] + c.END_HEAD, rows,
                     "every hand-over kept the port served; wrk saw no error and no non-2xx reply.")
 
-
-if __name__ == "__main__":
-    h.run_main(main)

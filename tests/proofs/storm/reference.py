@@ -24,7 +24,7 @@ import signal
 import subprocess
 import time
 
-from chains import h
+import harness as h
 
 KINDS = ["haproxy", "nginx"]
 
@@ -114,7 +114,7 @@ class Reference:
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
             try:
-                if h.get_status(self.http_port, "/") == 200:
+                if h.http_get(self.http_port, "/", timeout=1.0)[0] == 200:
                     return
             except OSError:
                 pass

@@ -5,8 +5,8 @@ references, and the JSON summary (--json)."""
 import json
 import shutil
 
-import chains as ch
-from chains import c, h
+import harness as h
+from storm import chains as ch
 
 # The oneshot client must reach this share of --rate.
 RATE_SHARE = 0.95
@@ -109,7 +109,7 @@ def log_run(run, keep):
         rows.append([r["load"], r["ok"], ", ".join(f"{k} {v}" for k, v in sorted(r["failed"].items())) or "0",
                      r["retried"], "; ".join(extra)])
     if rows:
-        h.log(c.table(["load", "ok", "failed (by kind)", "retried", ""], rows))
+        h.log(h.table(["load", "ok", "failed (by kind)", "retried", ""], rows))
     if run["kind"] == "reference":  # a lameduck run lists them with its problems
         for r in run["loads"]:
             for k, ex in sorted(r["examples"].items()):
@@ -153,7 +153,7 @@ def finish(runs, a):
                      f"{lq.get('ListenOverflows', '-')}/{lq.get('ListenDrops', '-')}", bad_exits,
                      f"{run['seconds']:.0f}s",
                      "ref" if run["kind"] == "reference" else ("FAIL" if run["problems"] else "ok")])
-    h.log("\nper load: ok/failed (rN: N retries); refused include wrk's connect errors\n" + c.table(head, rows))
+    h.log("\nper load: ok/failed (rN: N retries); refused include wrk's connect errors\n" + h.table(head, rows))
     if a.json:
         summary = {"duration_s": a.duration, "interval_s": a.interval, "rate": a.rate, "runs": [
             {k: v for k, v in run.items() if k != "events"} for run in runs]}

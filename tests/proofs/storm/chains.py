@@ -2,22 +2,19 @@
 by a new generation once per interval, by listener hand-over or under systemd's socket
 activation, and what the kernel and /proc say about each generation.
 
-Builds on tests/restart: `common.Generation` starts each process (its logs in the run's
-directory, tracked by tests/rolling/harness.py and killed by PID on every exit path) and
-`handover.py` says when a successor has bound its hand-over socket.
+Builds on the restart proofs: `restart.common.Generation` starts each process (its logs in
+the run's directory, tracked by the harness and killed by PID on every exit path) and
+`restart.handover` says when a successor has bound its hand-over socket.
 """
 
 import os
 import re
 import signal
-import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "restart"))
-import common as c  # noqa: E402
-import handover as ho  # noqa: E402
-from common import h  # noqa: E402,F401 (the storm's other modules take c and h from here)
+import harness as h
+from restart import common as c
+from restart import handover as ho
 
 METHODS = ["handover", "socket-activation"]
 GRACE = "3s"
@@ -73,7 +70,7 @@ class Chain:
             self.flags += ["--handover-socket", self.sock_path]
         self.sock = None
         if method == "socket-activation":
-            self.sock = c.listening_socket(backlog=backlog, port=port)
+            self.sock = h.listening_socket(backlog=backlog, port=port)
         self.gens = []  # every generation started, in order
         self.records = []  # one dict per generation, same order
         self.retiring = []  # (generation, record, deadline): signalled, not yet reaped

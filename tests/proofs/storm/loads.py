@@ -2,18 +2,19 @@
 one shape: {"load", "ok", "failed": {kind: n}, "retried", "examples": {kind: text}, "info"}.
 
   wrk       wrk keep-alive (`-t1 -c16` by default), socket errors and non-2xx by kind;
-  probe     tests/restart/common.py's KeepAliveProbe beside wrk: Python keep-alive clients
-            saying how each lost request was lost (wrk only counts "read errors");
-  h2c       tests/l4/h2client `-proto h2c` (golang.org/x/net/http2, prior knowledge);
-  oneshot   tests/l4/h2client `-proto oneshot`: new connections at a steady rate, one request
-            each, failures classified (refused, reset, eof, timeout, status NNN);
-  watch     /watch streams (common.WatchStream), a fixed number open at all times, each
+  probe     the harness's KeepAliveProbe beside wrk: Python keep-alive clients saying how
+            each lost request was lost (wrk only counts "read errors");
+  h2c       tests/proofs/l4/h2client `-proto h2c` (golang.org/x/net/http2, prior knowledge);
+  oneshot   tests/proofs/l4/h2client `-proto oneshot`: new connections at a steady rate, one
+            request each, failures classified (refused, reset, eof, timeout, status NNN);
+  watch     /watch streams (the harness's WatchStream), a fixed number open at all times, each
             renewed as it ends; an end without HTTP/1.1's final chunk is a failure;
-  h2-tls    tests/l4/h2client `-proto h2-tls` against the TLS service, verified with its CA;
-  grpc      tests/rolling/grpcio_load.py: unary calls with Python's grpcio (C-core).
+  h2-tls    tests/proofs/l4/h2client `-proto h2-tls` against the TLS service, verified with its
+            CA;
+  grpc      tests/proofs/rolling/grpcio_load.py: unary calls with Python's grpcio (C-core).
 
-Every process is started through tests/rolling/harness.py (killed by PID on every exit path);
-every wait is bounded.
+Every process is started through the harness (killed by PID on every exit path); every wait
+is bounded.
 """
 
 import json
@@ -25,10 +26,8 @@ import subprocess
 import sys
 import threading
 
-from chains import c, h
+import harness as h
 
-CLIENT_DIR = os.path.join(h.ROOT, "tests", "l4", "h2client")
-GRPCIO_LOAD = os.path.join(h.ROOT, "tests", "rolling", "grpcio_load.py")
 STOP_BOUND_S = 30.0
 # What a failure kind means, for the kinds whose client gives no example of its own.
 MEANING = {
@@ -45,21 +44,10 @@ MEANING = {
 }
 
 
-def build_client(build_dir):
-    """Builds tests/l4/h2client as rolling_restart_l4.py does (GOPATH mode, Debian's
-    golang-golang-x-net-dev); returns the binary's path, or None after a failed build."""
-    out = os.path.join(build_dir, "h2client")
-    env = dict(os.environ, GO111MODULE="off", GOPATH="/usr/share/gocode",
-               GOCACHE=os.environ.get("GOCACHE") or os.path.join(build_dir, "cache"))
-    h.log("==> go build tests/l4/h2client")
-    done = subprocess.run(["go", "build", "-o", out, "."], cwd=CLIENT_DIR, env=env, timeout=600)
-    return out if done.returncode == 0 else None
-
-
 def grpcio_missing():
     """Why the gRPC load cannot run (None when it can)."""
-    if not os.path.isfile(GRPCIO_LOAD):
-        return f"{os.path.relpath(GRPCIO_LOAD, h.ROOT)} does not exist"
+    if not os.path.isfile(h.GRPCIO_LOAD):
+        return f"{os.path.relpath(h.GRPCIO_LOAD, h.ROOT)} does not exist"
     done = subprocess.run([sys.executable, "-c", "import grpc"], capture_output=True, timeout=60)
     if done.returncode != 0:
         return "Python's grpc module is missing (pip install grpcio)"
@@ -91,7 +79,7 @@ class Wrk:
     def __init__(self, port, seconds, workdir, threads, connections, path):
         self.name = "wrk"
         seconds = int(math.ceil(seconds))
-        self.proc, self.out = c.wrk(port, seconds, workdir, "wrk", threads=threads, connections=connections, path=path)
+        self.proc, self.out = h.wrk(port, seconds, workdir, "wrk", threads=threads, connections=connections, path=path)
         self.seconds = seconds
 
     def signal(self):
@@ -99,7 +87,7 @@ class Wrk:
 
     def stop(self):
         try:
-            w = c.wrk_result(self.proc, self.out, STOP_BOUND_S + self.seconds)
+            w = h.wrk_result(self.proc, self.out, STOP_BOUND_S + self.seconds)
         except RuntimeError as e:
             return result("wrk", 0, {"wrk failed": 1}, examples={"wrk failed": str(e)[-500:]})
         kinds = {k: w[k] for k in ("connect", "read", "write", "timeout")}
@@ -108,11 +96,11 @@ class Wrk:
 
 
 class Probe:
-    """common.KeepAliveProbe: `connections` Python keep-alive clients sending GET /."""
+    """harness.KeepAliveProbe: `connections` Python keep-alive clients sending GET /."""
 
     def __init__(self, port, connections):
         self.name = "probe"
-        self.probe = c.KeepAliveProbe(port, connections=connections)
+        self.probe = h.KeepAliveProbe(port, connections=connections)
 
     def signal(self):
         pass
@@ -153,7 +141,7 @@ class JsonClient:
 
 
 class GoClient(JsonClient):
-    """tests/l4/h2client with `flags`, ended by SIGTERM."""
+    """tests/proofs/l4/h2client with `flags`, ended by SIGTERM."""
 
     def __init__(self, name, binary, flags, workdir, seconds):
         super().__init__(name, [binary, *flags, "-duration", f"{int(seconds) + 60}s"], workdir)
@@ -207,7 +195,7 @@ class WatchPool:
     def _run(self):
         while not self._stop.is_set():
             try:
-                w = c.WatchStream(self.port, timeout=30)
+                w = h.WatchStream(self.port, timeout=30)
             except (OSError, ValueError) as e:
                 self._fail("open " + _error_kind(e), f"{type(e).__name__}: {e}")
                 self._stop.wait(0.05)
@@ -243,10 +231,10 @@ class WatchPool:
 
 
 class Grpc(JsonClient):
-    """tests/rolling/grpcio_load.py against 127.0.0.1:`port`, ended by SIGTERM."""
+    """tests/proofs/rolling/grpcio_load.py against 127.0.0.1:`port`, ended by SIGTERM."""
 
     def __init__(self, port, workdir, seconds, channels, workers):
-        cmd = [sys.executable, GRPCIO_LOAD, "--target", f"127.0.0.1:{port}", "--channels", str(channels),
+        cmd = [sys.executable, h.GRPCIO_LOAD, "--target", f"127.0.0.1:{port}", "--channels", str(channels),
                "--workers", str(workers), "--duration", str(int(seconds) + 60)]
         super().__init__("grpc", cmd, workdir)
 

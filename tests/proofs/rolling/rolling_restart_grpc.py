@@ -1,8 +1,7 @@
-#!/usr/bin/env python3
 """Zero-downtime proof for gRPC: a rolling restart of the gRPC example server behind HAProxy
 under steady gRPC load.
 
-The same procedure as rolling_restart.py (whose helpers this script reuses): two
+The same procedure as the rolling_restart proof (whose HAProxy this one reuses): two
 `grpc_server` instances, each in turn sent SIGTERM, waited for, restarted on its port and
 waited for until HAProxy has it UP again, HAProxy health-checking `GET /readyz` (every 250 ms,
 `fall 2`, `rise 2`, `timeout check 500ms`, `retries 0`, no `option redispatch`). By default
@@ -39,7 +38,7 @@ call is any call that did not end with status OK; each kind of failure is report
 status, its message and its count (with grpcio also the first such call: when, on which
 worker and channel).
 
-The shutdown delay is the one of rolling_restart.py (HAProxy's worst-case detection plus a
+The shutdown delay is the one of rolling_restart (HAProxy's worst-case detection plus a
 margin). The naive baseline (`--shutdown-delay 0s`) is run and reported too, but not asserted:
 HAProxy may absorb part of its damage. `--runs N` repeats the whole plan (every mode and the
 baseline) N times; the table gives each run's calls and failures, then the totals per mode.
@@ -66,13 +65,11 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import harness as h  # noqa: E402
-import rolling_restart as rr  # noqa: E402
+import harness as h
+from rolling import rolling_restart as rr
 
 BINARY = "grpc_server"
 CLIENTS = ["tonic", "grpcio"]
-GRPCIO_LOAD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "grpcio_load.py")
 # grpcio_load.py's shape: independent channels (connections) and worker threads over them.
 GRPCIO_CHANNELS = 4
 GRPCIO_WORKERS = 16
@@ -81,8 +78,8 @@ CALL_TIMEOUT_S = 5
 
 
 def tcp_haproxy(workdir, fe_port, servers, tls=None):
-    """rolling_restart.py's HAProxy and health checks, in `mode tcp`: the client's connections
-    pass through to the servers (h2c, or TLS sessions with `tls`, a harness.TlsFiles); with
+    """rolling_restart's HAProxy and health checks, in `mode tcp`: the client's connections
+    pass through to the servers (h2c, or TLS sessions with `tls`, a harness.Tls); with
     `tls` the checks are made over TLS, verified against the CA."""
     haproxy = rr.HAProxy(workdir, fe_port, servers)
     with open(haproxy.cfg_path) as f:
@@ -101,7 +98,7 @@ def tcp_haproxy(workdir, fe_port, servers, tls=None):
 
 
 def h2_haproxy(workdir, fe_port, servers):
-    """rolling_restart.py's HAProxy, with HTTP/2 on the frontend and to the servers."""
+    """rolling_restart's HAProxy, with HTTP/2 on the frontend and to the servers."""
     haproxy = rr.HAProxy(workdir, fe_port, servers)
     with open(haproxy.cfg_path) as f:
         cfg = f.read()
@@ -126,7 +123,7 @@ def load_command(examples, fe_port, tls, args):
     if args.client == "grpcio":
         tls_args = ["--tls-ca", tls.ca, "--tls-domain", "127.0.0.1"] if tls else []
         return [
-            sys.executable, GRPCIO_LOAD,
+            sys.executable, h.GRPCIO_LOAD,
             "--target", f"127.0.0.1:{fe_port}",
             *tls_args,
             "--channels", str(GRPCIO_CHANNELS),
@@ -179,13 +176,13 @@ def load_counts(client, text):
 def run_one(examples, mode, delay_ms, args, keep_dir):
     front = "tls" if args.tls else ("l4" if args.l4 else "h2")
     workdir = tempfile.mkdtemp(prefix=f"rolling-grpc-{front}-{args.client}-{mode}-{delay_ms}-")
-    tls = h.TlsFiles(workdir) if args.tls else None
-    flags = ["--shutdown-delay", rr.fmt_ms(delay_ms)]
+    tls = h.Tls(workdir) if args.tls else None
+    flags = ["--shutdown-delay", h.fmt_ms(delay_ms)]
     if mode == "B":
         flags.append("--shutdown-send-retry-after")
     binary = os.path.join(examples, BINARY)
-    instances = [rr.Instance(binary, name, rr.free_port(), flags, workdir, tls=tls) for name in ("a", "b")]
-    fe_port = rr.free_port()
+    instances = [h.Instance(binary, name, h.free_port(), flags, workdir, tls=tls) for name in ("a", "b")]
+    fe_port = h.free_port()
     servers = [(i.name, i.port) for i in instances]
     if args.tls or args.l4:
         haproxy = tcp_haproxy(workdir, fe_port, servers, tls)
@@ -212,7 +209,7 @@ def run_one(examples, mode, delay_ms, args, keep_dir):
         out_path = os.path.join(workdir, "load.out")
         err_path = os.path.join(workdir, "load.err")
         with open(out_path, "wb") as out, open(err_path, "wb") as err:
-            load = rr.spawn(load_command(examples, fe_port, tls, args), out, err)
+            load = h.spawn(load_command(examples, fe_port, tls, args), out, err)
         load_start = time.monotonic()
         note(f"both instances UP in HAProxy; {args.client} load started")
         time.sleep(args.warmup)
@@ -232,7 +229,7 @@ def run_one(examples, mode, delay_ms, args, keep_dir):
                 result["late_down"].append(f"{inst.name} {late}")
                 notes.append(
                     f"HAProxy had {inst.name} {late} after SIGTERM, later than the end of its "
-                    f"{rr.fmt_ms(delay_ms)} window (the detection model's worst case: {rr.DETECTION_MS}ms): "
+                    f"{h.fmt_ms(delay_ms)} window (the detection model's worst case: {rr.DETECTION_MS}ms): "
                     f"new connections still went to {inst.name} after it (a busy machine eats the margin)"
                 )
             if code != 0:
@@ -247,7 +244,7 @@ def run_one(examples, mode, delay_ms, args, keep_dir):
             time.sleep(args.settle)
         if time.monotonic() - load_start > args.duration - 0.5:
             problems.append("the rolling restart outlasted the load: rerun with a longer --duration")
-        code = rr.reap(load, args.duration + CALL_TIMEOUT_S + 30)
+        code = h.reap(load, args.duration + CALL_TIMEOUT_S + 30)
         with open(out_path, "r", errors="replace") as f:
             text = f.read()
         if code != 0 or not text.strip():
@@ -298,11 +295,11 @@ def run_one(examples, mode, delay_ms, args, keep_dir):
         problems.append(f"{type(e).__name__}: {e}")
     finally:
         if load:
-            rr.kill(load)
+            h.kill(load)
         haproxy.stop()
         for inst in instances:
             if inst.proc:
-                rr.kill(inst.proc)
+                h.kill(inst.proc)
         # A failed call with the lame-duck window is a finding: its logs are kept (the
         # baseline without it is expected to fail calls).
         if not keep_dir and not problems and not (delay_ms and result.get("failed")):
@@ -318,18 +315,8 @@ def fmt_kinds(kinds, width=None):
     return "; ".join(f"{n} x {cut(k)}" for k, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))) or "-"
 
 
-def render(head, rows, markdown):
-    if markdown:
-        out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-        out += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
-        return "\n".join(out)
-    widths = [max(len(x) for x in col) for col in zip(head, *rows)]
-    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
-    return "\n".join([line(head), line(["-" * w for w in widths])] + [line(r) for r in rows])
-
-
 def delay_txt(r):
-    return rr.fmt_ms(r["delay_ms"]) + (" (naive baseline)" if r["delay_ms"] == 0 else "")
+    return h.fmt_ms(r["delay_ms"]) + (" (naive baseline)" if r["delay_ms"] == 0 else "")
 
 
 def tables(results, markdown=False):
@@ -364,7 +351,7 @@ def tables(results, markdown=False):
             ]
         )
     sep = "\n\n" if markdown else "\n\ntotals:\n"
-    return render(head, rows, markdown) + sep + render(head2, rows2, markdown)
+    return h.table(head, rows, markdown) + sep + h.table(head2, rows2, markdown)
 
 
 def grpcio_missing():
@@ -373,8 +360,12 @@ def grpcio_missing():
     return done.stderr.strip().splitlines()[-1] if done.returncode != 0 else None
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv=None):
+    p = argparse.ArgumentParser(
+        prog="tests/proofs rolling_restart_grpc",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--modes", default="A,B", help="lameduck modes to run (A, B)")
     p.add_argument("--baseline-modes", default="A", help="modes of the --shutdown-delay 0s baseline ('' for none)")
     p.add_argument("--duration", type=int, default=16, help="seconds of load per run (>= 15)")
@@ -401,7 +392,7 @@ def main():
     p.add_argument("--bin-dir", help="take grpc_server and grpc_load from this directory (implies --no-build)")
     p.add_argument("--keep", action="store_true", help="keep every run's logs (failed runs always keep them)")
     p.add_argument("--markdown", help="also write the tables as Markdown to this file")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     if args.duration < 15:
         p.error("--duration must be at least 15 s")
     if args.runs < 1:
@@ -411,29 +402,24 @@ def main():
     for m in modes + baseline_modes:
         if m not in rr.MODES:
             p.error(f"unknown mode {m!r} (A or B)")
-    if not shutil.which("haproxy"):
-        rr.log("error: haproxy not found (apt-get install -y haproxy)")
+    if not h.check_tools("haproxy", hint="apt-get install -y haproxy"):
         return 2
-    if args.tls and not shutil.which("openssl"):
-        rr.log("error: openssl not found (apt-get install -y openssl)")
+    if args.tls and not h.check_tools("openssl", hint="apt-get install -y openssl"):
         return 2
     if args.client == "grpcio":
         why = grpcio_missing()
         if why:
-            rr.log(f"error: {sys.executable} cannot import grpc ({why}): pip install grpcio")
+            h.log(f"error: {sys.executable} cannot import grpc ({why}): pip install grpcio")
             return 2
     if args.bin_dir:
         examples = os.path.abspath(args.bin_dir)
     else:
-        if not args.no_build:
-            rr.log("==> cargo build --release --example grpc_server --example grpc_load")
-            build = ["cargo", "build", "--release", "--example", BINARY, "--example", "grpc_load"]
-            if subprocess.run(build, cwd=rr.ROOT).returncode != 0:
-                return 2
-        examples = os.path.join(rr.target_dir(), "release", "examples")
+        if not args.no_build and not h.cargo_build("--example", BINARY, "--example", "grpc_load"):
+            return 2
+        examples = h.examples_dir()
     for name in [BINARY] + (["grpc_load"] if args.client == "tonic" else []):
         if not os.path.isfile(os.path.join(examples, name)):
-            rr.log(f"error: {os.path.join(examples, name)} does not exist")
+            h.log(f"error: {os.path.join(examples, name)} does not exist")
             return 2
     if args.tls:
         front = "mode tcp (TLS passed through to the instances), health checks over TLS"
@@ -441,16 +427,16 @@ def main():
         front = "mode tcp (h2c passed through to the instances), health checks in HTTP/1.1"
     else:
         front = "HTTP/2 frontend and backends"
-    rr.log(
+    h.log(
         f"HAProxy: {front}, option httpchk GET /readyz, inter {rr.INTER_MS}ms, "
         f"fall {rr.FALL}, rise {rr.RISE}, timeout check {rr.CHECK_TIMEOUT_MS}ms, retries 0; "
-        f"--shutdown-delay {rr.fmt_ms(rr.SHUTDOWN_DELAY_MS)}; binaries from {examples}"
+        f"--shutdown-delay {h.fmt_ms(rr.SHUTDOWN_DELAY_MS)}; binaries from {examples}"
     )
     if args.client == "grpcio":
         shape = f"grpcio_load.py (grpcio), {GRPCIO_CHANNELS} channels x {GRPCIO_WORKERS} workers in all"
     else:
         shape = f"grpc_load (tonic), {args.connections} connections x {args.concurrency} calls in flight"
-    rr.log(
+    h.log(
         f"load: {shape}, unary Sleep(20ms), {CALL_TIMEOUT_S}s deadline, {args.duration}s, "
         f"application retries {default_retries(args)}"
         + (", TLS verified against the run's CA" if args.tls else "")
@@ -460,22 +446,22 @@ def main():
     started = time.monotonic()
     for run in range(1, args.runs + 1):
         for mode, delay_ms in plan:
-            rr.log(f"\n==> run {run}/{args.runs}: {BINARY}, mode {mode}, --shutdown-delay {rr.fmt_ms(delay_ms)}")
+            h.log(f"\n==> run {run}/{args.runs}: {BINARY}, mode {mode}, --shutdown-delay {h.fmt_ms(delay_ms)}")
             r = run_one(examples, mode, delay_ms, args, args.keep)
             r["run"] = run
-            rr.log_run(r, r["problems"] or (delay_ms and r.get("failed")) or args.keep)
+            h.log_run(r, r["problems"] or (delay_ms and r.get("failed")) or args.keep)
             # A busy machine slows the load and the instances alike: the 1-minute load average
             # says how busy it was.
-            rr.log(f"    run took {r['duration_s']:g}s; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+            h.log(f"    run took {r['duration_s']:g}s; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
             results.append(r)
-    rr.log("\n" + tables(results))
-    rr.log(f"\n{len(results)} runs in {time.monotonic() - started:.0f}s")
+    h.log("\n" + tables(results))
+    h.log(f"\n{len(results)} runs in {time.monotonic() - started:.0f}s")
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write(tables(results, markdown=True) + "\n")
     bad = []
     for r in results:
-        what = f"run {r['run']} mode {r['mode']} delay {rr.fmt_ms(r['delay_ms'])}"
+        what = f"run {r['run']} mode {r['mode']} delay {h.fmt_ms(r['delay_ms'])}"
         if r["delay_ms"] == 0:
             continue
         if r["problems"] or r["failed"] is None:
@@ -484,11 +470,8 @@ def main():
             late = f" (HAProxy DOWN after the window: {', '.join(r['late_down'])})" if r["late_down"] else ""
             bad.append(f"{what}: {r['failed']} failed calls (want 0){late}: {fmt_kinds(r['failures'])}")
     if bad:
-        rr.log("\nFAILED:\n  " + "\n  ".join(bad))
+        h.log("\nFAILED:\n  " + "\n  ".join(bad))
         return 1
-    rr.log(f"\nOK: 0 failed gRPC calls with the lame-duck window, in each of {args.runs} runs.")
+    h.log(f"\nOK: 0 failed gRPC calls with the lame-duck window, in each of {args.runs} runs.")
     return 0
 
-
-if __name__ == "__main__":
-    rr.run_main(main)

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Restart storm: lameduck's restarts on one host, once per second under heavy mixed load,
 must lose nothing.
 
@@ -9,7 +8,7 @@ on its own port, and all three are restarted together once per --interval (1 s) 
 
   http   the example server, plaintext;
   https  the same example server with TLS (`--tls-cert-file`, `--tls-private-key-file`: a
-         throwaway CA and certificate from tests/restart/common.py's Tls);
+         throwaway CA and certificate from the harness's Tls);
   grpc   grpc_server (tonic on lameduck-tokio); --no-grpc leaves it out.
 
 Restart methods:
@@ -29,11 +28,11 @@ Restart methods:
 
 Loads, all running the whole time (see loads.py): wrk keep-alive (`-t1 -c16`, GET /: one
 thread, as the two cores of a small CI machine are shared by a dozen processes here) with a
-keep-alive probe beside it that says how each lost request was lost; tests/l4/h2client over
-h2c (golang.org/x/net/http2); h2client `-proto oneshot`: --rate (500) new connections per
+keep-alive probe beside it that says how each lost request was lost; tests/proofs/l4/h2client
+over h2c (golang.org/x/net/http2); h2client `-proto oneshot`: --rate (500) new connections per
 second, one request each; 4 /watch streams open at all times, renewed as they end; h2client
-`-proto h2-tls` against the TLS service; tests/rolling/grpcio_load.py (grpcio) unary calls
-against grpc_server (skipped, with a note, when that script or Python's grpc module is
+`-proto h2-tls` against the TLS service; tests/proofs/rolling/grpcio_load.py (grpcio) unary
+calls against grpc_server (skipped, with a note, when that script or Python's grpc module is
 missing).
 
 Recorded per (runtime, method), printed as tables and written with --json FILE: per load,
@@ -70,9 +69,9 @@ numbers are printed beside lameduck's; they never fail the script.
 Run (the servers from `cargo build --release --examples` unless --no-build or --bin-dir; the
 Go client with `GO111MODULE=off GOPATH=/usr/share/gocode go build`):
 
-  python3 tests/storm/storm.py --mode short                  # 60 s per runtime and method
-  python3 tests/storm/storm.py --mode long --json storm.json # 600 s each, with the references
-  python3 tests/storm/storm.py --duration 20 --runtimes tokio_server --methods handover
+  python3 tests/proofs storm --mode short                  # 60 s per runtime and method
+  python3 tests/proofs storm --mode long --json storm.json # 600 s each, with the references
+  python3 tests/proofs storm --duration 20 --runtimes tokio_server --methods handover
 
 A short run takes about 70 s per (runtime, method) (65-68 s measured), a long one about
 10.2 minutes, a reference as long. Needs wrk, go with golang-golang-x-net-dev, openssl, bash,
@@ -87,17 +86,16 @@ import argparse
 import os
 import resource
 import shutil
-import sys
 import tempfile
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import chains as ch  # noqa: E402
-import loads as ld  # noqa: E402
-import reference as rf  # noqa: E402
-import report as rp  # noqa: E402
-from chains import c, h  # noqa: E402
+import harness as h
+from restart import common as c
+from storm import chains as ch
+from storm import loads as ld
+from storm import reference as rf
+from storm import report as rp
 
 MODES = {"short": 60, "long": 600}
 HANDOVER_DELAY = "1s"
@@ -183,7 +181,7 @@ def run_lameduck(runtime, method, a):
     delay = HANDOVER_DELAY if method == "handover" else a.shutdown_delay
     exit_bound = ch.go_seconds(delay) + ch.go_seconds(ch.GRACE) + a.exit_slack
     specs = [("http", os.path.join(a.examples, runtime), "http", [])]
-    specs.append(("https", os.path.join(a.examples, runtime), "https", a.tls.flags()))
+    specs.append(("https", os.path.join(a.examples, runtime), "https", a.tls.flags))
     if not a.no_grpc:
         specs.append(("grpc", os.path.join(a.examples, "grpc_server"), "http", []))
     services = []
@@ -257,12 +255,16 @@ def run_reference(kind, a):
     return run
 
 
-def parse_args():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def parse_args(argv):
+    p = argparse.ArgumentParser(
+        prog="tests/proofs storm",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--mode", choices=sorted(MODES), default="short", help="short: 60 s per run; long: 600 s")
     p.add_argument("--duration", type=float, help="seconds of restarts per run (default: by --mode)")
     p.add_argument("--interval", type=float, default=1.0, help="seconds between restarts")
-    p.add_argument("--runtimes", default=",".join(c.RUNTIMES), help="comma-separated example servers")
+    p.add_argument("--runtimes", default=",".join(h.RUNTIMES), help="comma-separated example servers")
     p.add_argument("--methods", default=",".join(ch.METHODS), help="comma-separated: handover, socket-activation")
     p.add_argument("--shutdown-delay", default="0s", help="socket-activation: the servers' --shutdown-delay")
     p.add_argument("--backlog", type=int, default=1024, help="socket-activation: the listening sockets' backlog")
@@ -289,8 +291,8 @@ def parse_args():
                    help="seconds an old generation may take to exit beyond its delay + grace period")
     p.add_argument("--keep", action="store_true", help="keep every run's logs (failed runs always keep them)")
     c.add_build_flags(p)
-    a = p.parse_args()
-    a.runtimes = c.parse_runtimes(p, a.runtimes)
+    a = p.parse_args(argv)
+    a.runtimes = h.parse_runtimes(p, a.runtimes)
     a.methods = [m for m in a.methods.split(",") if m]
     for m in a.methods:
         if m not in ch.METHODS:
@@ -312,11 +314,11 @@ def parse_args():
     return a
 
 
-def main():
-    a = parse_args()
+def main(argv=None):
+    a = parse_args(argv)
     limit = raise_fd_limit()
     tools = ["wrk", "go", "openssl", "bash"] + a.reference
-    if not c.check_tools(*tools):
+    if not h.check_tools(*tools):
         return 2
     a.examples = c.build(a)
     if a.examples is None:
@@ -329,10 +331,10 @@ def main():
     build_dir = tempfile.mkdtemp(prefix="storm-h2client-")
     a.tls = None
     try:
-        a.client = ld.build_client(build_dir)
+        a.client = h.build_h2client(build_dir)
         if a.client is None:
             return 2
-        a.tls = c.Tls()
+        a.tls = h.Tls()
         a.grpc_missing = None if a.no_grpc else ld.grpcio_missing()
         if a.grpc_missing:
             h.log(f"note: the gRPC load is skipped: {a.grpc_missing}")
@@ -356,6 +358,3 @@ def main():
         if a.tls:
             shutil.rmtree(a.tls.dir, ignore_errors=True)
 
-
-if __name__ == "__main__":
-    h.run_main(main)

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Zero-downtime proof: a rolling restart behind HAProxy under steady keep-alive load.
 
 For each example server (tokio_server, axum_server, smol_server, actix_server) and each
@@ -30,12 +29,12 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 
-RUNTIMES = ["tokio_server", "axum_server", "smol_server", "actix_server"]
+import harness as h
+
 MODES = ["A", "B"]
 
 # HAProxy health checking (the lame-duck window must outlast the balancer's detection; see
@@ -50,25 +49,6 @@ DETECTION_MS = FALL * INTER_MS + CHECK_TIMEOUT_MS
 # Margin for HAProxy's scheduling jitter and CPU contention on a small machine.
 MARGIN_MS = max(DETECTION_MS, 500)
 SHUTDOWN_DELAY_MS = DETECTION_MS + MARGIN_MS
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-# The shared helpers, re-exported: rolling_restart_grpc.py reaches them as rolling_restart.X.
-from harness import (  # noqa: E402,F401
-    ROOT,
-    Instance,
-    fmt_ms,
-    free_port,
-    kill,
-    kill_all_children,
-    log,
-    log_run,
-    parse_wrk,
-    reap,
-    run_main,
-    show_stat,
-    spawn,
-    target_dir,
-)
 
 
 class HAProxy:
@@ -116,7 +96,7 @@ class HAProxy:
         subprocess.run(["haproxy", "-c", "-q", "-f", self.cfg_path], check=True, timeout=30)
         self.log_path = os.path.join(self.workdir, "haproxy.log")
         with open(self.log_path, "wb") as out:
-            self.proc = spawn(["haproxy", "-db", "-f", self.cfg_path], out, subprocess.STDOUT)
+            self.proc = h.spawn(["haproxy", "-db", "-f", self.cfg_path], out, subprocess.STDOUT)
         self._monitor = threading.Thread(target=self._watch, daemon=True)
         self._monitor.start()
 
@@ -125,10 +105,10 @@ class HAProxy:
         if self._monitor:
             self._monitor.join(timeout=5)
         if self.proc:
-            kill(self.proc)
+            h.kill(self.proc)
 
     def show_stat(self):
-        return show_stat(self.sock_path)
+        return h.show_stat(self.sock_path)
 
     def _watch(self):
         while not self._stop.is_set():
@@ -182,11 +162,11 @@ class HAProxy:
 def run_one(binary, runtime, mode, delay_ms, args, keep_dir):
     """One rolling restart under load. Returns a result dict."""
     workdir = tempfile.mkdtemp(prefix=f"rolling-{runtime}-{mode}-{delay_ms}-")
-    flags = ["--shutdown-delay", fmt_ms(delay_ms)]
+    flags = ["--shutdown-delay", h.fmt_ms(delay_ms)]
     if mode == "B":
         flags.append("--shutdown-send-retry-after")
-    instances = [Instance(binary, name, free_port(), flags, workdir) for name in ("a", "b")]
-    fe_port = free_port()
+    instances = [h.Instance(binary, name, h.free_port(), flags, workdir) for name in ("a", "b")]
+    fe_port = h.free_port()
     haproxy = HAProxy(workdir, fe_port, [(i.name, i.port) for i in instances])
     wrks = []
     events = []
@@ -204,15 +184,9 @@ def run_one(binary, runtime, mode, delay_ms, args, keep_dir):
             haproxy.wait_status(inst.name, "UP", 15)
         note("both instances UP in HAProxy; starting load")
 
-        base = f"http://127.0.0.1:{fe_port}"
-        for path, conns in (("/", args.connections), ("/sleep?duration=20ms", args.connections)):
-            out_path = os.path.join(workdir, f"wrk{len(wrks)}.out")
-            with open(out_path, "wb") as out:
-                proc = spawn(
-                    ["wrk", "-t1", f"-c{conns}", f"-d{args.duration}s", "--timeout", "5s", base + path],
-                    out,
-                    subprocess.STDOUT,
-                )
+        for path in ("/", "/sleep?duration=20ms"):
+            proc, out_path = h.wrk(fe_port, args.duration, workdir, f"wrk{len(wrks)}", threads=1,
+                                   connections=args.connections, path=path)
             wrks.append((path, proc, out_path))
         load_start = time.monotonic()
         time.sleep(args.warmup)
@@ -255,12 +229,12 @@ def run_one(binary, runtime, mode, delay_ms, args, keep_dir):
         totals = {"requests": 0, "failed": 0, "non2xx": 0, "connect": 0, "read": 0, "write": 0, "timeout": 0}
         per_path = {}
         for path, proc, out_path in wrks:
-            code = reap(proc, args.duration + 30)
+            code = h.reap(proc, args.duration + 30)
             with open(out_path, "r", errors="replace") as f:
                 text = f.read()
             if code != 0:
                 raise RuntimeError(f"wrk {path} exited {code}:\n{text}")
-            res = parse_wrk(text)
+            res = h.parse_wrk(text)
             per_path[path] = res
             for k in totals:
                 totals[k] += res[k]
@@ -301,11 +275,11 @@ def run_one(binary, runtime, mode, delay_ms, args, keep_dir):
         }
     finally:
         for _, proc, _ in wrks:
-            kill(proc)
+            h.kill(proc)
         haproxy.stop()
         for inst in instances:
             if inst.proc:
-                kill(inst.proc)
+                h.kill(inst.proc)
         if not keep_dir and not problems:
             shutil.rmtree(workdir, ignore_errors=True)
 
@@ -314,7 +288,7 @@ def table(results, markdown=False):
     head = ["runtime", "mode", "shutdown delay", "requests", "failed"]
     rows = []
     for r in results:
-        delay = fmt_ms(r["delay_ms"]) + (" (naive baseline)" if r["delay_ms"] == 0 else "")
+        delay = h.fmt_ms(r["delay_ms"]) + (" (naive baseline)" if r["delay_ms"] == 0 else "")
         rows.append(
             [
                 r["runtime"],
@@ -324,18 +298,16 @@ def table(results, markdown=False):
                 "error" if r["failed"] is None else str(r["failed"]),
             ]
         )
-    if markdown:
-        out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-        out += ["| " + " | ".join(row) + " |" for row in rows]
-        return "\n".join(out)
-    widths = [max(len(x) for x in col) for col in zip(head, *rows)]
-    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
-    return "\n".join([line(head), line(["-" * w for w in widths])] + [line(r) for r in rows])
+    return h.table(head, rows, markdown)
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--runtimes", default=",".join(RUNTIMES), help="comma-separated example names")
+def main(argv=None):
+    p = argparse.ArgumentParser(
+        prog="tests/proofs rolling_restart",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--runtimes", default=",".join(h.RUNTIMES), help="comma-separated example names")
     p.add_argument("--modes", default="A,B", help="lameduck modes to run (A, B)")
     p.add_argument(
         "--baseline-modes", default="A,B", help="modes of the --shutdown-delay 0s baseline ('' for none)"
@@ -348,41 +320,34 @@ def main():
     p.add_argument("--keep", action="store_true", help="keep every run's logs (failed runs always keep them)")
     p.add_argument("--markdown", help="also write the table as Markdown to this file")
     p.add_argument("--json", help="also write all results as JSON to this file")
-    args = p.parse_args()
+    args = p.parse_args(argv)
 
     if args.duration < 15:
         p.error("--duration must be at least 15 s")
-    runtimes = [r for r in args.runtimes.split(",") if r]
-    for r in runtimes:
-        if r not in RUNTIMES:
-            p.error(f"unknown runtime {r!r} (known: {', '.join(RUNTIMES)})")
+    runtimes = h.parse_runtimes(p, args.runtimes)
     modes = [m for m in args.modes.split(",") if m]
     baseline_modes = [m for m in args.baseline_modes.split(",") if m]
     for m in modes + baseline_modes:
         if m not in MODES:
             p.error(f"unknown mode {m!r} (A or B)")
 
-    for tool in ("haproxy", "wrk"):
-        if not shutil.which(tool):
-            log(f"error: {tool} not found (apt-get install -y haproxy wrk)")
-            return 2
+    if not h.check_tools("haproxy", "wrk", hint="apt-get install -y haproxy wrk"):
+        return 2
 
-    if not args.no_build:
-        log("==> cargo build --release --examples")
-        if subprocess.run(["cargo", "build", "--release", "--examples"], cwd=ROOT).returncode != 0:
-            return 2
-    examples = os.path.join(target_dir(), "release", "examples")
+    if not args.no_build and not h.cargo_build("--examples"):
+        return 2
+    examples = h.examples_dir()
 
-    log(
+    h.log(
         f"HAProxy: option httpchk GET /readyz, inter {INTER_MS}ms, fall {FALL}, rise {RISE}, "
         f"timeout check {CHECK_TIMEOUT_MS}ms, retries 0, no redispatch"
     )
-    log(
+    h.log(
         f"worst-case detection t = fall x inter + timeout check = {FALL} x {INTER_MS}ms + "
         f"{CHECK_TIMEOUT_MS}ms = {DETECTION_MS}ms; + {MARGIN_MS}ms margin (HAProxy jitter, CPU "
-        f"contention) => --shutdown-delay {fmt_ms(SHUTDOWN_DELAY_MS)}"
+        f"contention) => --shutdown-delay {h.fmt_ms(SHUTDOWN_DELAY_MS)}"
     )
-    log(
+    h.log(
         f"load: 2 x wrk -t1 -c{args.connections} -d{args.duration}s (keep-alive) on / and "
         f"/sleep?duration=20ms through HAProxy"
     )
@@ -396,14 +361,14 @@ def main():
     for runtime, mode, delay_ms in plan:
         binary = os.path.join(examples, runtime)
         if not os.path.isfile(binary):
-            log(f"error: {binary} does not exist (build with cargo build --release --examples)")
+            h.log(f"error: {binary} does not exist (build with cargo build --release --examples)")
             return 2
-        log(f"\n==> {runtime}, mode {mode}, --shutdown-delay {fmt_ms(delay_ms)}")
+        h.log(f"\n==> {runtime}, mode {mode}, --shutdown-delay {h.fmt_ms(delay_ms)}")
         r = run_one(binary, runtime, mode, delay_ms, args, args.keep)
-        log_run(r, r["problems"] or args.keep)
+        h.log_run(r, r["problems"] or args.keep)
         results.append(r)
 
-    log("\n" + table(results))
+    h.log("\n" + table(results))
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write(table(results, markdown=True) + "\n")
@@ -413,7 +378,7 @@ def main():
 
     bad = []
     for r in results:
-        what = f"{r['runtime']} mode {r['mode']} delay {fmt_ms(r['delay_ms'])}"
+        what = f"{r['runtime']} mode {r['mode']} delay {h.fmt_ms(r['delay_ms'])}"
         if r["problems"] or r["failed"] is None:
             bad.append(f"{what}: run problems")
         elif r["delay_ms"] > 0 and r["failed"] != 0:
@@ -421,11 +386,8 @@ def main():
         elif r["delay_ms"] == 0 and r["failed"] == 0:
             bad.append(f"{what}: the naive baseline lost no request (the test should be able to fail)")
     if bad:
-        log("\nFAILED:\n  " + "\n  ".join(bad))
+        h.log("\nFAILED:\n  " + "\n  ".join(bad))
         return 1
-    log("\nOK: 0 failed requests with the lame-duck window; the naive baseline lost requests.")
+    h.log("\nOK: 0 failed requests with the lame-duck window; the naive baseline lost requests.")
     return 0
 
-
-if __name__ == "__main__":
-    run_main(main)

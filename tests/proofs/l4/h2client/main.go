@@ -1,4 +1,4 @@
-// Command h2client is the load of the L4 rolling-update proof (tests/rolling/rolling_restart_l4.py):
+// Command h2client is the load of the L4 rolling-update proof (python3 tests/proofs rolling_restart_l4):
 // a few independent client transports, as several kubelets or controllers would hold, each
 // multiplexing the requests of several workers over few long-lived connections.
 //

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Zero-downtime restarts without a load balancer: systemd socket activation.
 
 This script plays systemd's part. Per example server (tokio_server, axum_server, smol_server,
@@ -40,13 +39,11 @@ import argparse
 import os
 import shutil
 import signal
-import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common as c  # noqa: E402
-from common import h  # noqa: E402
+import harness as h
+from restart import common as c
 
 SYSTEMD_SOCKET_ACTIVATE = "/usr/bin/systemd-socket-activate"
 
@@ -85,18 +82,18 @@ def run_one(binary, runtime, args):
         return gen
 
     try:
-        sock = c.listening_socket(backlog=1024)
+        sock = h.listening_socket(backlog=1024)
         port = sock.getsockname()[1]
         cur = start_generation()
         note(f"generation 1 (pid {cur.pid}) listening on the inherited socket 127.0.0.1:{port}")
-        status, _ = c.http_get(port)
+        status, _ = h.http_get(port)
         if status != 200:
             problems.append(f"GET / before the load: {status}")
 
-        wrk_proc, wrk_out = c.wrk(port, args.duration, workdir, "wrk", connections=args.connections, path=args.path)
+        wrk_proc, wrk_out = h.wrk(port, args.duration, workdir, "wrk", connections=args.connections, path=args.path)
         load_start = time.monotonic()
         if args.probe_connections:
-            probe = c.KeepAliveProbe(port, connections=args.probe_connections)
+            probe = h.KeepAliveProbe(port, connections=args.probe_connections)
         for i in range(args.restarts):
             at = load_start + args.first + i * args.interval
             time.sleep(max(0.0, at - time.monotonic()))
@@ -162,14 +159,14 @@ def run_systemd_socket_activate(binary, runtime, args):
             raise RuntimeError("systemd-socket-activate did not bind:\n" + gen.stderr_tail())
         note(f"systemd-socket-activate (pid {gen.pid}) listening on 127.0.0.1:{port}")
         # The first connection makes systemd-socket-activate exec the server (same PID).
-        status, body = c.http_get(port, timeout=15)
+        status, body = h.http_get(port, timeout=15)
         note(f"first GET / -> {status}")
         if status != 200:
             problems.append(f"GET /: {status} {body[:200]!r}")
         addrs = gen.wait_listening(1, timeout=10)
         if addrs != [f"127.0.0.1:{port}"]:
             problems.append(f"listening on {addrs}, want [127.0.0.1:{port}]")
-        status, _ = c.http_get(port)
+        status, _ = h.http_get(port)
         if status != 200:
             problems.append(f"second GET /: {status}")
         code = c.term_and_wait(gen, args.exit_bound)
@@ -186,19 +183,23 @@ def run_systemd_socket_activate(binary, runtime, args):
     return result
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv=None):
+    p = argparse.ArgumentParser(
+        prog="tests/proofs socket_activation",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     c.add_load_flags(p, "restart", "--restarts", first=2.5)
     p.add_argument("--shutdown-delay", default="1s", help="the servers' --shutdown-delay")
     p.add_argument("--exit-bound", type=float, default=15.0, help="seconds an old generation may take to exit")
     p.add_argument("--no-systemd-socket-activate", action="store_true",
                    help="skip the run under systemd-socket-activate")
     c.add_run_flags(p)
-    args = p.parse_args()
-    runtimes = c.parse_runtimes(p, args.runtimes)
+    args = p.parse_args(argv)
+    runtimes = h.parse_runtimes(p, args.runtimes)
     c.use_tls(args)
 
-    if not c.check_tools("wrk", "bash"):
+    if not h.check_tools("wrk", "bash"):
         return 2
     examples = c.build(args)
     if examples is None:
@@ -223,6 +224,3 @@ def main():
     return c.report(results, c.LOAD_HEAD + c.END_HEAD, rows,
                     "every restart kept the socket open; wrk saw no error and no non-2xx reply.")
 
-
-if __name__ == "__main__":
-    h.run_main(main)

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The restart features' edge cases: bad inherited state at start, systemd socket names, and
 hand-overs that fail (the old process must keep serving).
 
@@ -40,14 +39,12 @@ import re
 import shutil
 import signal
 import socket
-import sys
 import tempfile
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common as c  # noqa: E402
-from common import h  # noqa: E402
+import harness as h
+from restart import common as c
 
 EXIT_BOUND = 10.0
 HANDOVER_HEADER = b"lameduck-handover 1\n"
@@ -80,7 +77,7 @@ def expect_start_error(gen, pattern, what):
 
 def expect_serving(port, when):
     for path in ("/readyz", "/"):
-        status, body = c.http_get(port, path)
+        status, body = h.http_get(port, path)
         expect(status == 200, f"{when}: GET {path} -> {status} {body[:100]!r} (want 200)")
 
 
@@ -100,7 +97,7 @@ def systemd_env(count=1, names=None):
 
 
 def case_listen_pid_other(binary, workdir):
-    with c.listening_socket() as s:
+    with h.listening_socket() as s:
         gen = c.Generation(binary, "srv", workdir)
         # This script's PID: a live process other than the server.
         gen.start(["--listen", "systemd"], fds=[s.fileno()], listen_pid=os.getpid(), env=systemd_env(1, "http"))
@@ -108,7 +105,7 @@ def case_listen_pid_other(binary, workdir):
 
 
 def case_listen_fds_abc(binary, workdir):
-    with c.listening_socket() as s:
+    with h.listening_socket() as s:
         gen = c.Generation(binary, "srv", workdir)
         gen.start(["--listen", "systemd"], fds=[s.fileno()], listen_pid="self", env={"LISTEN_FDS": "abc"})
         return expect_start_error(gen, r"LISTEN_FDS", "LISTEN_FDS=abc")
@@ -157,7 +154,7 @@ def case_no_listen_fds(binary, workdir):
 
 
 def case_fdnames(binary, workdir):
-    with c.listening_socket() as http_sock, c.listening_socket() as admin_sock:
+    with h.listening_socket() as http_sock, h.listening_socket() as admin_sock:
         http_port, admin_port = http_sock.getsockname()[1], admin_sock.getsockname()[1]
         fds = [http_sock.fileno(), admin_sock.fileno()]
         env = systemd_env(2, "http:admin")
@@ -168,12 +165,12 @@ def case_fdnames(binary, workdir):
         time.sleep(0.3)  # a second line would come at once
         addrs = gen.wait_listening(1, timeout=1)
         expect(addrs == [f"127.0.0.1:{admin_port}"], f"--listen systemd:admin: listening on {addrs}, want only 127.0.0.1:{admin_port}")
-        status, _ = c.http_get(admin_port)
+        status, _ = h.http_get(admin_port)
         expect(status == 200, f"--listen systemd:admin: GET / on admin's port -> {status}")
         # http's socket is still listening (we hold it), but nobody accepts from it: a request
         # gets no answer.
         try:
-            status, _ = c.http_get(http_port, timeout=0.5)
+            status, _ = h.http_get(http_port, timeout=0.5)
             raise CaseFailed(f"--listen systemd:admin: http's port answered {status}")
         except (TimeoutError, socket.timeout):
             pass
@@ -185,7 +182,7 @@ def case_fdnames(binary, workdir):
         want = sorted([f"127.0.0.1:{http_port}", f"127.0.0.1:{admin_port}"])
         expect(sorted(addrs) == want, f"--listen systemd: listening on {addrs}, want {want}")
         for port in (http_port, admin_port):
-            status, _ = c.http_get(port)
+            status, _ = h.http_get(port)
             expect(status == 200, f"--listen systemd: GET / on {port} -> {status}")
         expect_clean_exit(gen, "--listen systemd")
     return f"systemd:admin -> {admin_port} only; systemd -> both"
@@ -198,7 +195,7 @@ def start_plain(binary, workdir, name, flags):
     gen = c.Generation(binary, name, workdir)
     gen.start(["--listen", "127.0.0.1:0", *flags])
     addrs = gen.wait_listening(1, timeout=15)
-    return gen, c.port_of(addrs[0])
+    return gen, h.port_of(addrs[0])
 
 
 def case_sigusr2_ignored(binary, workdir):
@@ -373,14 +370,18 @@ CASES = [
 ]
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--runtimes", default=",".join(c.RUNTIMES), help="comma-separated example names")
+def main(argv=None):
+    p = argparse.ArgumentParser(
+        prog="tests/proofs bad_inputs",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--runtimes", default=",".join(h.RUNTIMES), help="comma-separated example names")
     p.add_argument("--cases", default=",".join(n for n, _ in CASES), help="comma-separated case names")
     c.add_build_flags(p)
     p.add_argument("--keep", action="store_true", help="keep every case's logs (failed cases always keep them)")
-    args = p.parse_args()
-    runtimes = c.parse_runtimes(p, args.runtimes)
+    args = p.parse_args(argv)
+    runtimes = h.parse_runtimes(p, args.runtimes)
     known = dict(CASES)
     cases = [n for n in args.cases.split(",") if n]
     for n in cases:
@@ -418,13 +419,10 @@ def main():
             if not ok:
                 bad.append(f"{runtime} {name}")
             rows.append([runtime, name, f"{took:.1f}s", "ok" if ok else "FAIL"])
-    h.log("\n" + c.table(["runtime", "case", "time", "result"], rows))
+    h.log("\n" + h.table(["runtime", "case", "time", "result"], rows))
     if bad:
         h.log("\nFAILED: " + ", ".join(bad))
         return 1
     h.log(f"\nOK: {len(rows)} cases passed.")
     return 0
 
-
-if __name__ == "__main__":
-    h.run_main(main)

@@ -1,0 +1,27 @@
+"""The end-to-end proofs: lameduck's example servers driven through their terminations,
+restarts and rolling updates by real clients (wrk, Go's HTTP/2 and HTTP/1 client, tonic,
+grpcio) and real proxies (HAProxy, systemd-socket-activate, nginx), every process on
+127.0.0.1.
+
+Run them through this directory, from the repository root or with its path from anywhere:
+
+    python3 tests/proofs                   # the proofs, one line each
+    python3 tests/proofs PROOF --help      # what PROOF checks, and its options
+    python3 tests/proofs PROOF [ARGS...]   # e.g. rolling_restart --runtimes tokio_server
+
+Python runs `__main__.py` with this directory first on its module search path, so the modules
+import each other from here: `import harness as h`, `from restart import common as c`.
+
+  harness/       the helpers every proof shares: processes, ports, builds, TLS, loads
+  rolling/       rolling restarts behind HAProxy: HTTP (rolling_restart), gRPC
+                 (rolling_restart_grpc), a layer-4 balancer under Go's clients
+                 (rolling_restart_l4)
+  restart/       restarts on one host: socket_activation, handover, bad_inputs, and run_all
+                 for the three
+  storm/         the restart storm: a restart a second under every kind of load at once
+  l4/h2client/   the Go client (HTTP/2 and HTTP/1), built by the proofs that use it
+
+Most proofs need HAProxy, wrk, Go with golang.org/x/net/http2, openssl and Python's grpcio
+(`.ci/run` installs them on Debian); the Python code is stdlib only, grpcio aside. Each proof
+kills every process it started by its PID when it ends, however it ends.
+"""

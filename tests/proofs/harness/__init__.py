@@ -1,0 +1,55 @@
+"""The helpers every proof shares, imported as `import harness as h`:
+
+  processes  child processes tracked by PID and killed on every exit path (`run_main`), log
+             lines and result tables;
+  builds     the repository's paths, the example servers (cargo, release) and the Go client
+             (GOPATH mode);
+  servers    free loopback ports, listening sockets, one example-server instance, HAProxy's
+             runtime API;
+  tls        a throwaway CA and server certificate (openssl), and the run's TLS;
+  loads      HTTP requests, wrk, a `/watch` stream reader and a keep-alive probe.
+
+Stdlib only. Loopback only.
+"""
+
+from harness.builds import (  # noqa: F401
+    GRPCIO_LOAD,
+    H2CLIENT_DIR,
+    PROOFS,
+    ROOT,
+    RUNTIMES,
+    build_h2client,
+    cargo_build,
+    examples_dir,
+    parse_runtimes,
+    target_dir,
+)
+from harness.loads import (  # noqa: F401
+    KeepAliveProbe,
+    WatchStream,
+    http_get,
+    parse_wrk,
+    wrk,
+    wrk_result,
+)
+from harness.processes import (  # noqa: F401
+    check_tools,
+    fmt_ms,
+    kill,
+    kill_all_children,
+    log,
+    log_run,
+    reap,
+    run_main,
+    spawn,
+    table,
+)
+from harness.servers import (  # noqa: F401
+    Instance,
+    free_port,
+    haproxy_command,
+    listening_socket,
+    port_of,
+    show_stat,
+)
+from harness.tls import Tls, connect, run_tls, use_tls  # noqa: F401
