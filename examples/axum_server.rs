@@ -66,9 +66,12 @@ fn app(server: &mut lameduck_tokio::Server<lameduck_tokio::TokioRuntime>) -> Rou
         .route(
             "/metrics",
             get({
-                let shared = server.shared().clone();
+                let source = routes::MetricsSource {
+                    shared: server.shared().clone(),
+                    render: metrics::render,
+                };
                 move |uri: Uri| async move {
-                    routes::metrics_route(TokioRuntime, shared, uri.query())
+                    routes::metrics_route(TokioRuntime, source, uri.query())
                         .await
                         .map(axum::body::Body::new)
                 }

@@ -2,7 +2,8 @@
 //! modes while clients keep calling it. It prints a timeline of the lifecycle signals and of
 //! what the clients saw, then checks the observed signal order with the reference model.
 //!
-//! `cargo run --example demo`
+//! `cargo run --example demo` (from the workspace root: the example belongs to the
+//! `lameduck-demo` package, which builds only what the demo needs).
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -10,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use lameduck::trace::{check_trace, TraceEvent, TracedEvent};
 use lameduck::{Config, LifecycleSignal};
-use lameduck_suite::routes;
+use lameduck_demo::routes;
 use lameduck_tokio::TokioRuntime;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -121,11 +122,11 @@ async fn run(send_retry_after: bool) -> Result<bool, Box<dyn std::error::Error>>
     }
 
     let mode = if send_retry_after {
-        "B: keep listening, answer 429 + Retry-After"
+        "retry-after mode: keep listening, answer 429 + Retry-After"
     } else {
-        "A: close the listener"
+        "close-listener mode: stop accepting new connections"
     };
-    println!("\n=== mode {mode} (shutdown delay 1s) ===");
+    println!("\n=== {mode} (shutdown delay 1s) ===");
     let mut lines = timeline.lock().unwrap_or_else(|e| e.into_inner()).clone();
     lines.sort_by_key(|(t, _)| *t); // stable: same-instant lines keep their order
     for (t, line) in lines {

@@ -9,7 +9,7 @@
 //! `/readyz` and friends answer as everywhere.
 
 use lameduck_suite::grpc::{Demo, SERVICE, TICKS};
-use lameduck_suite::{flags, logging, routes, server, tls};
+use lameduck_suite::{flags, logging, metrics, routes, server, tls};
 use lameduck_tokio::TokioRuntime;
 
 fn main() {
@@ -40,7 +40,8 @@ fn main() {
         };
         let (reporter, health) = tonic_health::server::health_reporter();
         let grpc_routes = tonic::service::Routes::new(health).add_service(Demo);
-        let http = routes::service_with_metrics(TokioRuntime, server.shared().clone());
+        let http =
+            routes::service_with_metrics(TokioRuntime, server.shared().clone(), metrics::render);
         let grpc = lameduck_tonic::Grpc::new()
             .streaming(TICKS)
             .long_running(routes::is_long_running)

@@ -18,7 +18,7 @@ fn main() {
         let tls = tls.as_ref().map(lameduck_smol::TlsAcceptor::new);
         server::run(&flags, runtime.clone(), sockets, adopt, tls, |server| {
             server.long_running(routes::is_long_running);
-            routes::service_with_metrics(runtime, server.shared().clone())
+            routes::service_with_metrics(runtime, server.shared().clone(), metrics::render)
         })
         .await
     })

@@ -71,7 +71,7 @@ pub async fn metrics(req: HttpRequest, shared: Arc<Shared>) -> HttpResponse {
             }
             HttpResponse::Ok()
                 .content_type(routes::METRICS_CONTENT_TYPE)
-                .body(routes::metrics_text(&shared))
+                .body(crate::metrics::render(&shared))
         }
         Err(e) => HttpResponse::BadRequest().body(format!("{e}\n")),
     }

@@ -1,8 +1,9 @@
 //! Helpers shared by the top-level examples and black-box tests of the lameduck workspace.
 //!
 //! This package is never published; it holds what every example server has in common
-//! (`docs/design.md#example-servers`): flag parsing, logging, and the demo routes for
-//! hyper-based servers.
+//! (`docs/design.md#example-servers`): flag parsing, logging, listeners, metrics and the
+//! actix-web routes; the hyper-based servers' routes come from `lameduck-demo`
+//! ([`routes`]).
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -12,6 +13,7 @@ pub mod grpc;
 pub mod listen;
 pub mod logging;
 pub mod metrics;
-pub mod routes;
+/// The routes every hyper-based example server answers, shared with the demo.
+pub use lameduck_demo::routes;
 pub mod server;
 pub mod tls;

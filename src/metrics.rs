@@ -38,3 +38,35 @@ pub fn render(shared: &Shared) -> String {
         _ => String::new(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_exposition() {
+        use lameduck::LifecycleSignal;
+        let mut lc = lameduck::Lifecycle::new(lameduck::Config::default());
+        lc.add_listener("api").unwrap();
+        let prepared = lc.prepare();
+        let shared = std::sync::Arc::clone(prepared.shared());
+        let text = render(&shared);
+        for line in [
+            "lameduck_in_flight_requests{class=\"normal\"} 0",
+            "lameduck_in_flight_requests{class=\"long_running\"} 0",
+            "lameduck_phase{phase=\"prepared\"} 1",
+            "lameduck_phase{phase=\"serving\"} 0",
+            "lameduck_rejected_requests_total{reason=\"retry_after\"} 0",
+            "lameduck_requests_served_after_close_total 0",
+            "lameduck_termination_budget_seconds 60",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} missing:\n{text}");
+        }
+        for signal in LifecycleSignal::ALL {
+            let line = format!("lameduck_signal_fired{{signal=\"{}\"}} 0", signal.name());
+            assert!(text.lines().any(|l| l == line), "{line} missing:\n{text}");
+        }
+        assert!(text.contains("# TYPE lameduck_rejected_requests_total counter"));
+        assert!(text.contains("# HELP lameduck_phase "));
+    }
+}

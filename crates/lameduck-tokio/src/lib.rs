@@ -21,11 +21,12 @@
 //! # }
 //! ```
 //!
-//! Over TLS, load the certificate and key once ([`ServerTls`], which reads them again when
+//! Over TLS (the `tls` feature, on by default), load the certificate and key once ([`ServerTls`], which reads them again when
 //! they change) and serve with a [`TlsAcceptor`]: each handshake runs in its connection's own
 //! task, bounded by the handshake timeout, and ALPN picks HTTP/2 or HTTP/1.1.
 //!
 //! ```no_run
+//! # #[cfg(feature = "tls")]
 //! # async fn run(mut server: lameduck_tokio::Server<lameduck_tokio::TokioRuntime>,
 //! #     service: tower::util::BoxCloneService<http::Request<hyper::body::Incoming>,
 //! #         http::Response<http_body_util::Full<bytes::Bytes>>, std::convert::Infallible>)
@@ -41,6 +42,9 @@
 //!
 //! # Features
 //!
+//! * `tls` (on by default): [`TlsAcceptor`] and [`ServerTls`], with rustls and its ring
+//!   provider (see `lameduck-tls`). Turn default features off to build without them, and
+//!   without ring's C code.
 //! * `metrics`: records the lifecycle's series (phase, requests in flight, rejections by
 //!   reason, signal times, drain durations, hook outcomes) through the `metrics` facade at
 //!   lifecycle events, never per request; call `lameduck::metrics::record_state` in your
@@ -66,9 +70,12 @@ use signal_hook::low_level::{pipe, unregister};
 use signal_hook::SigId;
 use tokio::net::{TcpListener, TcpStream, UnixStream};
 
+#[cfg(feature = "tls")]
 mod tls;
 
+#[cfg(feature = "tls")]
 pub use lameduck_tls::{ServerTls, TlsError};
+#[cfg(feature = "tls")]
 pub use tls::TlsAcceptor;
 
 pub use lameduck_hyper::{

@@ -1,5 +1,6 @@
 //! The example servers' routes (`docs/design.md#example-servers`), written once for every
-//! hyper-based server and generic over the runtime.
+//! hyper-based server and generic over the runtime. `/metrics` renders with a function the
+//! server passes in ([`RenderMetrics`]), so that this crate needs no metrics exporter.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -27,6 +28,25 @@ pub const STREAM_INTERVAL: Duration = Duration::from_millis(100);
 
 /// The `Content-Type` of `/metrics`: Prometheus' text exposition format.
 pub const METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4";
+
+/// Renders the body of `/metrics` for a lifecycle's shared state: the example servers pass
+/// one that records lameduck's state and renders their Prometheus recorder.
+pub type RenderMetrics = fn(&Shared) -> String;
+
+/// What `/metrics` reports on: a lifecycle's shared state and how to render it.
+#[derive(Clone)]
+pub struct MetricsSource {
+    /// The lifecycle's shared state (`server.shared().clone()`).
+    pub shared: Arc<Shared>,
+    /// Renders the text exposition of `shared`.
+    pub render: RenderMetrics,
+}
+
+impl std::fmt::Debug for MetricsSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MetricsSource").finish_non_exhaustive()
+    }
+}
 
 /// The examples' long-running predicate: `/watch`, plus the default long-running requests of
 /// `docs/design.md#request-classes`.
@@ -108,10 +128,11 @@ pub fn service<R: Runtime>(
 }
 
 /// The routes as a tower service on runtime `runtime`, with `/metrics` reporting on the
-/// lifecycle whose shared state is `shared` (`server.shared().clone()`).
+/// lifecycle whose shared state is `shared` (`server.shared().clone()`), rendered by `render`.
 pub fn service_with_metrics<R: Runtime>(
     runtime: R,
     shared: Arc<Shared>,
+    render: RenderMetrics,
 ) -> impl tower::Service<
     Request<hyper::body::Incoming>,
     Response = Response<RouteBody>,
@@ -120,12 +141,12 @@ pub fn service_with_metrics<R: Runtime>(
 > + Clone
        + Send
        + 'static {
-    service_inner(runtime, Some(shared))
+    service_inner(runtime, Some(MetricsSource { shared, render }))
 }
 
 fn service_inner<R: Runtime>(
     runtime: R,
-    shared: Option<Arc<Shared>>,
+    metrics: Option<MetricsSource>,
 ) -> impl tower::Service<
     Request<hyper::body::Incoming>,
     Response = Response<RouteBody>,
@@ -136,14 +157,14 @@ fn service_inner<R: Runtime>(
        + 'static {
     tower::service_fn(move |req: Request<hyper::body::Incoming>| {
         let runtime = runtime.clone();
-        let shared = shared.clone();
-        async move { Ok::<_, Infallible>(route(runtime, shared, req).await) }
+        let metrics = metrics.clone();
+        async move { Ok::<_, Infallible>(route(runtime, metrics, req).await) }
     })
 }
 
 async fn route<R: Runtime, B>(
     runtime: R,
-    shared: Option<Arc<Shared>>,
+    metrics: Option<MetricsSource>,
     req: Request<B>,
 ) -> Response<RouteBody> {
     if req.method() != Method::GET {
@@ -163,8 +184,8 @@ async fn route<R: Runtime, B>(
             watch_response(runtime, signal)
         }
         "/stream" => stream_route(runtime, req.uri().query()),
-        "/metrics" => match shared {
-            Some(shared) => metrics_route(runtime, shared, req.uri().query()).await,
+        "/metrics" => match metrics {
+            Some(metrics) => metrics_route(runtime, metrics, req.uri().query()).await,
             None => text(StatusCode::NOT_FOUND, "404 page not found\n"),
         },
         _ => text(StatusCode::NOT_FOUND, "404 page not found\n"),
@@ -260,17 +281,11 @@ pub fn stream_response<R: Runtime>(runtime: R, duration: Duration) -> Response<R
     res
 }
 
-/// The Prometheus text exposition of `shared`'s lifecycle, now: every series lameduck records
-/// (`docs/metrics.md`), rendered by `metrics-exporter-prometheus` ([`crate::metrics`]).
+/// A `/metrics` reply: `200` with `metrics`' text exposition, now, and
+/// [`METRICS_CONTENT_TYPE`].
 #[must_use]
-pub fn metrics_text(shared: &Shared) -> String {
-    crate::metrics::render(shared)
-}
-
-/// A `/metrics` reply: `200` with [`metrics_text`] and [`METRICS_CONTENT_TYPE`].
-#[must_use]
-pub fn metrics_response(shared: &Shared) -> Response<RouteBody> {
-    let mut res = text(StatusCode::OK, metrics_text(shared));
+pub fn metrics_response(metrics: &MetricsSource) -> Response<RouteBody> {
+    let mut res = text(StatusCode::OK, (metrics.render)(&metrics.shared));
     res.headers_mut().insert(
         http::header::CONTENT_TYPE,
         http::HeaderValue::from_static(METRICS_CONTENT_TYPE),
@@ -284,7 +299,7 @@ pub fn metrics_response(shared: &Shared) -> Response<RouteBody> {
 /// `/metrics` is exempt from admission by the core's default exempt path prefixes.
 pub fn metrics_route<R: Runtime>(
     runtime: R,
-    shared: Arc<Shared>,
+    metrics: MetricsSource,
     query: Option<&str>,
 ) -> impl Future<Output = Response<RouteBody>> + Send + 'static {
     let wait = metrics_delay(query).and_then(|d| Ok((d, metrics_after(query)?)));
@@ -295,9 +310,9 @@ pub fn metrics_route<R: Runtime>(
                     runtime.sleep_until(deadline_after(runtime.now(), d)).await;
                 }
                 if let Some(signal) = after {
-                    shared.signal_fired(signal).await;
+                    metrics.shared.signal_fired(signal).await;
                 }
-                metrics_response(&shared)
+                metrics_response(&metrics)
             }
             Err(e) => text(StatusCode::BAD_REQUEST, format!("{e}\n")),
         }
@@ -392,33 +407,6 @@ mod tests {
         assert!(metrics_after(Some("after=Bogus"))
             .unwrap_err()
             .contains("Bogus"));
-    }
-
-    #[test]
-    fn metrics_exposition() {
-        use lameduck::LifecycleSignal;
-        let mut lc = lameduck::Lifecycle::new(lameduck::Config::default());
-        lc.add_listener("api").unwrap();
-        let prepared = lc.prepare();
-        let shared = std::sync::Arc::clone(prepared.shared());
-        let text = metrics_text(&shared);
-        for line in [
-            "lameduck_in_flight_requests{class=\"normal\"} 0",
-            "lameduck_in_flight_requests{class=\"long_running\"} 0",
-            "lameduck_phase{phase=\"prepared\"} 1",
-            "lameduck_phase{phase=\"serving\"} 0",
-            "lameduck_rejected_requests_total{reason=\"retry_after\"} 0",
-            "lameduck_requests_served_after_close_total 0",
-            "lameduck_termination_budget_seconds 60",
-        ] {
-            assert!(text.lines().any(|l| l == line), "{line} missing:\n{text}");
-        }
-        for signal in LifecycleSignal::ALL {
-            let line = format!("lameduck_signal_fired{{signal=\"{}\"}} 0", signal.name());
-            assert!(text.lines().any(|l| l == line), "{line} missing:\n{text}");
-        }
-        assert!(text.contains("# TYPE lameduck_rejected_requests_total counter"));
-        assert!(text.contains("# HELP lameduck_phase "));
     }
 
     #[test]
