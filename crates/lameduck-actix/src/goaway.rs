@@ -63,6 +63,52 @@ impl GoawayBroadcast {
     }
 }
 
+/// Resolves once the broadcast is set ([`GoawayBroadcast::announce`], called when the server's
+/// graceful stop begins): the graceful-stop signal of every connection, HTTP/1 ones too.
+/// actix-http polls it each time it polls the connection, on every request, so waiting costs
+/// an atomic load and a waker comparison; the listener is polled again only for a new waker.
+#[derive(Debug)]
+pub(crate) struct Announced {
+    broadcast: std::sync::Arc<GoawayBroadcast>,
+    listener: Option<EventListener>,
+    // The waker `listener` holds.
+    waker: Option<Waker>,
+}
+
+impl Announced {
+    pub(crate) fn new(broadcast: std::sync::Arc<GoawayBroadcast>) -> Self {
+        Announced {
+            broadcast,
+            listener: None,
+            waker: None,
+        }
+    }
+}
+
+impl Future for Announced {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.broadcast.is_set() {
+            return Poll::Ready(());
+        }
+        if self.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            // Registered with this waker: the announcement wakes it.
+            return Poll::Pending;
+        }
+        let this = &mut *self;
+        let registered = match this.listener.as_mut() {
+            Some(listener) => Pin::new(listener).poll(cx).is_ready(),
+            None => this.broadcast.poll_register(&mut this.listener, cx),
+        };
+        if registered || this.broadcast.is_set() {
+            return Poll::Ready(());
+        }
+        this.waker = Some(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
 /// One HTTP/2 connection's own request for GOAWAY, in its connection data: the admission
 /// middleware calls [`GoawayRequest::request`] when a response on it asks to close the
 /// connection. HTTP/1 connections have none.
@@ -306,5 +352,49 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for GoawayIo<T> {
             ready!(this.poll_insert(cx))?;
         }
         Pin::new(&mut this.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::Arc;
+    use std::task::Wake;
+
+    use super::*;
+
+    /// Counts its wakes.
+    #[derive(Default)]
+    struct CountingWaker(AtomicUsize);
+
+    impl Wake for CountingWaker {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn announced_waits_registers_once_per_waker_and_wakes_at_the_announcement() {
+        let broadcast = Arc::new(GoawayBroadcast::default());
+        let mut announced = Announced::new(Arc::clone(&broadcast));
+        let (first, second) = (
+            Arc::new(CountingWaker::default()),
+            Arc::new(CountingWaker::default()),
+        );
+        let first_waker = Waker::from(Arc::clone(&first));
+        let mut cx = Context::from_waker(&first_waker);
+        for _ in 0..3 {
+            assert!(Pin::new(&mut announced).poll(&mut cx).is_pending());
+        }
+        // A new waker registers anew; the announcement wakes the one registered last.
+        let second_waker = Waker::from(Arc::clone(&second));
+        let mut cx2 = Context::from_waker(&second_waker);
+        assert!(Pin::new(&mut announced).poll(&mut cx2).is_pending());
+        broadcast.announce();
+        assert_eq!(second.0.load(Ordering::SeqCst), 1);
+        assert!(Pin::new(&mut announced).poll(&mut cx2).is_ready());
+        // Created after the announcement: ready at once.
+        let mut late = Announced::new(broadcast);
+        assert!(Pin::new(&mut late).poll(&mut cx).is_ready());
     }
 }

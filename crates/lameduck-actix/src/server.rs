@@ -27,7 +27,7 @@ use actix_web::dev::AppConfig;
 use lameduck_hyper::ConnectionTracker;
 use lameduck_tls::ServerTls;
 
-use crate::goaway::{GoawayBroadcast, GoawayIo, GoawayRequest};
+use crate::goaway::{Announced, GoawayBroadcast, GoawayIo, GoawayRequest};
 use crate::io::ConnectionIo;
 use crate::serve::{idle_linger, ActixServer, LifecycleRef, ServeSetup};
 use crate::tls::TlsAcceptor;
@@ -212,7 +212,8 @@ struct HttpSettings {
     keep_alive: KeepAlive,
     request_timeout: Duration,
     disconnect_timeout: Duration,
-    graceful: actix_server::GracefulShutdownSignal,
+    // Set when the graceful stop begins: the connections' graceful-stop signal.
+    stopping: Arc<GoawayBroadcast>,
     lifecycle: Option<LifecycleRef>,
     connections: ConnectionTracker,
     addr: SocketAddr,
@@ -245,7 +246,7 @@ where
         keep_alive,
         request_timeout,
         disconnect_timeout,
-        graceful,
+        stopping,
         lifecycle,
         connections,
         addr,
@@ -255,9 +256,9 @@ where
     let host = addr.to_string();
     let builder = HttpService::<ConnectionIo, _, _>::build()
         .graceful_shutdown_signal(move || {
-            let (graceful, lifecycle) = (graceful.clone(), lifecycle.clone());
+            let (announced, lifecycle) = (Announced::new(Arc::clone(&stopping)), lifecycle.clone());
             async move {
-                graceful.notified().await;
+                announced.await;
                 // An idle connection is not closed under a request its client may be
                 // sending; a busy one closes after its response anyway.
                 idle_linger(lifecycle).await;
@@ -328,7 +329,6 @@ where
         if let Some(workers) = self.workers {
             builder = builder.workers(workers);
         }
-        let graceful = builder.graceful_shutdown_signal();
         for Listener {
             listener,
             addr,
@@ -339,7 +339,7 @@ where
                 keep_alive: self.keep_alive,
                 request_timeout: self.client_request_timeout,
                 disconnect_timeout: self.client_disconnect_timeout,
-                graceful: graceful.clone(),
+                stopping: Arc::clone(&setup.goaway),
                 lifecycle: setup.lifecycle.clone(),
                 connections: setup.connections.clone(),
                 addr,
