@@ -61,11 +61,11 @@ macro_rules! suite {
 
 suite! {
     cases: [
-        inflight_1000_sleeps_mode_a,
-        inflight_1000_sleeps_mode_b,
+        inflight_1000_sleeps_close_listener_mode,
+        inflight_1000_sleeps_retry_after_mode,
         watch_2000_streams_drain_paced,
-        misbehaving_clients_mode_a,
-        misbehaving_clients_mode_b,
+        misbehaving_clients_close_listener_mode,
+        misbehaving_clients_retry_after_mode,
     ],
     servers: [tokio_server, axum_server, smol_server, actix_server],
 }

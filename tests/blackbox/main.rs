@@ -4,7 +4,7 @@
 //! (`cargo build --release --example NAME` into this run's target directory), started on
 //! `127.0.0.1:0`, and driven through real sockets and real signals. Tests are named
 //! `<binary>::<case>`, so `cargo test --test blackbox tokio_server::` runs one binary and
-//! `cargo test --test blackbox mode_a_timeline` one case on every binary.
+//! `cargo test --test blackbox close_listener_mode_timeline` one case on every binary.
 //!
 //! To add a runtime, add its example's name to the `servers:` list at the bottom; to add a
 //! case, write `fn case(bin: &'static str)` in `cases/` and add its name to the `cases:` list.
@@ -38,8 +38,8 @@ macro_rules! suite {
 suite! {
     cases: [
         health_bodies,
-        mode_a_timeline,
-        mode_b_timeline,
+        close_listener_mode_timeline,
+        retry_after_mode_timeline,
         slow_pre_shutdown_hook,
         watch_streams_drain_paced,
         request_timeout_gives_504,
@@ -51,7 +51,7 @@ suite! {
         invalid_flags_exit_2,
         busy_port_exits_1,
         http2_streams_complete_then_goaway,
-        http2_mode_b_retry_after,
+        http2_retry_after_mode,
         systemd_ready_and_stopping,
         corrupted_trace_is_rejected,
         watches_outlive_the_request_timeout,
@@ -60,9 +60,9 @@ suite! {
         second_signal_during_destroy_hook_exits_at_once,
         two_signals_back_to_back_exit_1,
         exempt_request_in_flight_at_drain_completes,
-        exempt_request_in_flight_at_drain_completes_mode_b,
+        exempt_request_in_flight_at_drain_completes_retry_after_mode,
         metrics_follow_the_drain_and_the_summary_counts_it,
-        metrics_and_summary_in_mode_a,
+        metrics_and_summary_in_close_listener_mode,
         goaway_chance_ends_connections_by_chance,
         hand_over_to_a_successor,
         hand_over_without_successor_keeps_serving,
@@ -95,8 +95,8 @@ mod grpc {
     }
 
     #[test]
-    fn mode_b_unavailable_with_pushback() {
-        crate::cases::grpc_mode_b_unavailable_with_pushback(BIN);
+    fn retry_after_mode_unavailable_with_pushback() {
+        crate::cases::grpc_retry_after_mode_unavailable_with_pushback(BIN);
     }
 
     #[test]

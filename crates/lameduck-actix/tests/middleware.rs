@@ -18,7 +18,7 @@ fn lifecycle(config: Config, with_mux: bool) -> (Lifecycle<lameduck::Running>, S
 }
 
 #[actix_web::test]
-async fn admission_follows_the_lifecycle_in_mode_b() {
+async fn admission_follows_the_lifecycle_in_retry_after_mode() {
     let config = Config::builder()
         .shutdown_send_retry_after(true)
         .request_timeout(Duration::from_millis(200))
@@ -106,7 +106,7 @@ async fn admission_follows_the_lifecycle_in_mode_b() {
 }
 
 #[actix_web::test]
-async fn mode_a_rejects_with_503_and_long_running_requests_get_the_signal() {
+async fn close_listener_mode_rejects_with_503_and_long_running_requests_get_the_signal() {
     let config = Config::builder()
         .shutdown_watch_termination_grace_period(Duration::from_secs(5))
         .build()

@@ -125,7 +125,7 @@ fn termination_budget_exit_codes() {
 }
 
 #[test]
-fn mode_b_and_hooks_in_the_text() {
+fn retry_after_mode_and_hooks_in_the_text() {
     let o = aws(&[
         "--shutdown-delay=30s",
         "--request-timeout=20s",

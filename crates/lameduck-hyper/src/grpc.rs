@@ -130,7 +130,7 @@ mod tests {
     }
 
     #[test]
-    fn mode_b_rejection_is_unavailable_with_pushback_and_close() {
+    fn retry_after_mode_rejection_is_unavailable_with_pushback_and_close() {
         let res: Response<Bytes> = rejection_for(&headers("application/grpc"), &RETRY_AFTER);
         assert_eq!(res.status(), StatusCode::OK);
         let h = res.headers();
@@ -142,7 +142,7 @@ mod tests {
     }
 
     #[test]
-    fn mode_a_rejection_has_one_second_pushback() {
+    fn close_listener_mode_rejection_has_one_second_pushback() {
         let res: Response<Bytes> = rejection_for(&headers("application/grpc"), &SHUTTING_DOWN);
         assert_eq!(res.headers()["grpc-retry-pushback-ms"], "1000");
         assert_eq!(res.headers()["connection"], "close");

@@ -213,9 +213,11 @@ async fn a_request_past_the_timeout_gets_504_and_is_released() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn closed_gate_answers_503_in_mode_a_and_429_in_mode_b_but_serves_health() {
-    for mode_b in [false, true] {
-        let builder = builder_without_signals(config(|c| c.shutdown_send_retry_after(mode_b)));
+async fn closed_gate_answers_503_in_close_listener_mode_and_429_in_retry_after_mode_but_serves_health(
+) {
+    for retry_after_mode in [false, true] {
+        let builder =
+            builder_without_signals(config(|c| c.shutdown_send_retry_after(retry_after_mode)));
         let RunningServer { handle, layer, run } = serve_idle_api(builder).start();
         handle.request_shutdown();
         assert_eq!(run.await.unwrap().unwrap(), 0);
@@ -228,7 +230,7 @@ async fn closed_gate_answers_503_in_mode_a_and_429_in_mode_b_but_serves_health()
             .await
             .unwrap();
         let h = res.headers().clone();
-        if mode_b {
+        if retry_after_mode {
             assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
             assert_eq!(h["retry-after"], "5");
             assert_eq!(h["connection"], "close");

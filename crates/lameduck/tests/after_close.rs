@@ -65,7 +65,7 @@ fn before_the_close_every_kind_is_admitted_and_tracked() {
 }
 
 #[test]
-fn mode_a_behind_a_balancer_serves_http2_streams_and_turns_http1_away_with_a_close() {
+fn close_listener_mode_behind_a_balancer_serves_http2_streams_and_turns_http1_away_with_a_close() {
     let sim = closed(ShutdownMode::CloseListener, false);
     for class in [RequestClass::Normal, RequestClass::LongRunning] {
         // A stream the server got arrived before its final GOAWAY.
@@ -112,7 +112,7 @@ fn with_sockets_that_outlive_the_process_every_connection_it_serves_is_answered(
 }
 
 #[test]
-fn mode_b_keeps_its_429_for_new_work_behind_a_balancer() {
+fn retry_after_mode_keeps_its_429_for_new_work_behind_a_balancer() {
     let sim = closed(ShutdownMode::SendRetryAfter, false);
     for kind in [
         ConnectionKind::Unknown,

@@ -276,7 +276,7 @@ fn connections_cut_by_the_runtime_make_the_exit_code_1() {
 }
 
 #[test]
-fn mode_b_waits_two_seconds_for_the_servers_after_the_drain() {
+fn retry_after_mode_waits_two_seconds_for_the_servers_after_the_drain() {
     let cfg = Config::builder()
         .shutdown_send_retry_after(true)
         .request_timeout(secs(30))

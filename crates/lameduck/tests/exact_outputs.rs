@@ -171,7 +171,7 @@ fn shared_holds_the_machines_configuration_and_debugs_its_state() {
 }
 
 #[test]
-fn mode_a_is_draining_until_both_the_drain_and_the_listeners_are_done() {
+fn close_listener_mode_is_draining_until_both_the_drain_and_the_listeners_are_done() {
     use lameduck::sim::Simulator;
     use lameduck::{LifecycleSignal, Phase, RequestClass};
     let mut sim = Simulator::serving(Config::default(), |_| {}).unwrap();

@@ -96,7 +96,7 @@ fn hooks_do_not_count_towards_the_check() {
 }
 
 #[test]
-fn mode_a_total() {
+fn close_listener_mode_total() {
     // max(delay, hooks) + max(request_timeout, watch grace)
     let cfg = Config::builder()
         .shutdown_delay(secs(10))
@@ -128,7 +128,7 @@ fn mode_a_total() {
 }
 
 #[test]
-fn mode_b_total_adds_the_http_shutdown_timeout() {
+fn retry_after_mode_total_adds_the_http_shutdown_timeout() {
     let cfg = Config::builder()
         .shutdown_delay(secs(10))
         .request_timeout(secs(20))
@@ -253,7 +253,7 @@ fn timeline_of_the_worked_example() {
 }
 
 #[test]
-fn timeline_in_mode_b_with_hooks() {
+fn timeline_in_retry_after_mode_with_hooks() {
     let cfg = Config::builder()
         .shutdown_delay(secs(30))
         .request_timeout(secs(4))
@@ -439,12 +439,12 @@ fn totals_match_the_simulated_machine() {
         (10, 12, 20, 60, true),
         (0, 0, 1, 0, true),
     ];
-    for (delay, hooks, rt, grace, mode_b) in cases {
+    for (delay, hooks, rt, grace, retry_after_mode) in cases {
         let cfg = Config::builder()
             .shutdown_delay(secs(delay))
             .request_timeout(secs(rt))
             .shutdown_watch_termination_grace_period(secs(grace))
-            .shutdown_send_retry_after(mode_b)
+            .shutdown_send_retry_after(retry_after_mode)
             .build()
             .unwrap();
         let p = run(PlanInput::new(aws(), cfg.clone()).pre_shutdown_hooks(secs(hooks)));
@@ -452,7 +452,7 @@ fn totals_match_the_simulated_machine() {
         assert_eq!(
             Some(exit),
             p.total_worst_case,
-            "delay {delay} hooks {hooks} rt {rt} grace {grace} mode B {mode_b}"
+            "delay {delay} hooks {hooks} rt {rt} grace {grace} retry-after mode {retry_after_mode}"
         );
     }
 }

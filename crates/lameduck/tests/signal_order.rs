@@ -7,17 +7,17 @@ use common::{ms, secs, Sim};
 use lameduck::{Config, Event, HookKind, HookOutcome, Input, Instant, LifecycleSignal, Phase};
 use LifecycleSignal::*;
 
-fn config(mode_b: bool) -> Config {
+fn config(retry_after_mode: bool) -> Config {
     Config::builder()
         .shutdown_delay(secs(2))
-        .shutdown_send_retry_after(mode_b)
+        .shutdown_send_retry_after(retry_after_mode)
         .shutdown_watch_termination_grace_period(secs(2))
         .build()
         .unwrap()
 }
 
 #[test]
-fn mode_a_closes_the_listener_at_not_accepting_and_exits_0_after_the_drain() {
+fn close_listener_mode_closes_the_listener_at_not_accepting_and_exits_0_after_the_drain() {
     let mut sim = Sim::serving(config(false), |_| {});
     sim.auto_stop_listeners = false;
     let shared = sim.shared();
@@ -51,7 +51,7 @@ fn mode_a_closes_the_listener_at_not_accepting_and_exits_0_after_the_drain() {
             Event::StopListening { shutdown_deadline } => Some((*at, *shutdown_deadline)),
             _ => None,
         })
-        .expect("listener stopped in mode A");
+        .expect("listener stopped in close-listener mode");
     assert_eq!(stop, (t0 + secs(2), Some(t0 + secs(2) + secs(60))));
 
     let api = sim.listeners[0];
@@ -84,7 +84,7 @@ fn mode_a_closes_the_listener_at_not_accepting_and_exits_0_after_the_drain() {
 }
 
 #[test]
-fn mode_b_keeps_listening_until_drained_and_uses_a_2s_shutdown_timeout() {
+fn retry_after_mode_keeps_listening_until_drained_and_uses_a_2s_shutdown_timeout() {
     let mut sim = Sim::serving(config(true), |_| {});
     let shared = sim.shared();
     let in_flight = shared.admit(lameduck::RequestClass::Normal);

@@ -846,6 +846,6 @@ pub fn exempt_request_in_flight_at_drain_completes(bin: &'static str) {
 }
 
 /// The same in retry-after mode (`--shutdown-send-retry-after`).
-pub fn exempt_request_in_flight_at_drain_completes_mode_b(bin: &'static str) {
+pub fn exempt_request_in_flight_at_drain_completes_retry_after_mode(bin: &'static str) {
     exempt_request_in_flight_at_drain(bin, &["--shutdown-send-retry-after"]);
 }

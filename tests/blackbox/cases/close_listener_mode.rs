@@ -7,7 +7,7 @@ use crate::support::*;
 
 const DELAY: Duration = Duration::from_millis(1500);
 
-pub fn mode_a_timeline(bin: &'static str) {
+pub fn close_listener_mode_timeline(bin: &'static str) {
     let mut server = ServerProcess::start(bin, &["--shutdown-delay", "1500ms"]);
     let addr = server.addr;
     assert_reply(&get(addr, "/"), 200, "ok", "GET / before the signal");

@@ -188,7 +188,7 @@ pub fn grpc_streams_end_ok_paced(bin: &'static str) {
     server.assert_trace_legal(&flags);
 }
 
-pub fn grpc_mode_b_unavailable_with_pushback(bin: &'static str) {
+pub fn grpc_retry_after_mode_unavailable_with_pushback(bin: &'static str) {
     let flags = ["--shutdown-delay", "200ms", "--shutdown-send-retry-after"];
     let mut server = ServerProcess::start(bin, &flags);
     let addr = server.addr;

@@ -92,7 +92,7 @@ pub fn http2_streams_complete_then_goaway(bin: &'static str) {
     assert!(
         first_done.is_some_and(|first| goaways[0].at < first),
         "GOAWAY should come at NotAcceptingNewRequest, while the streams are in flight \
-         (docs/design.md#client-view, mode A after N): {timeline}"
+         (docs/design.md#client-view, close-listener mode after N): {timeline}"
     );
     let highest_stream = 2 * STREAMS + 1;
     assert!(
@@ -135,7 +135,7 @@ fn assert_h2_retry_after(resp: &Result<H2Response, String>, what: &str) {
     );
 }
 
-pub fn http2_mode_b_retry_after(bin: &'static str) {
+pub fn http2_retry_after_mode(bin: &'static str) {
     let mut server = ServerProcess::start(
         bin,
         &["--shutdown-send-retry-after", "--shutdown-delay", "500ms"],
@@ -174,7 +174,10 @@ pub fn http2_mode_b_retry_after(bin: &'static str) {
             tokio::time::sleep(Duration::from_millis(20)).await;
             resp = reused.get("/").await;
         }
-        assert_h2_retry_after(&resp, "h2 request on an open connection after N (mode B)");
+        assert_h2_retry_after(
+            &resp,
+            "h2 request on an open connection after N (retry-after mode)",
+        );
         let goaways = reused.wait_goaway(Duration::from_secs(3)).await;
         assert!(
             !goaways.is_empty() && goaways.iter().all(|g| g.error_code == 0),
@@ -184,7 +187,10 @@ pub fn http2_mode_b_retry_after(bin: &'static str) {
 
         // A new h2 connection: 429 too (retry-after mode keeps listening until drained).
         let mut fresh = H2Conn::connect(addr).await;
-        assert_h2_retry_after(&fresh.get("/").await, "new h2 connection after N (mode B)");
+        assert_h2_retry_after(
+            &fresh.get("/").await,
+            "new h2 connection after N (retry-after mode)",
+        );
         // Exempt paths are answered over h2 as well.
         let mut health = H2Conn::connect(addr).await;
         let livez = health.get("/livez").await.expect("h2 /livez after N");

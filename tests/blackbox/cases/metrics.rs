@@ -302,7 +302,7 @@ pub fn metrics_follow_the_drain_and_the_summary_counts_it(bin: &'static str) {
 
 /// Close-listener mode: `/metrics` cannot be reached once the listener closes, so this reads
 /// it before and during the lame-duck window; the summary counts the request that drained.
-pub fn metrics_and_summary_in_mode_a(bin: &'static str) {
+pub fn metrics_and_summary_in_close_listener_mode(bin: &'static str) {
     let flags = &["--shutdown-delay", "500ms"];
     let mut server = ServerProcess::start(bin, flags);
     let addr = server.addr;

@@ -2,6 +2,7 @@
 //! binary's name; `main.rs` stamps one `#[test]` per (binary, case).
 
 mod bounds;
+mod close_listener_mode;
 mod conformance;
 mod goaway_chance;
 mod grpc;
@@ -10,9 +11,8 @@ mod health;
 mod hooks;
 mod http2;
 mod metrics;
-mod mode_a;
-mod mode_b;
 mod requests;
+mod retry_after_mode;
 mod signals;
 mod startup;
 mod systemd;
@@ -20,6 +20,7 @@ mod tls;
 mod watch_drain;
 
 pub use bounds::*;
+pub use close_listener_mode::*;
 pub use conformance::*;
 pub use goaway_chance::*;
 pub use grpc::*;
@@ -28,9 +29,8 @@ pub use health::*;
 pub use hooks::*;
 pub use http2::*;
 pub use metrics::*;
-pub use mode_a::*;
-pub use mode_b::*;
 pub use requests::*;
+pub use retry_after_mode::*;
 pub use signals::*;
 pub use startup::*;
 pub use systemd::*;

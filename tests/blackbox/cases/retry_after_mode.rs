@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use crate::support::*;
 
-pub fn mode_b_timeline(bin: &'static str) {
+pub fn retry_after_mode_timeline(bin: &'static str) {
     let mut server = ServerProcess::start(
         bin,
         &["--shutdown-send-retry-after", "--shutdown-delay", "1s"],
@@ -47,7 +47,7 @@ pub fn mode_b_timeline(bin: &'static str) {
     // New connection: 429 (a 200 is tolerated only for a moment after the log line).
     let deadline = Instant::now() + Duration::from_secs(1);
     let mut fresh = loop {
-        let mut conn = Conn::connect(addr).expect("mode B keeps listening until drained");
+        let mut conn = Conn::connect(addr).expect("retry-after mode keeps listening until drained");
         let resp = conn.get("/").expect("GET / on a new connection after N");
         if resp.status() != 200 || Instant::now() >= deadline {
             assert_retry_after(&resp, "new connection after NotAcceptingNewRequest");
@@ -66,7 +66,7 @@ pub fn mode_b_timeline(bin: &'static str) {
     loop {
         let resp = reused
             .get("/")
-            .expect("the idle keep-alive connection stays open in mode B and gets a 429");
+            .expect("the idle keep-alive connection stays open in retry-after mode and gets a 429");
         if resp.status() != 200 || Instant::now() >= deadline {
             assert_retry_after(&resp, "reused connection after NotAcceptingNewRequest");
             break;

@@ -13,11 +13,11 @@ use crate::support::*;
 const REQUESTS: usize = 1000;
 const SLEEP: Duration = Duration::from_secs(2);
 
-pub fn inflight_1000_sleeps_mode_a(bin: &'static str) {
+pub fn inflight_1000_sleeps_close_listener_mode(bin: &'static str) {
     inflight_sleeps(bin, &["--shutdown-delay", "1s"]);
 }
 
-pub fn inflight_1000_sleeps_mode_b(bin: &'static str) {
+pub fn inflight_1000_sleeps_retry_after_mode(bin: &'static str) {
     inflight_sleeps(
         bin,
         &["--shutdown-delay", "1s", "--shutdown-send-retry-after"],

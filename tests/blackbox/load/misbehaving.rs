@@ -27,7 +27,7 @@ const MODE_B_HTTP_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(2);
 /// Process start-up of the exit, scheduling, CPU contention.
 const SLACK: Duration = Duration::from_secs(3);
 
-pub fn misbehaving_clients_mode_a(bin: &'static str) {
+pub fn misbehaving_clients_close_listener_mode(bin: &'static str) {
     misbehaving_clients(
         bin,
         &["--shutdown-delay", "1s", "--request-timeout", "3s"],
@@ -35,7 +35,7 @@ pub fn misbehaving_clients_mode_a(bin: &'static str) {
     );
 }
 
-pub fn misbehaving_clients_mode_b(bin: &'static str) {
+pub fn misbehaving_clients_retry_after_mode(bin: &'static str) {
     misbehaving_clients(
         bin,
         &[
