@@ -35,6 +35,9 @@ pub struct Flags {
     /// `--livez-grace-period`, `--min-watch-drain-qps`, `--exempt-path-prefix` and
     /// `--goaway-chance` flags.
     pub config: Config,
+    /// `--post-start-hook-duration D`: register a demo post-start hook (`demo-warm-up`)
+    /// sleeping `D`; `/readyz` answers 500 until it has finished.
+    pub post_start_hook_duration: Option<Duration>,
     /// `--pre-shutdown-hook-duration D`: register a demo pre-shutdown hook sleeping `D`.
     pub pre_shutdown_hook_duration: Option<Duration>,
     /// `--destroy-hook-duration D`: register a demo destroy hook (`demo-destroy`) sleeping `D`.
@@ -130,6 +133,9 @@ struct ServerArgs {
     #[arg(long, value_name = "P", allow_hyphen_values = true,
           value_parser = config_text(ConfigOption::GoawayChance))]
     goaway_chance: Option<String>,
+    /// Register a demo post-start hook that sleeps D (/readyz is 500 until it ends)
+    #[arg(long, value_name = "D", value_parser = duration, allow_hyphen_values = true)]
+    post_start_hook_duration: Option<Duration>,
     /// Register a demo pre-shutdown hook that sleeps D
     #[arg(long, value_name = "D", value_parser = duration, allow_hyphen_values = true)]
     pre_shutdown_hook_duration: Option<Duration>,
@@ -251,6 +257,7 @@ pub fn parse(program: &str, args: impl IntoIterator<Item = String>) -> Result<Pa
         handover_socket: args.handover_socket,
         handover_timeout: args.handover_timeout.unwrap_or(DEFAULT_HANDOVER_TIMEOUT),
         config: builder.build()?,
+        post_start_hook_duration: args.post_start_hook_duration,
         pre_shutdown_hook_duration: args.pre_shutdown_hook_duration,
         destroy_hook_duration: args.destroy_hook_duration,
         workers: args.workers,
@@ -400,6 +407,7 @@ mod tests {
         assert_eq!(defaults.listen, "127.0.0.1:8080".parse().unwrap());
         assert_eq!(defaults.config, Config::default());
         assert_eq!(defaults.pre_shutdown_hook_duration, None);
+        assert_eq!(defaults.post_start_hook_duration, None);
         assert_eq!(defaults.destroy_hook_duration, None);
         assert_eq!(defaults.workers, None);
         // The last of a repeated flag wins; `=false` turns retry-after mode off.

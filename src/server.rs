@@ -14,11 +14,22 @@ use lameduck_hyper::{Builder, Handshake, HttpService, Listener, Runtime, Server}
 use crate::flags::Flags;
 use crate::listen::{self, Sockets};
 
-/// A builder for `flags`, with the demo pre-shutdown hook when
-/// `--pre-shutdown-hook-duration` is given and the demo destroy hook when
-/// `--destroy-hook-duration` is given.
+/// A builder for `flags`, with the demo post-start hook when `--post-start-hook-duration` is
+/// given, the demo pre-shutdown hook when `--pre-shutdown-hook-duration` is given and the
+/// demo destroy hook when `--destroy-hook-duration` is given.
 pub fn builder<R: Runtime>(flags: &Flags, runtime: R) -> Result<Builder<R>, String> {
     let mut builder = Builder::new(flags.config.clone(), runtime.clone());
+    if let Some(d) = flags.post_start_hook_duration {
+        let runtime = runtime.clone();
+        builder
+            .post_start_hook("demo-warm-up", move || async move {
+                runtime
+                    .sleep_until(crate::routes::deadline_after(runtime.now(), d))
+                    .await;
+                Ok::<_, Infallible>(())
+            })
+            .map_err(|e| e.to_string())?;
+    }
     if let Some(d) = flags.pre_shutdown_hook_duration {
         let runtime = runtime.clone();
         builder

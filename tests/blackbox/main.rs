@@ -75,6 +75,9 @@ suite! {
         tls_rotation_secret_volume_swap,
         tls_rotation_to_a_bad_pair_keeps_the_old,
         tls_http2_goaway_at_not_accepting,
+        late_connections_are_reported,
+        timely_connections_are_not_late,
+        requests_before_ready_are_counted,
     ],
     servers: [tokio_server, axum_server, smol_server, actix_server, grpc_server],
 }

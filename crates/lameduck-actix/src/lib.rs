@@ -297,7 +297,14 @@ where
             return answer_health(&self.admission, req);
         }
         let kind = connection_kind(&req);
-        let decision = decide(shared, &request_info(&req), classifier, *clock, kind);
+        let decision = decide(
+            shared,
+            &request_info(&req),
+            classifier,
+            *clock,
+            &TokioRuntime,
+            kind,
+        );
         let (tracker, timeout, long_running, close_connection) = match decision {
             Decision::Reject(response) => {
                 let (req, _payload) = req.into_parts();

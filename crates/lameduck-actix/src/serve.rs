@@ -100,7 +100,7 @@ where
     fn configure(self, setup: ServeSetup) -> Self {
         self.disable_signals()
             .shutdown_timeout(setup.shutdown_timeout.as_secs().max(1))
-            .on_connect(track_connections(setup.connections))
+            .on_connect(track_connections(setup.connections, setup.lifecycle))
     }
 
     fn start(self) -> std::io::Result<actix_server::Server> {
@@ -109,13 +109,24 @@ where
 }
 
 /// The `HttpServer::on_connect` callback that counts connections in `tracker`, so the
-/// lifecycle learns the moment the last one closes. [`serve`] installs it.
+/// lifecycle learns the moment the last one closes, and notes each new one in the
+/// lifecycle's arrivals. [`serve`] installs it.
 fn track_connections(
     tracker: ConnectionTracker,
+    lifecycle: Option<LifecycleRef>,
 ) -> impl Fn(&dyn Any, &mut Extensions) + Send + Sync + 'static {
     move |_, extensions| {
+        note_connection(lifecycle.as_ref());
         // Dropped with the connection's extensions, when the connection ends.
         extensions.insert(Rc::new(tracker.open()));
+    }
+}
+
+/// Notes a new connection in the lifecycle's arrivals ([`lameduck_hyper::note_connection`]).
+#[inline]
+pub(crate) fn note_connection(lifecycle: Option<&LifecycleRef>) {
+    if let Some((shared, clock)) = lifecycle {
+        lameduck_hyper::note_connection(shared, *clock, &TokioRuntime);
     }
 }
 

@@ -63,6 +63,13 @@ impl Handle {
         &self.shared
     }
 
+    /// What the server saw of its load balancer so far: new connections and requests after
+    /// the signal, the late ones, and requests before ready ([`lameduck::ArrivalCounts`]).
+    #[must_use]
+    pub fn arrivals(&self) -> lameduck::ArrivalCounts {
+        self.shared.arrivals()
+    }
+
     /// Requests in flight, normal and long-running.
     #[must_use]
     pub fn in_flight(&self) -> lameduck::InFlight {

@@ -47,6 +47,7 @@
 // health endpoints). `sockets` holds inherited and handed-over listening sockets, `handle`
 // controls a server from elsewhere, `logging` writes every line, and `runtime` is the seam to
 // an async runtime.
+mod arrivals;
 mod builder;
 mod connection;
 mod error;
@@ -63,6 +64,7 @@ mod runtime;
 mod server;
 pub mod sockets;
 
+pub use arrivals::{note_connection, note_request};
 pub use builder::{Builder, Hook};
 pub use connection::context::ListenerContext;
 pub use connection::handshake::{Alpn, Handshake};

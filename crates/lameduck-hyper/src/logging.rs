@@ -12,7 +12,10 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use lameduck::summary::{SummaryRecord, SUMMARY_MARKER};
-use lameduck::{DrainPlan, ExitReason, HookKind, HookOutcome, InputError, LifecycleSignal};
+use lameduck::{
+    ArrivalCounts, Config, DrainPlan, ExitReason, HookKind, HookOutcome, InputError,
+    LifecycleSignal,
+};
 use tracing::{debug, error, info, warn};
 
 use crate::runtime::OsSignal;
@@ -176,6 +179,51 @@ pub(crate) fn listener_failed(listener: &str) {
 /// The destroy hooks start.
 pub(crate) fn running_destroy_hooks() {
     info!(target: TARGET, "[graceful-termination] running destroy hooks");
+}
+
+/// Connections still arrived late in the shutdown delay (or after it): the balancer barely
+/// stopped sending new traffic in time, or did not. Logged once, at `NotAcceptingNewRequest`
+/// (or at the exit, when the late connections came after it). No `name=` field: this is not
+/// a lifecycle signal.
+pub(crate) fn late_connections(arrivals: &ArrivalCounts, config: &Config) {
+    let delay = config.shutdown_delay();
+    let percent = config.late_arrival_percent();
+    match arrivals.last_new_connection {
+        Some(last) => warn!(
+            target: TARGET,
+            event = "LateConnections",
+            last_new_connection = ?last,
+            late_connections = arrivals.late_connections,
+            shutdown_delay = ?delay,
+            "[graceful-termination] late connections: the load balancer still opened connections \
+             {last:.3?} after the signal, {} of them in the last {percent}% of the {delay:?} \
+             shutdown delay or after it; a slower balancer would have lost requests. Raise the \
+             shutdown delay, or make the balancer's readiness check fail sooner",
+            arrivals.late_connections,
+        ),
+        None => warn!(
+            target: TARGET,
+            event = "LateConnections",
+            late_connections = arrivals.late_connections,
+            shutdown_delay = ?delay,
+            "[graceful-termination] late connections: the load balancer opened {} connections \
+             after the {delay:?} shutdown delay had passed; raise the shutdown delay, or make \
+             the balancer's readiness check fail sooner",
+            arrivals.late_connections,
+        ),
+    }
+}
+
+/// The first request (health and metrics aside) since `/readyz` answered "not ready": the
+/// balancer sends traffic to an instance whose readiness probe fails. Logged once.
+pub(crate) fn requests_before_ready() {
+    warn!(
+        target: TARGET,
+        event = "NonReadyRequests",
+        "[graceful-termination] request before ready: a request arrived while /readyz answered \
+         \"not ready\"; the load balancer does not honour the readiness probe (counted in \
+         requests_before_ready)"
+    );
 }
 
 /// The one-line account of the termination, just before the exit line.

@@ -284,6 +284,7 @@ impl<R: Runtime> RunLoop<R> {
                 spawn_destroy_hooks(&self.runtime, &self.lc, &mut self.hooks, &self.tx);
             }
             Event::Exit { code, reason } => {
+                self.report.warn_late_connections(&self.shared);
                 logging::summary(&self.report.summary(&self.shared));
                 logging::exiting(code, reason);
                 return Some(code);
@@ -304,6 +305,9 @@ impl<R: Runtime> RunLoop<R> {
     ) {
         let elapsed = self.report.signal(signal, at, now);
         logging::signal(signal, elapsed);
+        if signal == LifecycleSignal::NotAcceptingNewRequest {
+            self.report.warn_late_connections(&self.shared);
+        }
     }
 
     fn spawn_hooks(&mut self, kind: HookKind) {

@@ -59,6 +59,10 @@ pub const DEFAULT_EXEMPT_PATH_PREFIXES: [&str; 4] = ["/readyz", "/livez", "/heal
 /// enough.
 pub const MODE_B_HTTP_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// Default of [`Config::late_arrival_percent`]: a connection in the last 20 % of the shutdown
+/// delay is late.
+pub const DEFAULT_LATE_ARRIVAL_PERCENT: u8 = 20;
+
 /// How new requests are refused once [`crate::LifecycleSignal::NotAcceptingNewRequest`] fires.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum ShutdownMode {
@@ -82,6 +86,7 @@ pub struct Config {
     min_watch_drain_qps: u32,
     exempt_path_prefixes: Vec<String>,
     goaway_chance: GoawayChance,
+    late_arrival_percent: u8,
     /// Derived from `exempt_path_prefixes` (by `Default` and `ConfigBuilder::build`): rules
     /// most paths out before the prefixes are compared.
     exempt_filter: ExemptFilter,
@@ -103,6 +108,7 @@ impl Default for Config {
             min_watch_drain_qps: DEFAULT_MIN_WATCH_DRAIN_QPS,
             exempt_path_prefixes,
             goaway_chance: GoawayChance::OFF,
+            late_arrival_percent: DEFAULT_LATE_ARRIVAL_PERCENT,
         }
     }
 }
@@ -200,6 +206,22 @@ impl Config {
         self.goaway_chance
     }
 
+    /// The last part of the shutdown delay, in percent, in which a new connection or request
+    /// is *late*: the balancer barely stopped in time (see
+    /// [`Shared::arrivals`](crate::Shared::arrivals)). Default
+    /// [`DEFAULT_LATE_ARRIVAL_PERCENT`].
+    #[must_use]
+    pub fn late_arrival_percent(&self) -> u8 {
+        self.late_arrival_percent
+    }
+
+    /// How long after `ShutdownInitiated` the late part of the shutdown delay begins.
+    #[must_use]
+    pub fn late_arrivals_from(&self) -> Duration {
+        let early = u32::from(100 - self.late_arrival_percent.min(100));
+        self.shutdown_delay * early / 100
+    }
+
     /// Whether a request for `path` (without the query) is exempt from rejection.
     ///
     /// This is a plain prefix match, as kube-apiserver does it, so with the defaults
@@ -272,6 +294,14 @@ impl ConfigBuilder {
     #[must_use]
     pub fn goaway_chance(mut self, value: GoawayChance) -> Self {
         self.config.goaway_chance = value;
+        self
+    }
+
+    /// Sets [`Config::late_arrival_percent`], from 0 to 100 (which [`ConfigBuilder::build`]
+    /// checks).
+    #[must_use]
+    pub fn late_arrival_percent(mut self, percent: u8) -> Self {
+        self.config.late_arrival_percent = percent;
         self
     }
 
@@ -372,6 +402,11 @@ impl ConfigBuilder {
             }
         }
         check_prefixes(&config.exempt_path_prefixes)?;
+        if config.late_arrival_percent > 100 {
+            return Err(ConfigError::LateArrivalPercent {
+                value: config.late_arrival_percent,
+            });
+        }
         config.exempt_filter = ExemptFilter::new(&config.exempt_path_prefixes);
         Ok(config)
     }

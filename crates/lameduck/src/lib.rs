@@ -75,7 +75,7 @@ pub use machine::{
 };
 pub use rejections::{RejectionCounts, RejectionReason};
 pub use shared::signals::LifecycleSignalFired;
-pub use shared::{Admission, CheckFn, EndpointSet, Shared};
+pub use shared::{Admission, ArrivalCounts, CheckFn, EndpointSet, RequestArrival, Shared};
 pub use signal::{LifecycleSignal, SignalSet, SignalTimes};
 pub use time::Instant;
 #[cfg(feature = "std")]

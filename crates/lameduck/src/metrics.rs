@@ -80,6 +80,14 @@ pub const TERMINATION_BUDGET: &str = "lameduck_termination_budget_seconds";
 /// `lameduck_termination_duration_seconds`: from `ShutdownInitiated` to the exit.
 pub const TERMINATION_DURATION: &str = "lameduck_termination_duration_seconds";
 
+/// `lameduck_last_new_arrival_seconds{kind}`: from `ShutdownInitiated` to the latest new
+/// connection or request before `NotAcceptingNewRequest`.
+pub const LAST_NEW_ARRIVAL: &str = "lameduck_last_new_arrival_seconds";
+/// `lameduck_late_arrivals_total{kind}`: connections and requests that arrived late.
+pub const LATE_ARRIVALS: &str = "lameduck_late_arrivals_total";
+/// `lameduck_requests_before_ready_total`: requests while `/readyz` said "not ready".
+pub const REQUESTS_BEFORE_READY: &str = "lameduck_requests_before_ready_total";
+
 /// Every series lameduck records.
 pub const SERIES: &[Series] = &[
     Series {
@@ -153,6 +161,27 @@ pub const SERIES: &[Series] = &[
         help: "The longest a termination should take with this configuration: shutdown delay + max(request timeout, long-running grace period), + the 2 s HTTP shutdown timeout in retry-after mode (pre-shutdown hooks longer than the delay and destroy hooks not counted); +Inf with no request timeout.",
     },
     Series {
+        name: LAST_NEW_ARRIVAL,
+        kind: SeriesKind::Gauge,
+        labels: &["kind"],
+        unit: Some(Unit::Seconds),
+        help: "From ShutdownInitiated to the latest new connection or request (kind: connection, request) that arrived before NotAcceptingNewRequest; absent until one arrives after the signal. Close to the shutdown delay means the load balancer barely stopped in time.",
+    },
+    Series {
+        name: LATE_ARRIVALS,
+        kind: SeriesKind::Counter,
+        labels: &["kind"],
+        unit: None,
+        help: "Connections and requests (kind) that arrived in the last part of the shutdown delay (20 % by default), or were turned away after it. Late connections mean the load balancer stopped sending new traffic too late: raise the shutdown delay or make its readiness check fail sooner.",
+    },
+    Series {
+        name: REQUESTS_BEFORE_READY,
+        kind: SeriesKind::Counter,
+        labels: &[],
+        unit: None,
+        help: "Requests (health and metrics aside) that arrived after /readyz answered not ready and before it first answered ready: the load balancer does not honour the readiness probe.",
+    },
+    Series {
         name: TERMINATION_DURATION,
         kind: SeriesKind::Gauge,
         labels: &[],
@@ -221,6 +250,18 @@ pub fn record_state(shared: &Shared) {
         counter!(REJECTED, "reason" => reason.name()).absolute(rejected.get(reason));
     }
     counter!(SERVED_AFTER_CLOSE).absolute(shared.served_after_close());
+    let arrivals = shared.arrivals();
+    for (kind, last) in [
+        ("connection", arrivals.last_new_connection),
+        ("request", arrivals.last_new_request),
+    ] {
+        if let Some(d) = last {
+            gauge!(LAST_NEW_ARRIVAL, "kind" => kind).set(d.as_secs_f64());
+        }
+    }
+    counter!(LATE_ARRIVALS, "kind" => "connection").absolute(arrivals.late_connections);
+    counter!(LATE_ARRIVALS, "kind" => "request").absolute(arrivals.late_requests);
+    counter!(REQUESTS_BEFORE_READY).absolute(arrivals.requests_before_ready);
     gauge!(TERMINATION_BUDGET)
         .set(termination_budget(shared.config()).map_or(f64::INFINITY, |d| d.as_secs_f64()));
 }

@@ -24,12 +24,15 @@ use crate::sync::{AtomicU64, AtomicU8, Ordering};
 use crate::time::Instant;
 
 mod after_close;
+mod arrivals;
 mod checks;
 mod health;
 // Its future is re-exported at the crate root (`crate::LifecycleSignalFired`): this module
 // uses `Shared`, so `Shared`'s module does not use it back.
 pub(crate) mod signals;
 
+use self::arrivals::Arrivals;
+pub use self::arrivals::{ArrivalCounts, RequestArrival};
 pub(crate) use self::checks::{Check, CheckKind, PostStartState};
 pub use self::checks::{CheckFn, EndpointSet};
 
@@ -129,6 +132,8 @@ pub struct Shared {
     sockets: AtomicU8,
     /// Requests served after the gate closed ([`Admission::Late`]).
     pub(crate) served_after_close: AtomicU64,
+    /// New connections and requests as the balancer sent them ([`Shared::arrivals`]).
+    pub(crate) arrivals: Arrivals,
 }
 
 /// A bit of `Shared::sockets`: the listening sockets outlive this process.
@@ -162,6 +167,7 @@ impl Shared {
             progress: AtomicU8::new(Progress::Prepared as u8),
             sockets: AtomicU8::new(0),
             served_after_close: AtomicU64::new(0),
+            arrivals: Arrivals::new(),
             checks,
             post_start: (0..post_start_hooks)
                 .map(|_| AtomicU8::new(PostStartState::Pending as u8))
@@ -295,6 +301,64 @@ impl Shared {
     #[inline]
     pub fn keep_alive_ended(&self) -> bool {
         self.sockets.load(Ordering::Relaxed) & KEEP_ALIVE_ENDED != 0
+    }
+
+    /// Whether the adapters should report arrivals ([`Shared::note_connection`],
+    /// [`Shared::note_request`]) now: from the first "not ready" answer of `/readyz` until
+    /// `HasBeenReady`, and from `ShutdownInitiated` until `HTTPServerStoppedListening`. One
+    /// relaxed load: ask it for every connection and request, and read the clock only when it
+    /// says so.
+    #[must_use]
+    #[inline]
+    pub fn watching_arrivals(&self) -> bool {
+        self.arrivals.watching()
+    }
+
+    /// Notes a connection accepted at `now` (ask [`Shared::watching_arrivals`] first): during
+    /// a termination, how long after the signal it came, and whether it was late.
+    pub fn note_connection(&self, now: Instant) {
+        if self.arrivals.terminating() {
+            if let Some((offset, late)) = self.termination_offset(now) {
+                if self.has_fired(LifecycleSignal::NotAcceptingNewRequest) {
+                    // Accepted after the shutdown delay (retry-after mode): turned away.
+                    self.arrivals.late_connection();
+                } else {
+                    self.arrivals.connection(offset, late);
+                }
+            }
+        }
+    }
+
+    /// Notes a request (health and metrics aside) that arrived at `now` (ask
+    /// [`Shared::watching_arrivals`] first). Requests after the shutdown delay are not noted
+    /// here: admission counts those it turns away as late.
+    pub fn note_request(&self, now: Instant) -> RequestArrival {
+        if self.arrivals.not_ready_probed() && !self.has_fired(LifecycleSignal::HasBeenReady) {
+            return self.arrivals.before_ready();
+        }
+        if self.arrivals.terminating() && !self.has_fired(LifecycleSignal::NotAcceptingNewRequest) {
+            if let Some((offset, late)) = self.termination_offset(now) {
+                self.arrivals.request(offset, late);
+            }
+        }
+        RequestArrival::Noted
+    }
+
+    /// What the server saw of new connections and requests so far: late arrivals during the
+    /// termination and traffic before ready (see [`ArrivalCounts`]).
+    #[must_use]
+    pub fn arrivals(&self) -> ArrivalCounts {
+        self.arrivals.counts()
+    }
+
+    /// How long after `ShutdownInitiated` `now` is, and whether an arrival then is late: in
+    /// the last [`Config::late_arrival_percent`] of the shutdown delay, or after it.
+    fn termination_offset(&self, now: Instant) -> Option<(core::time::Duration, bool)> {
+        let initiated = self.fired_at(LifecycleSignal::ShutdownInitiated)?;
+        let since = now.saturating_duration_since(initiated);
+        let late = self.has_fired(LifecycleSignal::NotAcceptingNewRequest)
+            || since >= self.config.late_arrivals_from();
+        Some((since, late))
     }
 
     /// Ends keep-alive ([`Shared::keep_alive_ended`]); the machine calls it.

@@ -8,11 +8,12 @@
 //! [`SummaryRecord`] and logs it after [`SUMMARY_MARKER`]:
 //!
 //! ```text
-//! [graceful-termination] termination summary: cause=signal signal_to_exit=1.503s lame_duck=0.500s normal_drain=1.002s long_running_drain=- requests_drained=3 requests_remaining=0 streams_ended=0 streams_remaining=0 rejected=4 rejected_not_accepting=0 rejected_retry_after=4 rejected_request_timeout=0 rejected_routes_not_ready=0 code=0
+//! [graceful-termination] termination summary: cause=signal signal_to_exit=1.503s lame_duck=0.500s normal_drain=1.002s long_running_drain=- requests_drained=3 requests_remaining=0 streams_ended=0 streams_remaining=0 rejected=4 rejected_not_accepting=0 rejected_retry_after=4 rejected_request_timeout=0 rejected_routes_not_ready=0 last_new_connection=0.120s last_new_request=0.380s late_connections=0 late_requests=4 requests_before_ready=0 code=0
 //! ```
 //!
 //! Durations are seconds with three decimals and an `s`; `-` stands for a stage that did not
-//! happen. [`SummaryRecord::parse_line`] reads such a line back (tests compare its numbers
+//! happen (or, for `last_new_connection` and `last_new_request`, for no arrival after the
+//! signal). The arrival fields are [`ArrivalCounts`](crate::shared::ArrivalCounts)'. [`SummaryRecord::parse_line`] reads such a line back (tests compare its numbers
 //! with what they sent).
 
 use core::fmt;
@@ -20,6 +21,7 @@ use core::time::Duration;
 
 use crate::machine::{Event, HookKind, Input, StopSource};
 use crate::rejections::{RejectionCounts, RejectionReason};
+use crate::shared::ArrivalCounts;
 use crate::signal::LifecycleSignal;
 use crate::time::Instant;
 
@@ -94,6 +96,10 @@ pub struct SummaryRecord {
     pub streams_remaining: u64,
     /// Requests turned away, by reason.
     pub rejected: RejectionCounts,
+    /// New connections and requests after the signal, late ones, and requests before ready
+    /// ([`Shared::arrivals`](crate::Shared::arrivals) at the exit). Lines written before these
+    /// fields existed read back with none.
+    pub arrivals: ArrivalCounts,
     /// The exit code (`None` before the exit).
     pub code: Option<u8>,
 }
@@ -151,6 +157,17 @@ impl fmt::Display for SummaryRecord {
                 self.rejected.get(reason)
             )?;
         }
+        let a = &self.arrivals;
+        write!(
+            f,
+            " last_new_connection={} last_new_request={} late_connections={} late_requests={} \
+             requests_before_ready={}",
+            Secs(a.last_new_connection),
+            Secs(a.last_new_request),
+            a.late_connections,
+            a.late_requests,
+            a.requests_before_ready,
+        )?;
         match self.code {
             Some(code) => write!(f, " code={code}"),
             None => f.write_str(" code=-"),
@@ -162,6 +179,8 @@ impl SummaryRecord {
     /// Reads a summary back from a log line that contains [`SUMMARY_MARKER`]; `None` when the
     /// line has no marker or a field is missing or malformed. Anything before the marker
     /// (timestamp, level, target) is ignored, and so are fields after it that are not known.
+    /// The arrival fields may be missing (lines written before they existed): they read as
+    /// none.
     ///
     /// ```
     /// use lameduck::summary::SummaryRecord;
@@ -171,10 +190,13 @@ impl SummaryRecord {
     ///     termination summary: cause=signal signal_to_exit=1.503s lame_duck=0.500s \
     ///     normal_drain=1.002s long_running_drain=- requests_drained=3 requests_remaining=0 \
     ///     streams_ended=0 streams_remaining=0 rejected=4 rejected_not_accepting=0 \
-    ///     rejected_retry_after=4 rejected_request_timeout=0 rejected_routes_not_ready=0 code=0";
+    ///     rejected_retry_after=4 rejected_request_timeout=0 rejected_routes_not_ready=0 \
+    ///     last_new_connection=1.900s last_new_request=- late_connections=1 late_requests=4 \
+    ///     requests_before_ready=0 code=0";
     /// let s = SummaryRecord::parse_line(line).unwrap();
     /// assert_eq!(s.requests_drained, 3);
     /// assert_eq!(s.rejected.get(RejectionReason::RetryAfter), 4);
+    /// assert_eq!(s.arrivals.late_connections, 1);
     /// assert_eq!(s.code, Some(0));
     /// assert_eq!(s.to_string(), line.split_once("summary: ").unwrap().1);
     /// ```
@@ -231,6 +253,26 @@ impl SummaryRecord {
                 "rejected" => {
                     total = Some(value.parse::<u64>().ok()?);
                     512
+                }
+                "last_new_connection" => {
+                    r.arrivals.last_new_connection = parse_secs(value)?;
+                    0
+                }
+                "last_new_request" => {
+                    r.arrivals.last_new_request = parse_secs(value)?;
+                    0
+                }
+                "late_connections" => {
+                    r.arrivals.late_connections = value.parse().ok()?;
+                    0
+                }
+                "late_requests" => {
+                    r.arrivals.late_requests = value.parse().ok()?;
+                    0
+                }
+                "requests_before_ready" => {
+                    r.arrivals.requests_before_ready = value.parse().ok()?;
+                    0
                 }
                 "code" => {
                     r.code = if value == "-" {
@@ -337,13 +379,15 @@ impl TerminationSummary {
         }
     }
 
-    /// The summary so far, with `rejected` (read from
-    /// [`Shared::rejections`](crate::Shared::rejections) at the exit).
+    /// The summary so far, with `rejected` and `arrivals` (read from
+    /// [`Shared::rejections`](crate::Shared::rejections) and
+    /// [`Shared::arrivals`](crate::Shared::arrivals) at the exit).
     #[must_use]
-    pub fn record(&self, rejected: RejectionCounts) -> SummaryRecord {
+    pub fn record(&self, rejected: RejectionCounts, arrivals: ArrivalCounts) -> SummaryRecord {
         SummaryRecord {
             cause: self.cause,
             rejected,
+            arrivals,
             ..self.record
         }
     }
@@ -423,7 +467,14 @@ mod tests {
         };
         s.observe(&exit, t(2600), None);
         let rejected = RejectionCounts::default().with(RejectionReason::RetryAfter, 4);
-        let r = s.record(rejected);
+        let arrivals = ArrivalCounts {
+            last_new_connection: Some(Duration::from_millis(380)),
+            last_new_request: Some(Duration::from_millis(420)),
+            late_connections: 1,
+            late_requests: 2,
+            requests_before_ready: 0,
+        };
+        let r = s.record(rejected, arrivals);
         assert_eq!(r.cause, Some(StopCause::OsSignal));
         assert_eq!(r.lame_duck, Some(Duration::from_millis(500)));
         assert_eq!(r.normal_drain, Some(Duration::from_secs(1)));
@@ -433,7 +484,10 @@ mod tests {
         assert_eq!(r.signal_to_exit, Some(Duration::from_millis(1600)));
         let line = r.to_string();
         assert!(line.starts_with("cause=signal signal_to_exit=1.600s lame_duck=0.500s"));
-        assert!(line.ends_with("rejected_routes_not_ready=0 code=0"));
+        assert!(line.ends_with(
+            "rejected_routes_not_ready=0 last_new_connection=0.380s last_new_request=0.420s \
+             late_connections=1 late_requests=2 requests_before_ready=0 code=0"
+        ));
         let text = alloc::format!("x [graceful-termination] {SUMMARY_MARKER} {line}");
         assert_eq!(SummaryRecord::parse_line(&text), Some(r));
     }
@@ -446,7 +500,7 @@ mod tests {
             reason: ExitReason::Failure,
         };
         s.observe(&exit, Instant::from_millis(5), None);
-        let r = s.record(RejectionCounts::default());
+        let r = s.record(RejectionCounts::default(), ArrivalCounts::default());
         let line = r.to_string();
         assert!(
             line.starts_with("cause=- signal_to_exit=- lame_duck=-"),
@@ -468,5 +522,19 @@ mod tests {
         assert_eq!(SummaryRecord::parse_line(&missing), None);
         let wrong_total = line.replace("rejected=0", "rejected=2");
         assert_eq!(SummaryRecord::parse_line(&wrong_total), None);
+        let bad_offset = line.replace("last_new_connection=-", "last_new_connection=1s");
+        assert_eq!(SummaryRecord::parse_line(&bad_offset), None);
+    }
+
+    #[test]
+    fn lines_from_before_the_arrival_fields_read_with_none() {
+        let line = "[graceful-termination] termination summary: cause=signal \
+            signal_to_exit=1.503s lame_duck=0.500s normal_drain=1.002s long_running_drain=- \
+            requests_drained=3 requests_remaining=0 streams_ended=0 streams_remaining=0 \
+            rejected=0 rejected_not_accepting=0 rejected_retry_after=0 \
+            rejected_request_timeout=0 rejected_routes_not_ready=0 code=0";
+        let r = SummaryRecord::parse_line(line).expect("parsed");
+        assert_eq!(r.arrivals, ArrivalCounts::default());
+        assert_eq!(r.requests_drained, 3);
     }
 }

@@ -64,7 +64,7 @@ fn a_ready_successor_starts_the_same_termination_as_sigterm() {
         report.observe(e, *at, None);
     }
     assert_eq!(
-        report.record(Default::default()).cause,
+        report.record(Default::default(), Default::default()).cause,
         Some(StopCause::HandOver)
     );
 }

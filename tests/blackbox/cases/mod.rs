@@ -1,6 +1,7 @@
 //! The cases, one module per behaviour. Each case is a `fn(&'static str)` taking the example
 //! binary's name; `main.rs` stamps one `#[test]` per (binary, case).
 
+mod arrivals;
 mod bounds;
 mod close_listener_mode;
 mod conformance;
@@ -19,6 +20,7 @@ mod systemd;
 mod tls;
 mod watch_drain;
 
+pub use arrivals::*;
 pub use bounds::*;
 pub use close_listener_mode::*;
 pub use conformance::*;

@@ -159,14 +159,18 @@ impl Decision {
 /// Classifies and admits one request that came on a connection of `kind`: the admission
 /// decision every adapter applies (the tower layer here, actix-web's middleware elsewhere).
 /// Allocation-free for normal requests.
-pub fn decide(
+pub fn decide<R: Runtime>(
     shared: &Arc<Shared>,
     info: &RequestInfo<'_>,
     classifier: &Classifier,
     clock: StdClock,
+    runtime: &R,
     kind: ConnectionKind,
 ) -> Decision {
     let class = shared.classify(info, |i| classifier(i));
+    if class != RequestClass::Exempt {
+        crate::arrivals::note_request(shared, clock, runtime);
+    }
     match shared.admit_on(class, kind) {
         Admission::Rejected(rejection) => Decision::Reject(rejection.response()),
         Admission::Late(class) => Decision::Serve {
@@ -269,6 +273,12 @@ impl Admitted {
 }
 
 impl<R: Runtime> AdmissionLayer<R> {
+    /// Notes a connection just accepted ([`crate::note_connection`]).
+    #[inline]
+    pub(crate) fn note_connection(&self) {
+        crate::arrivals::note_connection(&self.shared, self.clock, &self.runtime);
+    }
+
     /// Admits the request `req`, which came on a connection of `kind` (answering health
     /// requests and rejections itself). Long-running requests get their [`ShutdownNotice`]
     /// (and upgrade slot) as request extensions.
@@ -286,6 +296,9 @@ impl<R: Runtime> AdmissionLayer<R> {
         }
         let class = shared.classify(&info, |i| (self.classifier)(i));
         let is_exempt = class == lameduck::RequestClass::Exempt;
+        if !is_exempt {
+            crate::arrivals::note_request(shared, self.clock, &self.runtime);
+        }
         let tracker = match shared.admit_on(class, kind) {
             Admission::Normal(ticket) => Some(RequestTracker(Tracker::Normal(ticket))),
             Admission::Late(class) => return self.serve_late(req, class),

@@ -12,6 +12,8 @@ use lameduck::{Event, Input, Instant, LifecycleSignal, Machine, Shared};
 #[derive(Debug, Default)]
 pub(crate) struct Report {
     summary: TerminationSummary,
+    /// Whether the late-connections warning was logged.
+    warned_late: bool,
 }
 
 impl Report {
@@ -55,8 +57,11 @@ impl Report {
                 Event::NormalDrainFinished { .. }
                 | Event::LongRunningDrainFinished { .. }
                 | Event::Exit { .. } => {
-                    let rejected = machine.shared().map(|s| s.rejections()).unwrap_or_default();
-                    lameduck::metrics::record_summary(&self.summary.record(rejected));
+                    let (rejected, arrivals) = machine
+                        .shared()
+                        .map(|s| (s.rejections(), s.arrivals()))
+                        .unwrap_or_default();
+                    lameduck::metrics::record_summary(&self.summary.record(rejected, arrivals));
                 }
                 _ => {}
             }
@@ -96,8 +101,18 @@ impl Report {
             .map(|at| now.saturating_duration_since(at))
     }
 
-    /// The summary of the termination, with the rejection counts of `shared`.
+    /// The summary of the termination, with the rejection and arrival counts of `shared`.
     pub(crate) fn summary(&self, shared: &Shared) -> SummaryRecord {
-        self.summary.record(shared.rejections())
+        self.summary.record(shared.rejections(), shared.arrivals())
+    }
+
+    /// Logs the late-connections warning once, if connections arrived late: called at
+    /// `NotAcceptingNewRequest`, and at the exit for those accepted after it.
+    pub(crate) fn warn_late_connections(&mut self, shared: &Shared) {
+        let arrivals = shared.arrivals();
+        if !self.warned_late && arrivals.has_late_connections() {
+            self.warned_late = true;
+            crate::logging::late_connections(&arrivals, shared.config());
+        }
     }
 }

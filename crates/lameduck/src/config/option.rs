@@ -225,6 +225,12 @@ pub enum ConfigError {
         /// The rejected text.
         value: String,
     },
+    /// [`Config::late_arrival_percent`](super::Config::late_arrival_percent) is over 100.
+    #[error("late_arrival_percent must be from 0 to 100, got {value}")]
+    LateArrivalPercent {
+        /// The rejected percentage.
+        value: u8,
+    },
     /// A path prefix is empty or does not start with `/`.
     #[error("invalid value {value:?} for {option}: a path prefix must start with '/'")]
     InvalidPathPrefix {
@@ -251,7 +257,8 @@ pub enum ConfigError {
 }
 
 impl ConfigError {
-    /// The option the error is about; `None` for [`ConfigError::UnknownOption`].
+    /// The option the error is about; `None` for [`ConfigError::UnknownOption`] and
+    /// [`ConfigError::LateArrivalPercent`] (set in code only, not a flag).
     #[must_use]
     pub fn option(&self) -> Option<ConfigOption> {
         match self {
@@ -261,7 +268,7 @@ impl ConfigError {
             | ConfigError::InvalidNumber { option, .. }
             | ConfigError::InvalidPathPrefix { option, .. }
             | ConfigError::InvalidChance { option, .. } => Some(*option),
-            ConfigError::UnknownOption { .. } => None,
+            ConfigError::UnknownOption { .. } | ConfigError::LateArrivalPercent { .. } => None,
         }
     }
 }

@@ -69,6 +69,8 @@ impl Shared {
             return Admission::Late(class);
         }
         self.rejections.count(rejection.into());
+        // Turned away after the shutdown delay: a late arrival.
+        self.arrivals.late_rejection();
         Admission::Rejected(rejection)
     }
 

@@ -120,12 +120,19 @@ impl Shared {
             })
             .collect();
         let response = health::render_root(endpoint, &outcomes, query);
-        if endpoint == Endpoint::Readyz && response.status == 200 {
-            self.fire_unless(
-                LifecycleSignal::HasBeenReady,
-                LifecycleSignal::ShutdownInitiated,
-                now,
-            );
+        if endpoint == Endpoint::Readyz {
+            if response.status == 200 {
+                self.fire_unless(
+                    LifecycleSignal::HasBeenReady,
+                    LifecycleSignal::ShutdownInitiated,
+                    now,
+                );
+            } else if !self.has_fired(LifecycleSignal::ShutdownInitiated) {
+                // A readiness probe said "not ready": requests from now until the first
+                // "ready" are traffic before ready.
+                self.arrivals
+                    .not_ready_answer(|| self.has_fired(LifecycleSignal::HasBeenReady));
+            }
         }
         response
     }

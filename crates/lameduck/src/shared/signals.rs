@@ -27,6 +27,7 @@ impl Shared {
         let prev = self.fired.fetch_or(signal.bit(), Ordering::AcqRel);
         let first = prev & signal.bit() == 0;
         if first {
+            self.arrivals.follow(signal);
             self.signal_event.notify(usize::MAX);
         }
         first
@@ -58,6 +59,7 @@ impl Shared {
                 Ordering::Acquire,
             ) {
                 Ok(_) => {
+                    self.arrivals.follow(signal);
                     self.signal_event.notify(usize::MAX);
                     return true;
                 }
