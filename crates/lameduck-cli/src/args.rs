@@ -9,14 +9,15 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{ArgAction, Args, Parser, Subcommand};
 use lameduck::duration::{parse_duration, DurationError};
 
 /// After the top-level help.
 const MAIN_AFTER_HELP: &str = "\
 Usage of the planner: lameduck plan [flags] (see lameduck plan --help)
 
-Exit status: 0 safe, 1 unsafe, 2 invalid flags, invalid input or an output error.";
+Exit status: 0 safe, 1 unsafe, 2 invalid flags, invalid input, an unusable log or an output
+error; with --observed, 1 also when a termination had late connections.";
 
 /// The long description of `lameduck plan`.
 const PLAN_LONG_ABOUT: &str = "\
@@ -37,18 +38,30 @@ fit in it.
 With --deployment FILE the probe, terminationGracePeriodSeconds, a preStop sleep and the
 container's lameduck flags come from your own manifest; flags given here override them.
 
+With --observed FILE... the termination summaries that the servers logged at their exits say
+when the load balancer really stopped opening connections: the latest new connection after
+the signal, the margin left in the shutdown delay, and the connections that came late (in the
+last 20% of the delay, or after it). Without late connections the delay holds; with them the
+recommendation is at least twice the observed delay. Together with the load balancer's flags
+or --deployment, the recommendation is the larger of the observed one and the model's.
+
 Durations are Go-style: 500ms, 10s, 1m30s.";
 
 /// After the help of `lameduck plan`.
 const PLAN_AFTER_HELP: &str = "\
 Exit status: 0 safe, 1 unsafe (the reason and the minimum safe shutdown delay are printed),
 2 invalid flags, invalid input (the message names the flag or the manifest field) or an output
-error.
+error. With --observed: 0 when no termination had late connections (and a --shutdown-delay
+given covers the latest observed connection, and the plan, if any, is safe), 1 otherwise, 2
+when a log can not be read, holds no termination summary or a malformed one.
 
 Example: an AWS load balancer probing every 10s with a 10s timeout, unhealthy after 2 failures:
   lameduck plan --probe-interval 10s --probe-timeout 10s --unhealthy-threshold 2 --shutdown-delay 30s
 Your own Deployment:
-  lameduck plan --deployment deploy.yaml";
+  lameduck plan --deployment deploy.yaml
+What the servers saw (kubectl logs --previous, or a log file appended over restarts):
+  lameduck plan --observed server.log old.log
+  kubectl logs deploy/checkout --previous | lameduck plan --observed - --deployment deploy.yaml";
 
 /// `lameduck`: tools for kube-apiserver style graceful termination.
 #[derive(Debug, Parser)]
@@ -159,6 +172,13 @@ pub struct PlanArgs {
         help_heading = "Kubernetes"
     )]
     pub container: Option<String>,
+
+    /// Read the termination summaries in these server logs (several files, or `-` for standard
+    /// input) and recommend a shutdown delay that covers what they show; the model runs too
+    /// when the load balancer's flags or --deployment are given
+    #[arg(long, value_name = "FILE", num_args = 1.., action = ArgAction::Append,
+          value_parser = file_name, help_heading = "Observed terminations")]
+    pub observed: Vec<PathBuf>,
 
     /// Machine-readable output instead of the text (the schema is in docs/planner.md)
     #[arg(long, value_name = "BOOL", value_parser = boolean, num_args = 0..=1,
@@ -321,6 +341,17 @@ mod tests {
         assert_eq!(p.json, Some(true));
         assert_eq!(p.kubernetes, Some(false));
         assert!(p.svg.is_none() && p.request_timeout.is_none());
+    }
+
+    #[test]
+    fn observed_takes_several_files_and_repeats() {
+        let p = plan(&["--observed", "a.log", "b.log", "--observed=c.log", "--json"]).unwrap();
+        let files: Vec<_> = p.observed.iter().map(|f| f.display().to_string()).collect();
+        assert_eq!(files, ["a.log", "b.log", "c.log"]);
+        assert_eq!(p.json, Some(true));
+        assert!(plan(&[]).unwrap().observed.is_empty());
+        assert!(plan(&["--observed"]).is_err());
+        assert!(plan(&["--observed="]).is_err());
     }
 
     #[test]

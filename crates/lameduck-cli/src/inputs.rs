@@ -54,6 +54,15 @@ pub enum InputError {
     /// The probe settings are invalid (the message names the flag).
     #[error(transparent)]
     Plan(#[from] PlanError),
+    /// With `--observed` and without the model, a flag only the model uses.
+    #[error(
+        "{flag} needs the probe model: with --observed, give the load balancer's flags \
+         (--probe-interval, --probe-timeout, --unhealthy-threshold) or --deployment too"
+    )]
+    ObservedWithoutModel {
+        /// The flag.
+        flag: &'static str,
+    },
 }
 
 /// Where the manifest's values came from and what the planner made of them.
@@ -147,11 +156,7 @@ pub fn merge(
             });
         }
         if flags.shutdown_delay.is_none() && args.shutdown_delay.is_none() {
-            notes.push(format!(
-                "container {:?} has no --shutdown-delay in its command or args: the default \
-                 0s applies",
-                m.container
-            ));
+            notes.push(no_shutdown_delay_note(&m.container));
         }
     }
     probes.interval = args.probe_interval.unwrap_or(probes.interval);
@@ -244,6 +249,98 @@ pub fn merge(
             notes,
         }),
     })
+}
+
+/// The note for a container without `--shutdown-delay`.
+pub fn no_shutdown_delay_note(container: &str) -> String {
+    format!(
+        "container {container:?} has no --shutdown-delay in its command or args: the default \
+         0s applies"
+    )
+}
+
+/// With `--observed`: whether the model runs too, that is whether the load balancer's flags or
+/// `--deployment` are given.
+pub fn wants_model(args: &PlanArgs) -> bool {
+    args.probe_interval.is_some()
+        || args.probe_timeout.is_some()
+        || args.unhealthy_threshold.is_some()
+        || args.propagation_delay.is_some()
+        || args.overlapping_probes.is_some()
+        || args.deployment.is_some()
+}
+
+/// With `--observed` and without the model: the first flag given that only the model uses.
+pub fn model_only_flag(args: &PlanArgs) -> Option<&'static str> {
+    [
+        ("--request-timeout", args.request_timeout.is_some()),
+        (
+            "--shutdown-watch-termination-grace-period",
+            args.shutdown_watch_termination_grace_period.is_some(),
+        ),
+        (
+            "--shutdown-send-retry-after",
+            args.shutdown_send_retry_after.is_some(),
+        ),
+        ("--pre-shutdown-hooks", args.pre_shutdown_hooks.is_some()),
+        (
+            "--termination-grace-period",
+            args.termination_grace_period.is_some(),
+        ),
+        ("--svg", args.svg.is_some()),
+        ("--kubernetes", args.kubernetes.is_some()),
+    ]
+    .into_iter()
+    .find_map(|(flag, given)| given.then_some(flag))
+}
+
+/// The shutdown delay given on the command line, else by the manifest's container flags.
+pub fn configured_shutdown_delay(args: &PlanArgs, gathered: &Inputs) -> Option<Duration> {
+    args.shutdown_delay.or_else(|| {
+        gathered
+            .manifest
+            .as_ref()
+            .and_then(|m| m.manifest.flags.shutdown_delay)
+    })
+}
+
+/// `input` with another shutdown delay.
+///
+/// # Errors
+///
+/// [`InputError::Config`] when the delay is out of range.
+pub fn with_shutdown_delay(input: &PlanInput, delay: Duration) -> Result<PlanInput, InputError> {
+    let mut changed = input.clone();
+    changed.config = input.config.to_builder().shutdown_delay(delay).build()?;
+    Ok(changed)
+}
+
+/// With `--observed` and `--deployment`: what to change in the manifest for the combined
+/// recommendation `recommended` (and, planned with it, the termination budget). `why` ends the
+/// `--shutdown-delay` line.
+///
+/// # Errors
+///
+/// [`InputError`] when the plan with `recommended` fails (not expected: it only grows).
+pub fn observed_changes(
+    context: &ManifestContext,
+    input: &PlanInput,
+    plan: &Plan,
+    recommended: Duration,
+    why: &str,
+) -> Result<Vec<String>, InputError> {
+    if recommended <= plan.shutdown_delay {
+        return Ok(changes(context, plan));
+    }
+    let mut out = vec![format!(
+        "set --shutdown-delay={} (now {}) in container {:?}'s args: {why}",
+        GoDuration(recommended),
+        GoDuration(plan.shutdown_delay),
+        context.manifest.container
+    )];
+    let replanned = lameduck::plan::plan(&with_shutdown_delay(input, recommended)?)?;
+    out.extend(changes(context, &replanned));
+    Ok(out)
 }
 
 /// What to change in the manifest for `plan` to be safe; empty when it is.

@@ -1,6 +1,7 @@
 //! The `lameduck` command as a library: the command line ([`args`], `clap`), the
 //! `--deployment` manifest reader ([`deployment`], `k8s-openapi`), the merge of both into the
-//! planner's input ([`inputs`]), and the outputs: text ([`text`]), JSON ([`report`], `serde`),
+//! planner's input ([`inputs`]), the `--observed` log reader ([`logs`]) and its report
+//! ([`observed`]), and the outputs: text ([`text`]), JSON ([`report`], `serde`),
 //! SVG ([`svg`]) and a Deployment ([`kube`]). The arithmetic is [`lameduck::plan`]; this crate
 //! only maps inputs and outputs. The binary (`src/main.rs`) prints what [`run_plan`] returns.
 #![deny(missing_docs)]
@@ -10,6 +11,8 @@ pub mod args;
 pub mod deployment;
 pub mod inputs;
 pub mod kube;
+pub mod logs;
+pub mod observed;
 pub mod report;
 pub mod svg;
 pub mod text;
@@ -31,6 +34,9 @@ pub enum PlanFailure {
     /// Invalid input (the message names the flag or the manifest field).
     #[error(transparent)]
     Input(#[from] inputs::InputError),
+    /// An `--observed` log can not be used (the message names the file).
+    #[error(transparent)]
+    Log(#[from] logs::LogError),
     /// The picture could not be written.
     #[error("can not write --svg {path}: {reason}")]
     Svg {
@@ -53,6 +59,9 @@ pub enum PlanFailure {
 ///
 /// [`PlanFailure`]: invalid input or an output error.
 pub fn run_plan(args: &args::PlanArgs) -> Result<PlanOutput, PlanFailure> {
+    if !args.observed.is_empty() {
+        return observed::run(args);
+    }
     let gathered = inputs::gather(args)?;
     finish_plan(args, &gathered)
 }

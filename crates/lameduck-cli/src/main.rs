@@ -6,9 +6,12 @@
 //! user's own Deployment (`--deployment FILE`). It prints the worst-case timeline as text
 //! (`--json` for programs), draws it (`--svg FILE`) and writes a matching Deployment
 //! (`--kubernetes`). `lameduck completions SHELL` prints a completion script. The work is done
-//! by the `lameduck_cli` library; the arithmetic is `lameduck::plan`.
+//! by the `lameduck_cli` library; the arithmetic is `lameduck::plan`. With `--observed FILE...`
+//! it reads the termination summaries in server logs and recommends a shutdown delay that
+//! covers what the load balancer really did.
 //!
-//! Exit status: 0 safe, 1 unsafe, 2 invalid flags, invalid input or an output error.
+//! Exit status: 0 safe, 1 unsafe, 2 invalid flags, invalid input, an unusable log or an output
+//! error; with `--observed`, 1 also when a termination had late connections.
 
 use std::io::Write as _;
 use std::process::ExitCode;

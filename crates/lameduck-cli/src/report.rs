@@ -6,11 +6,13 @@ use std::fmt;
 use std::time::Duration;
 
 use lameduck::config::ShutdownMode;
+use lameduck::plan::observed::{CombinedRecommendation, ObservedRecommendation, ObservedVerdict};
 use lameduck::plan::{EventKind, Plan, PlanInput};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::value::RawValue;
 
 use crate::inputs::ManifestContext;
+use crate::logs::Logs;
 
 /// A duration as a JSON number of exact decimal seconds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -101,6 +103,92 @@ pub struct PlanReport {
     /// With `--deployment`: what was read and what to change.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deployment: Option<DeploymentReport>,
+    /// With `--observed`: what the termination summaries show, and the recommendation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed: Option<ObservedReport>,
+}
+
+/// The `--json` document of `--observed` without the model (no load balancer flags, no
+/// `--deployment`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ObservedOnlyReport {
+    /// The exit status is 0 exactly when this is true.
+    pub safe: bool,
+    /// The one-line verdict of the text output.
+    pub verdict: String,
+    /// The figures and the recommendation.
+    pub observed: ObservedReport,
+}
+
+/// With `--observed`: the termination summaries' figures and the recommendation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObservedReport {
+    /// `holds`, `configured_too_short` or `late_connections`.
+    pub outcome: String,
+    /// The one-line verdict of the text output.
+    pub verdict: String,
+    /// Each file, in the order given.
+    pub files: Vec<ObservedFileReport>,
+    /// Terminations read, in all.
+    pub terminations: u64,
+    /// Terminations whose server version did not record arrivals (counted as without late
+    /// connections).
+    pub terminations_without_arrivals: u64,
+    /// Terminations that never stopped accepting (`lame_duck=-`).
+    pub terminations_without_shutdown_delay: u64,
+    /// The shortest observed shutdown delay (`lame_duck`), or `null`.
+    pub shutdown_delay_min_seconds: Option<Seconds>,
+    /// The longest observed shutdown delay, or `null`.
+    pub shutdown_delay_max_seconds: Option<Seconds>,
+    /// The latest new connection after the signal, over all terminations, or `null`.
+    pub last_new_connection_seconds: Option<Seconds>,
+    /// The latest new request after the signal, or `null`.
+    pub last_new_request_seconds: Option<Seconds>,
+    /// The smallest margin left in the shutdown delay (delay − latest new connection), or
+    /// `null`.
+    pub margin_seconds: Option<Seconds>,
+    /// Whether any termination had late connections (the exit status is then 1).
+    pub has_late_connections: bool,
+    /// Terminations with late connections.
+    pub terminations_with_late_connections: u64,
+    /// Late connections, in all.
+    pub late_connections: u64,
+    /// Late requests, in all (reported only).
+    pub late_requests: u64,
+    /// Requests before `/readyz` first answered ready, in all.
+    pub requests_before_ready: u64,
+    /// The late part of the shutdown delay, in percent.
+    pub late_arrival_percent: u8,
+    /// The delay checked: the configured one, else the shortest observed; or `null`.
+    pub shutdown_delay_checked_seconds: Option<Seconds>,
+    /// Whether `shutdown_delay_checked_seconds` is configured (a flag or the manifest).
+    pub shutdown_delay_configured: bool,
+    /// The smallest delay under which the latest observed connection is not late, or `null`.
+    pub min_delay_for_observed_seconds: Option<Seconds>,
+    /// With late connections: 2 × the longest delay that had them, rounded up to 500 ms.
+    pub late_minimum_seconds: Option<Seconds>,
+    /// What the logs recommend on their own, or `null`.
+    pub observed_recommendation_seconds: Option<Seconds>,
+    /// With the model: its minimum safe shutdown delay (worst-case detection), else `null`.
+    pub model_recommendation_seconds: Option<Seconds>,
+    /// The shutdown delay to set: the larger of the observed and the model's
+    /// recommendations; `null` when nothing is known.
+    pub recommended_shutdown_delay_seconds: Option<Seconds>,
+    /// An optional, smaller delay the observations (and the model) allow, or `null`.
+    pub reduction_seconds: Option<Seconds>,
+    /// Remarks: old server versions, terminations without a delay, traffic before ready.
+    pub notes: Vec<String>,
+}
+
+/// One `--observed` file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObservedFileReport {
+    /// The file as given (`(stdin)` for `-`).
+    pub file: String,
+    /// Its terminations.
+    pub terminations: u64,
+    /// Of them, without arrival fields.
+    pub terminations_without_arrivals: u64,
 }
 
 /// The planner's input after merging flags, manifest and defaults.
@@ -261,6 +349,65 @@ pub fn build(
             notes: context.notes.clone(),
             changes,
         }),
+        observed: None,
+    }
+}
+
+/// The `observed` object: `verdict` and `notes` are the text output's.
+pub fn build_observed(
+    logs: &Logs,
+    recommendation: &ObservedRecommendation,
+    combined: Option<&CombinedRecommendation>,
+    verdict: &str,
+    notes: &[String],
+) -> ObservedReport {
+    let o = &logs.total;
+    let r = recommendation;
+    ObservedReport {
+        outcome: String::from(match r.verdict {
+            ObservedVerdict::Holds => "holds",
+            ObservedVerdict::ConfiguredTooShort => "configured_too_short",
+            ObservedVerdict::LateConnections => "late_connections",
+        }),
+        verdict: verdict.to_string(),
+        files: logs
+            .files
+            .iter()
+            .map(|f| ObservedFileReport {
+                file: f.file.clone(),
+                terminations: f.observed.terminations,
+                terminations_without_arrivals: f.observed.without_arrivals,
+            })
+            .collect(),
+        terminations: o.terminations,
+        terminations_without_arrivals: o.without_arrivals,
+        terminations_without_shutdown_delay: o.without_shutdown_delay,
+        shutdown_delay_min_seconds: o.shutdown_delay_min.map(Seconds),
+        shutdown_delay_max_seconds: o.shutdown_delay_max.map(Seconds),
+        last_new_connection_seconds: o.last_new_connection.map(Seconds),
+        last_new_request_seconds: o.last_new_request.map(Seconds),
+        margin_seconds: o.min_margin.map(Seconds),
+        has_late_connections: o.has_late_connections(),
+        terminations_with_late_connections: o.with_late_connections,
+        late_connections: o.late_connections,
+        late_requests: o.late_requests,
+        requests_before_ready: o.requests_before_ready,
+        late_arrival_percent: r.late_arrival_percent,
+        shutdown_delay_checked_seconds: r.shutdown_delay.map(Seconds),
+        shutdown_delay_configured: r.configured,
+        min_delay_for_observed_seconds: r.min_delay_for_observed.map(Seconds),
+        late_minimum_seconds: r.late_minimum.map(Seconds),
+        observed_recommendation_seconds: r.recommended.map(Seconds),
+        model_recommendation_seconds: combined.map(|c| Seconds(c.model)),
+        recommended_shutdown_delay_seconds: match combined {
+            Some(c) => Some(Seconds(c.recommended)),
+            None => r.recommended.map(Seconds),
+        },
+        reduction_seconds: match combined {
+            Some(c) => c.reduction.map(Seconds),
+            None => r.reduction.map(Seconds),
+        },
+        notes: notes.to_vec(),
     }
 }
 

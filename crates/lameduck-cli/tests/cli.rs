@@ -498,6 +498,7 @@ fn help_and_usage() {
             "--request-timeout",
             "--shutdown-watch-termination-grace-period",
             "--shutdown-send-retry-after",
+            "--observed",
             "--pre-shutdown-hooks",
             "--termination-grace-period",
             "--deployment",

@@ -13,7 +13,7 @@
 //!
 //! Durations are seconds with three decimals and an `s`; `-` stands for a stage that did not
 //! happen (or, for `last_new_connection` and `last_new_request`, for no arrival after the
-//! signal). The arrival fields are [`ArrivalCounts`](crate::shared::ArrivalCounts)'. [`SummaryRecord::parse_line`] reads such a line back (tests compare its numbers
+//! signal). The arrival fields are those of [`ArrivalCounts`]. [`SummaryRecord::parse_line`] reads such a line back (tests compare its numbers
 //! with what they sent).
 
 use core::fmt;

@@ -160,7 +160,18 @@ fn stored(offset: Duration) -> u64 {
         .saturating_add(1)
 }
 
-/// What the server saw of new connections and requests; see the [module docs](self).
+/// What the server saw of new connections and requests ([`Shared::arrivals`]).
+///
+/// A balancer that honours the readiness probe stops opening connections to a server soon
+/// after `/readyz` turns red at `ShutdownInitiated`, well within the shutdown delay. A
+/// connection that still arrives in the last part of the delay
+/// ([`Config::late_arrival_percent`], 20 % by default) is *late*: the delay barely covered the
+/// balancer. So is a connection accepted, or a request turned away, after the delay. Requests
+/// on connections opened before the signal are counted, but only late connections call for a
+/// warning: an HTTP/2 client keeps its connection until GOAWAY whatever the balancer does.
+///
+/// [`Shared::arrivals`]: crate::Shared::arrivals
+/// [`Config::late_arrival_percent`]: crate::Config::late_arrival_percent
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ArrivalCounts {
     /// From `ShutdownInitiated` to the latest connection accepted after it and before

@@ -1,0 +1,586 @@
+//! `lameduck plan --observed FILE...`: what the servers' termination summaries show, the
+//! shutdown delay that covers it ([`lameduck::plan::observed`] does the arithmetic), and, with
+//! the load balancer's flags or `--deployment`, the model's plan next to it.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use lameduck::config::DEFAULT_LATE_ARRIVAL_PERCENT;
+use lameduck::duration::GoDuration;
+use lameduck::plan::observed::{
+    combine, recommend, CombinedRecommendation, ObservedRecommendation, ObservedVerdict,
+    LATE_FACTOR, LATE_STEP,
+};
+use lameduck::plan::Plan;
+
+use crate::args::PlanArgs;
+use crate::inputs::{self, InputError};
+use crate::logs::{self, Logs};
+use crate::{kube, report, svg, text, PlanFailure, PlanOutput};
+
+/// The load balancer's flags, named where the logs alone can not tell.
+const PROBE_FLAGS: &str = "--probe-interval, --probe-timeout, --unhealthy-threshold";
+
+/// Runs `lameduck plan --observed`: reads the logs, and plans with the model too when the
+/// load balancer's flags or `--deployment` are given.
+///
+/// # Errors
+///
+/// [`PlanFailure`]: a log that can not be used, a flag that needs the model, invalid input or
+/// an output error.
+pub fn run(args: &PlanArgs) -> Result<PlanOutput, PlanFailure> {
+    let with_model = inputs::wants_model(args);
+    if !with_model {
+        if let Some(flag) = inputs::model_only_flag(args) {
+            return Err(InputError::ObservedWithoutModel { flag }.into());
+        }
+    }
+    let logs = logs::read_all(&args.observed)?;
+    if with_model {
+        with_the_model(args, &logs)
+    } else {
+        alone(args, &logs)
+    }
+}
+
+/// Without the model: the logs' figures and recommendation.
+fn alone(args: &PlanArgs, logs: &Logs) -> Result<PlanOutput, PlanFailure> {
+    let r = recommend(
+        &logs.total,
+        args.shutdown_delay,
+        DEFAULT_LATE_ARRIVAL_PERCENT,
+    );
+    let verdict = verdict(logs, &r);
+    let notes = notes(logs, &r);
+    let safe = r.verdict.is_ok();
+    let stdout = if args.json.unwrap_or(false) {
+        let observed = report::build_observed(logs, &r, None, &verdict, &notes);
+        let mut s = serde_json::to_string_pretty(&report::ObservedOnlyReport {
+            safe,
+            verdict: verdict.clone(),
+            observed,
+        })?;
+        s.push('\n');
+        s
+    } else {
+        let mut s = String::from(
+            "lameduck plan --observed (what the servers' termination summaries show)\n\n",
+        );
+        s.push_str(&figures(logs, &r));
+        s.push('\n');
+        let _ = writeln!(s, "observed       {verdict}");
+        s.push_str(&recommendation_alone(logs, &r));
+        for note in &notes {
+            let _ = writeln!(s, "  note: {note}");
+        }
+        s
+    };
+    Ok(PlanOutput { stdout, safe })
+}
+
+/// With the model: its plan, the logs' figures, and the larger recommendation.
+fn with_the_model(args: &PlanArgs, logs: &Logs) -> Result<PlanOutput, PlanFailure> {
+    let mut gathered = inputs::gather(args)?;
+    let configured = inputs::configured_shutdown_delay(args, &gathered);
+    let mut extra_notes = Vec::new();
+    if let (None, Some(observed)) = (configured, logs.total.shutdown_delay_min) {
+        // The logs know the delay in use better than the default 0s.
+        gathered.plan_input = inputs::with_shutdown_delay(&gathered.plan_input, observed)?;
+        let note = format!(
+            "no --shutdown-delay given: planned with the shortest observed shutdown delay, {}",
+            GoDuration(observed)
+        );
+        match gathered.manifest.as_mut() {
+            Some(context) => {
+                let default = inputs::no_shutdown_delay_note(&context.manifest.container);
+                context.notes.retain(|n| *n != default);
+                context.notes.push(note);
+            }
+            None => extra_notes.push(note),
+        }
+    }
+    let input = &gathered.plan_input;
+    let plan = lameduck::plan::plan(input).map_err(InputError::from)?;
+    let r = recommend(&logs.total, configured, DEFAULT_LATE_ARRIVAL_PERCENT);
+    let combined = combine(&r, &plan);
+    let verdict = verdict(logs, &r);
+    let mut notes = notes(logs, &r);
+    notes.extend(model_notes(logs, &plan));
+    notes.extend(extra_notes);
+    let plan_verdict = text::verdict(&plan);
+
+    if let Some(path) = &args.svg {
+        std::fs::write(path, svg::render(input, &plan)).map_err(|reason| PlanFailure::Svg {
+            path: path.clone(),
+            reason,
+        })?;
+    }
+    let why = format!(
+        "the larger of what the termination logs show ({}) and the model's worst-case detection \
+         ({})",
+        r.recommended
+            .map_or_else(|| String::from("nothing"), |d| GoDuration(d).to_string()),
+        GoDuration(combined.model)
+    );
+    let changes = match &gathered.manifest {
+        Some(context) => Some(inputs::observed_changes(
+            context,
+            input,
+            &plan,
+            combined.recommended,
+            &why,
+        )?),
+        None => None,
+    };
+    let kubernetes = if args.kubernetes.unwrap_or(false) {
+        // The Deployment to apply: planned with the recommended delay.
+        let mut rendered = format!("# lameduck plan --observed: {verdict}\n");
+        if combined.recommended > plan.shutdown_delay {
+            let _ = writeln!(
+                rendered,
+                "# --shutdown-delay {}: {why}",
+                GoDuration(combined.recommended)
+            );
+            let better = inputs::with_shutdown_delay(input, combined.recommended)?;
+            let better_plan = lameduck::plan::plan(&better).map_err(InputError::from)?;
+            rendered.push_str(&kube::render(
+                &better,
+                &better_plan,
+                &text::verdict(&better_plan),
+            )?);
+        } else {
+            rendered.push_str(&kube::render(input, &plan, &plan_verdict)?);
+        }
+        Some(rendered)
+    } else {
+        None
+    };
+
+    let stdout = if args.json.unwrap_or(false) {
+        let manifest = gathered.manifest.as_ref().zip(changes);
+        let mut document =
+            report::build(input, &plan, &plan_verdict, kubernetes.as_deref(), manifest);
+        document.safe = combined.safe;
+        document.observed = Some(report::build_observed(
+            logs,
+            &r,
+            Some(&combined),
+            &verdict,
+            &notes,
+        ));
+        report::render(&document)?
+    } else if let Some(yaml) = kubernetes {
+        yaml
+    } else {
+        let mut s = String::new();
+        if let Some(context) = &gathered.manifest {
+            s.push_str(&text::manifest_header(context));
+        }
+        s.push_str(&text::render(input, &plan));
+        s.push_str("\nobserved terminations (the servers' termination summaries):\n");
+        s.push_str(&figures(logs, &r));
+        s.push('\n');
+        let _ = writeln!(s, "observed       {verdict}");
+        s.push_str(&recommendation_with_model(logs, &r, &combined, &plan));
+        for note in &notes {
+            let _ = writeln!(s, "  note: {note}");
+        }
+        if let Some(changes) = &changes {
+            s.push_str(&text::manifest_changes(changes));
+        }
+        if let Some(path) = &args.svg {
+            let _ = writeln!(s, "timeline picture: {}", path.display());
+        }
+        s
+    };
+    Ok(PlanOutput {
+        stdout,
+        safe: combined.safe,
+    })
+}
+
+/// `n thing` or `n things`.
+fn count(n: u64, thing: &str) -> String {
+    if n == 1 {
+        format!("1 {thing}")
+    } else {
+        format!("{n} {thing}s")
+    }
+}
+
+fn d(duration: Duration) -> GoDuration {
+    GoDuration(duration)
+}
+
+/// The one-line verdict on the observations.
+pub fn verdict(logs: &Logs, r: &ObservedRecommendation) -> String {
+    let o = &logs.total;
+    match r.verdict {
+        ObservedVerdict::LateConnections => format!(
+            "LATE: {} of {} had late connections ({} in all): the load balancer was still \
+             opening connections at the end of the shutdown delay",
+            o.with_late_connections,
+            count(o.terminations, "termination"),
+            o.late_connections
+        ),
+        ObservedVerdict::ConfiguredTooShort => format!(
+            "TOO SHORT: no termination had late connections, but under the configured shutdown \
+             delay {} the latest observed new connection ({}) would be late",
+            r.shutdown_delay
+                .map_or_else(String::new, |c| d(c).to_string()),
+            o.last_new_connection
+                .map_or_else(String::new, |l| d(l).to_string()),
+        ),
+        ObservedVerdict::Holds => {
+            let delay = r
+                .shutdown_delay
+                .map_or_else(|| String::from("delay"), |c| format!("delay {}", d(c)));
+            let margin = if r.configured {
+                // The configured delay against the latest connection of all.
+                r.shutdown_delay
+                    .zip(o.last_new_connection)
+                    .map(|(c, l)| c.saturating_sub(l))
+            } else {
+                o.min_margin
+            };
+            match margin {
+                Some(m) => format!(
+                    "HOLDS: no termination had late connections: the shutdown {delay} holds, \
+                     with {} margin",
+                    d(m)
+                ),
+                None if o.without_arrivals == o.terminations => String::from(
+                    "HOLDS as far as is known: the servers did not record arrivals, so no late \
+                     connection was seen",
+                ),
+                None => format!(
+                    "HOLDS: no termination had late connections; no new connection came after \
+                     the signal, so the logs do not show how long the load balancer takes (the \
+                     shutdown {delay} was not put to the test)"
+                ),
+            }
+        }
+    }
+}
+
+/// The figures, one per line.
+fn figures(logs: &Logs, r: &ObservedRecommendation) -> String {
+    let o = &logs.total;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "terminations   {} in {}",
+        o.terminations,
+        count(logs.files.len() as u64, "file")
+    );
+    for f in &logs.files {
+        let old = match f.observed.without_arrivals {
+            0 => String::new(),
+            n if n == f.observed.terminations => String::from(", without arrival fields"),
+            n => format!(", {n} of them without arrival fields"),
+        };
+        let _ = writeln!(s, "  - {}: {}{old}", f.file, f.observed.terminations);
+    }
+    let delay = match (o.shutdown_delay_min, o.shutdown_delay_max) {
+        (Some(min), Some(max)) if min == max => format!("{} observed", d(min)),
+        (Some(min), Some(max)) => format!("{} to {} observed", d(min), d(max)),
+        _ => String::from("none observed"),
+    };
+    let _ = writeln!(
+        s,
+        "shutdown delay {delay} (from the signal to NotAcceptingNewRequest)"
+    );
+    let recorded = o.without_arrivals < o.terminations;
+    let last = match o.last_new_connection {
+        Some(l) => format!("{} after the signal (the latest of all terminations)", d(l)),
+        None if recorded => String::from("none after the signal"),
+        None => String::from("not recorded"),
+    };
+    let _ = writeln!(s, "last new conn  {last}");
+    let margin = match o.min_margin {
+        Some(m) => format!(
+            "{} left in the shutdown delay (delay - latest new connection, the smallest over \
+             the terminations)",
+            d(m)
+        ),
+        None => String::from("-"),
+    };
+    let _ = writeln!(s, "margin         {margin}");
+    let late = if o.has_late_connections() {
+        format!(
+            "{} in {} of {}",
+            o.late_connections,
+            o.with_late_connections,
+            count(o.terminations, "termination")
+        )
+    } else if recorded {
+        String::from("none")
+    } else {
+        String::from("not recorded")
+    };
+    let _ = writeln!(
+        s,
+        "late conns     {late} (new connections in the last {}% of the shutdown delay, or after \
+         it)",
+        r.late_arrival_percent
+    );
+    let _ = writeln!(
+        s,
+        "late requests  {} (reported only: requests late in the shutdown delay or turned away \
+         after it; on connections opened before the signal they are the clients' keep-alive, \
+         not the load balancer's decision)",
+        o.late_requests
+    );
+    let _ = writeln!(
+        s,
+        "before ready   {} before /readyz first answered ready",
+        count(o.requests_before_ready, "request")
+    );
+    s
+}
+
+/// Why the observed recommendation is what it is, when connections were late.
+fn late_reason(logs: &Logs, r: &ObservedRecommendation, recommended: Duration) -> String {
+    let o = &logs.total;
+    let late_delay = o
+        .late_shutdown_delay
+        .map_or_else(String::new, |x| d(x).to_string());
+    if Some(recommended) == r.late_minimum {
+        format!(
+            "{LATE_FACTOR} × the observed delay {late_delay}, rounded up to {}",
+            d(LATE_STEP)
+        )
+    } else if Some(recommended) == r.min_delay_for_observed {
+        format!(
+            "the smallest under which the latest observed new connection ({}) is not late, more \
+             than {LATE_FACTOR} × the observed delay {late_delay}",
+            o.last_new_connection
+                .map_or_else(String::new, |l| d(l).to_string())
+        )
+    } else {
+        format!(
+            "the configured delay, already more than {LATE_FACTOR} × the delay {late_delay} of \
+             the late terminations (are these logs from an older configuration?)"
+        )
+    }
+}
+
+/// The recommendation without the model.
+fn recommendation_alone(logs: &Logs, r: &ObservedRecommendation) -> String {
+    let o = &logs.total;
+    let mut s = String::new();
+    let Some(recommended) = r.recommended else {
+        let _ = writeln!(
+            s,
+            "recommended    nothing: no termination stopped accepting, so no shutdown delay was \
+             observed"
+        );
+        return s;
+    };
+    match r.verdict {
+        ObservedVerdict::Holds => {
+            let _ = writeln!(
+                s,
+                "recommended    --shutdown-delay {}: keep it",
+                d(recommended)
+            );
+            if let (Some(reduction), Some(last)) = (r.reduction, o.last_new_connection) {
+                let _ = writeln!(
+                    s,
+                    "reduction      optional: --shutdown-delay {}, the smallest under which the \
+                     latest observed new connection ({}) would not be late; the terminations \
+                     seen need not have met the load balancer's worst case, so check it with \
+                     the load balancer's flags ({PROBE_FLAGS}) or --deployment before reducing",
+                    d(reduction),
+                    d(last)
+                );
+            }
+        }
+        ObservedVerdict::ConfiguredTooShort => {
+            let _ = writeln!(
+                s,
+                "recommended    --shutdown-delay {}: the smallest under which the latest \
+                 observed new connection ({}) is not late",
+                d(recommended),
+                o.last_new_connection
+                    .map_or_else(String::new, |l| d(l).to_string())
+            );
+        }
+        ObservedVerdict::LateConnections => {
+            let _ = writeln!(
+                s,
+                "recommended    --shutdown-delay {} at least: {}",
+                d(recommended),
+                late_reason(logs, r, recommended)
+            );
+            let _ = writeln!(
+                s,
+                "lower bound    the load balancer still opened connections late in the shutdown \
+                 delay, so the logs only show that its detection takes longer: the true \
+                 detection time is unknown from the logs; give the load balancer's flags \
+                 ({PROBE_FLAGS}) or --deployment to compute its worst case"
+            );
+        }
+    }
+    s
+}
+
+/// The recommendation with the model: the larger of both.
+fn recommendation_with_model(
+    logs: &Logs,
+    r: &ObservedRecommendation,
+    c: &CombinedRecommendation,
+    plan: &Plan,
+) -> String {
+    let o = &logs.total;
+    let mut s = String::new();
+    let observed = match (r.verdict, r.recommended, r.min_delay_for_observed) {
+        (ObservedVerdict::LateConnections, Some(x), _) => {
+            format!("{} at least, {}", d(x), late_reason(logs, r, x))
+        }
+        (_, _, Some(need)) => format!(
+            "{} needed: the smallest delay under which the latest observed new connection ({}) \
+             is not late",
+            d(need),
+            o.last_new_connection
+                .map_or_else(String::new, |l| d(l).to_string())
+        ),
+        (_, _, None) => String::from("nothing: no new connection after the signal was recorded"),
+    };
+    let _ = writeln!(s, "from the logs  {observed}");
+    let _ = writeln!(
+        s,
+        "model          {} worst-case detection (the minimum safe shutdown delay)",
+        d(c.model)
+    );
+    if c.recommended <= plan.shutdown_delay {
+        let _ = writeln!(
+            s,
+            "recommended    --shutdown-delay {}: keep it; it covers both",
+            d(plan.shutdown_delay)
+        );
+    } else {
+        let _ = writeln!(
+            s,
+            "recommended    --shutdown-delay {}: the larger of the two (now {})",
+            d(c.recommended),
+            d(plan.shutdown_delay)
+        );
+    }
+    if r.verdict == ObservedVerdict::LateConnections {
+        let _ = writeln!(
+            s,
+            "lower bound    the load balancer still opened connections late in the shutdown \
+             delay, so the logs only show that its detection takes longer: the true detection \
+             time is unknown from the logs; the model's worst case is {}",
+            d(c.model)
+        );
+    }
+    if let (Some(reduction), Some(need)) = (c.reduction, r.min_delay_for_observed) {
+        let _ = writeln!(
+            s,
+            "reduction      optional: --shutdown-delay {}, the larger of the smallest delay under \
+             which the latest observed new connection ({}) would not be late ({}) and the \
+             model's worst-case detection ({})",
+            d(reduction),
+            o.last_new_connection
+                .map_or_else(String::new, |l| d(l).to_string()),
+            d(need),
+            d(c.model)
+        );
+    }
+    let _ = writeln!(s, "overall        {}", overall(r, c, plan));
+    s
+}
+
+/// The verdict of both, the model's plan and the logs.
+fn overall(r: &ObservedRecommendation, c: &CombinedRecommendation, plan: &Plan) -> String {
+    if c.safe {
+        return String::from("SAFE: the model's plan is safe and the termination logs hold");
+    }
+    let mut reasons = Vec::new();
+    if !plan.is_safe() {
+        reasons.push("the model's plan is unsafe");
+    }
+    match r.verdict {
+        ObservedVerdict::LateConnections => {
+            reasons.push("the termination logs show late connections");
+        }
+        ObservedVerdict::ConfiguredTooShort => {
+            reasons.push("the configured delay is shorter than the termination logs need");
+        }
+        ObservedVerdict::Holds => {}
+    }
+    format!("UNSAFE: {}", reasons.join(", and "))
+}
+
+/// With the model: a note when the logs contradict it.
+fn model_notes(logs: &Logs, plan: &Plan) -> Vec<String> {
+    match logs.total.last_new_connection {
+        Some(last) if last > plan.detection_worst_case => vec![format!(
+            "the logs contradict the model: a new connection came {} after the signal, later \
+             than its worst-case detection {}; the load balancer's settings are not those given \
+             (or it does not probe /readyz)",
+            d(last),
+            d(plan.detection_worst_case)
+        )],
+        _ => Vec::new(),
+    }
+}
+
+/// Remarks on the observations.
+pub fn notes(logs: &Logs, r: &ObservedRecommendation) -> Vec<String> {
+    let o = &logs.total;
+    let mut notes = Vec::new();
+    if o.without_arrivals > 0 {
+        let files: Vec<&str> = logs
+            .files
+            .iter()
+            .filter(|f| f.observed.without_arrivals > 0)
+            .map(|f| f.file.as_str())
+            .collect();
+        notes.push(format!(
+            "{} ({}) {} no arrival fields: arrivals were not recorded by that server version, \
+             so {} as without late connections",
+            count(o.without_arrivals, "termination"),
+            files.join(", "),
+            if o.without_arrivals == 1 {
+                "has"
+            } else {
+                "have"
+            },
+            if o.without_arrivals == 1 {
+                "it counts"
+            } else {
+                "they count"
+            }
+        ));
+    }
+    if o.without_shutdown_delay > 0 {
+        notes.push(format!(
+            "{} never stopped accepting (lame_duck=-: the server exited before its shutdown \
+             delay ran out): no shutdown delay was observed there",
+            count(o.without_shutdown_delay, "termination")
+        ));
+    }
+    if o.requests_before_ready > 0 {
+        notes.push(format!(
+            "the load balancer sends traffic before the readiness probe passes: {} arrived \
+             before /readyz first answered ready (does it probe /readyz?)",
+            count(o.requests_before_ready, "request")
+        ));
+    }
+    if let (true, Some(c), Some(min)) = (r.configured, r.shutdown_delay, o.shutdown_delay_min) {
+        let gap = c.abs_diff(min);
+        if gap > Duration::from_millis(100) {
+            notes.push(format!(
+                "the logs show a shutdown delay of {} but {} is configured (pre-shutdown hooks \
+                 lengthen it, another configuration changes it): the check uses {}",
+                d(min),
+                d(c),
+                d(c)
+            ));
+        }
+    }
+    notes
+}

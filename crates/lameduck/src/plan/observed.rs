@@ -1,0 +1,852 @@
+//! Learning from observed terminations: what the servers' termination summaries say about the
+//! load balancer, and the shutdown delay that covers it.
+//!
+//! Every driver logs a [`SummaryRecord`] at the exit. Its arrival fields
+//! ([`ArrivalCounts`]) tell when the latest new connection came after the stop signal
+//! (`last_new_connection`) and how many came *late*: in the last
+//! [`Config::late_arrival_percent`](crate::Config::late_arrival_percent) (20 % by default) of the
+//! shutdown delay, or after it. `lame_duck` is the shutdown delay as it happened (from
+//! `ShutdownInitiated` to `NotAcceptingNewRequest`; pre-shutdown hooks may lengthen it).
+//!
+//! [`ObservedTermination::parse_line`] reads one log line, [`Observed`] adds terminations up
+//! (and merges the figures of several files), [`recommend`] turns the figures into a shutdown
+//! delay, and [`combine`] sets it next to the model's [`Plan`]:
+//!
+//! * **No late connection.** The delay held. The smallest delay under which the latest
+//!   observed connection would still not have been late is `last_new_connection / 0.8`, rounded
+//!   up to the next 100 ms ([`min_delay_not_late`]). The recommendation never goes below the
+//!   delay in use (the configured one, else the shortest observed): a smaller value is offered
+//!   as an optional [`ObservedRecommendation::reduction`] only, since a few terminations need
+//!   not have met the balancer's worst case.
+//! * **Late connections.** The balancer was still opening connections when the shutdown delay
+//!   ran out, so its detection time is only known to be longer than what was observed. The
+//!   recommendation is at least twice the longest delay that had late connections, rounded up
+//!   to 500 ms ([`LATE_FACTOR`], [`LATE_STEP`]).
+//! * **With the model** ([`combine`]): the larger of the observed recommendation and the
+//!   model's minimum safe shutdown delay.
+//!
+//! Late *requests* on connections opened before the signal are counted but never fail a
+//! check: an HTTP/2 or kept-alive client keeps its connection until the server ends it, which
+//! is not the balancer's decision.
+//!
+//! ```
+//! use core::time::Duration;
+//! use lameduck::plan::observed::{recommend, Observed, ObservedTermination, ObservedVerdict};
+//!
+//! let line = "2026-11-27T05:07:33.916Z INFO lameduck_hyper::server: [graceful-termination] \
+//!     termination summary: cause=signal signal_to_exit=3.503s lame_duck=2.000s \
+//!     normal_drain=1.002s long_running_drain=- requests_drained=3 requests_remaining=0 \
+//!     streams_ended=0 streams_remaining=0 rejected=0 rejected_not_accepting=0 \
+//!     rejected_retry_after=0 rejected_request_timeout=0 rejected_routes_not_ready=0 \
+//!     last_new_connection=0.700s last_new_request=1.100s late_connections=0 late_requests=2 \
+//!     requests_before_ready=0 code=0";
+//! let termination = ObservedTermination::parse_line(line)?.expect("a summary line");
+//! let mut observed = Observed::default();
+//! observed.add(&termination);
+//! assert_eq!(observed.min_margin, Some(Duration::from_millis(1300)));
+//! let r = recommend(&observed, None, 20);
+//! assert_eq!(r.verdict, ObservedVerdict::Holds);
+//! assert_eq!(r.recommended, Some(Duration::from_secs(2)));
+//! // 0.7 s / 0.8 = 0.875 s, rounded up to 100 ms.
+//! assert_eq!(r.reduction, Some(Duration::from_millis(900)));
+//! # Ok::<(), lameduck::plan::observed::MalformedSummary>(())
+//! ```
+
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use core::fmt;
+use core::time::Duration;
+
+use super::Plan;
+use crate::shared::ArrivalCounts;
+use crate::summary::{SummaryRecord, SUMMARY_MARKER};
+
+/// What marks a termination summary in a log line: the lifecycle's log tag and
+/// [`SUMMARY_MARKER`].
+pub const SUMMARY_LINE_MARKER: &str = "[graceful-termination] termination summary:";
+
+/// The recommendation's step when no connection was late: 100 ms.
+pub const NOT_LATE_STEP: Duration = Duration::from_millis(100);
+
+/// The recommendation's step when connections were late: 500 ms.
+pub const LATE_STEP: Duration = Duration::from_millis(500);
+
+/// With late connections, the recommendation is at least this many times the observed delay.
+pub const LATE_FACTOR: u32 = 2;
+
+/// The arrival fields, which lines written before they existed lack.
+const ARRIVAL_KEYS: [&str; 5] = [
+    "last_new_connection",
+    "last_new_request",
+    "late_connections",
+    "late_requests",
+    "requests_before_ready",
+];
+
+/// The longest value an error message quotes, in characters.
+const QUOTED_VALUE_CHARS: usize = 40;
+
+/// Why a line with a [`SUMMARY_LINE_MARKER`] is not a termination summary.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MalformedSummary {
+    /// A field is missing (the line may be cut short).
+    MissingField(String),
+    /// A field's value is not valid (quoted up to 40 characters).
+    InvalidValue {
+        /// The field.
+        field: String,
+        /// Its value.
+        value: String,
+    },
+    /// `rejected` is not the sum of the `rejected_*` fields.
+    RejectedTotal,
+}
+
+impl fmt::Display for MalformedSummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MalformedSummary::MissingField(field) => {
+                write!(f, "field {field}= is missing (is the line cut short?)")
+            }
+            MalformedSummary::InvalidValue { field, value } => {
+                write!(f, "{field}={value:?} is not a valid value")
+            }
+            MalformedSummary::RejectedTotal => {
+                f.write_str("rejected= is not the sum of the rejected_* fields")
+            }
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for MalformedSummary {}
+
+/// One termination, as its summary line tells it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ObservedTermination {
+    /// The shutdown delay as it happened, from `ShutdownInitiated` to `NotAcceptingNewRequest`
+    /// (`None`: the server exited before it stopped accepting).
+    pub lame_duck: Option<Duration>,
+    /// What the server saw of new connections and requests; `None` when the line has no
+    /// arrival fields (a server version from before they were recorded).
+    pub arrivals: Option<ArrivalCounts>,
+}
+
+impl ObservedTermination {
+    /// From a parsed summary; `arrivals_recorded` says whether the line had the arrival fields.
+    #[must_use]
+    pub fn from_record(record: &SummaryRecord, arrivals_recorded: bool) -> Self {
+        ObservedTermination {
+            lame_duck: record.lame_duck,
+            arrivals: arrivals_recorded.then_some(record.arrivals),
+        }
+    }
+
+    /// Reads a log line: `Ok(None)` when it holds no [`SUMMARY_LINE_MARKER`] (another log
+    /// line), `Ok(Some(_))` for a termination summary. Anything before the marker (timestamp,
+    /// level, target) is ignored. Strip terminal colour codes first.
+    ///
+    /// # Errors
+    ///
+    /// [`MalformedSummary`] when the line has the marker but is not a valid summary, naming
+    /// the first missing or invalid field.
+    pub fn parse_line(line: &str) -> Result<Option<Self>, MalformedSummary> {
+        let Some(at) = line.find(SUMMARY_LINE_MARKER) else {
+            return Ok(None);
+        };
+        let summary = &line[at..];
+        let fields = &summary[SUMMARY_LINE_MARKER.len()..];
+        match SummaryRecord::parse_line(summary) {
+            Some(record) => {
+                let recorded = words(fields).any(|(key, _)| key == "late_connections");
+                Ok(Some(ObservedTermination::from_record(&record, recorded)))
+            }
+            None => Err(diagnose(fields)),
+        }
+    }
+}
+
+/// The `key=value` words of a summary's fields.
+fn words(fields: &str) -> impl Iterator<Item = (&str, &str)> {
+    fields
+        .split_whitespace()
+        .filter_map(|word| word.split_once('='))
+}
+
+/// Why `fields` (after the marker) do not parse: the first field of the format missing from
+/// them, else the first value that does not parse in an otherwise valid line, else the total.
+fn diagnose(fields: &str) -> MalformedSummary {
+    let template = SummaryRecord::default().to_string();
+    let keys: Vec<&str> = words(&template)
+        .map(|(key, _)| key)
+        .filter(|key| !ARRIVAL_KEYS.contains(key))
+        .collect();
+    if let Some(missing) = keys
+        .iter()
+        .find(|key| !words(fields).any(|(k, _)| k == **key))
+    {
+        return MalformedSummary::MissingField((*missing).to_string());
+    }
+    for (key, value) in words(fields) {
+        if !words(&template).any(|(k, _)| k == key) {
+            continue;
+        }
+        // The rejection fields only parse with a total that matches them.
+        let partner = if key == "rejected" {
+            Some("rejected_not_accepting")
+        } else if key.starts_with("rejected_") {
+            Some("rejected")
+        } else {
+            None
+        };
+        let probe = with_values(&template, key, partner, value);
+        let line = alloc::format!("{SUMMARY_MARKER} {probe}");
+        if SummaryRecord::parse_line(&line).is_none() {
+            return MalformedSummary::InvalidValue {
+                field: key.to_string(),
+                value: value.chars().take(QUOTED_VALUE_CHARS).collect(),
+            };
+        }
+    }
+    MalformedSummary::RejectedTotal
+}
+
+/// `template` with `key` (and `partner`, if any) set to `value`.
+fn with_values(template: &str, key: &str, partner: Option<&str>, value: &str) -> String {
+    let mut out = String::with_capacity(template.len() + value.len() * 2);
+    for word in template.split_whitespace() {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        match word.split_once('=') {
+            Some((k, _)) if k == key || Some(k) == partner => {
+                out.push_str(k);
+                out.push('=');
+                out.push_str(value);
+            }
+            _ => out.push_str(word),
+        }
+    }
+    out
+}
+
+/// The figures of any number of terminations; see the [module docs](self). [`Observed::add`]
+/// adds one termination, [`Observed::merge`] the figures of another set (another file).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Observed {
+    /// Terminations read.
+    pub terminations: u64,
+    /// Terminations whose lines have no arrival fields (written by a server version from
+    /// before they were recorded): they count as without late connections.
+    pub without_arrivals: u64,
+    /// Terminations that never reached `NotAcceptingNewRequest` (`lame_duck=-`).
+    pub without_shutdown_delay: u64,
+    /// The shortest observed shutdown delay (`lame_duck`).
+    pub shutdown_delay_min: Option<Duration>,
+    /// The longest observed shutdown delay.
+    pub shutdown_delay_max: Option<Duration>,
+    /// The latest new connection after the signal, over all terminations.
+    pub last_new_connection: Option<Duration>,
+    /// The latest new request after the signal, over all terminations.
+    pub last_new_request: Option<Duration>,
+    /// The smallest margin left in the shutdown delay, `lame_duck - last_new_connection`, over
+    /// the terminations with both.
+    pub min_margin: Option<Duration>,
+    /// Terminations with late connections.
+    pub with_late_connections: u64,
+    /// Late connections, in all.
+    pub late_connections: u64,
+    /// Late requests, in all (reported only).
+    pub late_requests: u64,
+    /// Requests before `/readyz` first answered ready, in all.
+    pub requests_before_ready: u64,
+    /// The longest shutdown delay of a termination with late connections (its latest new
+    /// connection when it has no `lame_duck`): the balancer's detection took longer than
+    /// most of it.
+    pub late_shutdown_delay: Option<Duration>,
+}
+
+fn max_opt(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+fn min_opt(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+impl Observed {
+    /// The figures of `terminations`.
+    pub fn from_terminations<'a>(
+        terminations: impl IntoIterator<Item = &'a ObservedTermination>,
+    ) -> Self {
+        let mut observed = Observed::default();
+        for t in terminations {
+            observed.add(t);
+        }
+        observed
+    }
+
+    /// Adds one termination.
+    pub fn add(&mut self, t: &ObservedTermination) {
+        self.terminations = self.terminations.saturating_add(1);
+        match t.lame_duck {
+            Some(_) => {
+                self.shutdown_delay_min = min_opt(self.shutdown_delay_min, t.lame_duck);
+                self.shutdown_delay_max = max_opt(self.shutdown_delay_max, t.lame_duck);
+            }
+            None => self.without_shutdown_delay = self.without_shutdown_delay.saturating_add(1),
+        }
+        let Some(a) = t.arrivals else {
+            self.without_arrivals = self.without_arrivals.saturating_add(1);
+            return;
+        };
+        self.last_new_connection = max_opt(self.last_new_connection, a.last_new_connection);
+        self.last_new_request = max_opt(self.last_new_request, a.last_new_request);
+        if let (Some(delay), Some(last)) = (t.lame_duck, a.last_new_connection) {
+            self.min_margin = min_opt(self.min_margin, Some(delay.saturating_sub(last)));
+        }
+        if a.has_late_connections() {
+            self.with_late_connections = self.with_late_connections.saturating_add(1);
+            self.late_connections = self.late_connections.saturating_add(a.late_connections);
+            self.late_shutdown_delay = max_opt(
+                self.late_shutdown_delay,
+                t.lame_duck.or(a.last_new_connection),
+            );
+        }
+        self.late_requests = self.late_requests.saturating_add(a.late_requests);
+        self.requests_before_ready = self
+            .requests_before_ready
+            .saturating_add(a.requests_before_ready);
+    }
+
+    /// Adds the figures of another set of terminations.
+    pub fn merge(&mut self, other: &Observed) {
+        self.terminations = self.terminations.saturating_add(other.terminations);
+        self.without_arrivals = self.without_arrivals.saturating_add(other.without_arrivals);
+        self.without_shutdown_delay = self
+            .without_shutdown_delay
+            .saturating_add(other.without_shutdown_delay);
+        self.shutdown_delay_min = min_opt(self.shutdown_delay_min, other.shutdown_delay_min);
+        self.shutdown_delay_max = max_opt(self.shutdown_delay_max, other.shutdown_delay_max);
+        self.last_new_connection = max_opt(self.last_new_connection, other.last_new_connection);
+        self.last_new_request = max_opt(self.last_new_request, other.last_new_request);
+        self.min_margin = min_opt(self.min_margin, other.min_margin);
+        self.with_late_connections = self
+            .with_late_connections
+            .saturating_add(other.with_late_connections);
+        self.late_connections = self.late_connections.saturating_add(other.late_connections);
+        self.late_requests = self.late_requests.saturating_add(other.late_requests);
+        self.requests_before_ready = self
+            .requests_before_ready
+            .saturating_add(other.requests_before_ready);
+        self.late_shutdown_delay = max_opt(self.late_shutdown_delay, other.late_shutdown_delay);
+    }
+
+    /// Whether any termination had late connections: the balancer stopped sending new
+    /// traffic too late.
+    #[must_use]
+    pub fn has_late_connections(&self) -> bool {
+        self.with_late_connections > 0
+    }
+}
+
+/// What [`recommend`] concludes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ObservedVerdict {
+    /// No termination had late connections, and the delay in use covers the latest observed
+    /// connection.
+    Holds,
+    /// No termination had late connections, but the configured delay is shorter than
+    /// [`ObservedRecommendation::min_delay_for_observed`]: the latest observed connection
+    /// would be late under it.
+    ConfiguredTooShort,
+    /// Some termination had late connections.
+    LateConnections,
+}
+
+impl ObservedVerdict {
+    /// Whether the check passes (exit status 0).
+    #[must_use]
+    pub const fn is_ok(self) -> bool {
+        matches!(self, ObservedVerdict::Holds)
+    }
+}
+
+/// The result of [`recommend`]; see the [module docs](self).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ObservedRecommendation {
+    /// The verdict.
+    pub verdict: ObservedVerdict,
+    /// The late part of the shutdown delay, in percent, that the recommendation keeps clear.
+    pub late_arrival_percent: u8,
+    /// The delay in use: the configured one, else the shortest observed (`None`: neither).
+    pub shutdown_delay: Option<Duration>,
+    /// Whether [`ObservedRecommendation::shutdown_delay`] is the configured one.
+    pub configured: bool,
+    /// The smallest delay, a multiple of 100 ms, under which the latest observed connection
+    /// would not be late ([`min_delay_not_late`]); `None` without a connection after the
+    /// signal.
+    pub min_delay_for_observed: Option<Duration>,
+    /// With late connections: [`LATE_FACTOR`] × [`Observed::late_shutdown_delay`], rounded up
+    /// to [`LATE_STEP`].
+    pub late_minimum: Option<Duration>,
+    /// The recommended shutdown delay: the largest of the delay in use,
+    /// `min_delay_for_observed` and `late_minimum` (`None`: none is known).
+    pub recommended: Option<Duration>,
+    /// Without late connections: `min_delay_for_observed` when it is below the delay in use, a
+    /// reduction the observations allow (not one they prove safe).
+    pub reduction: Option<Duration>,
+}
+
+/// `d` rounded up to a multiple of `step` (saturating at [`Duration::MAX`]; a zero `step`
+/// leaves `d` as it is).
+#[must_use]
+pub fn ceil_to(d: Duration, step: Duration) -> Duration {
+    let step = step.as_nanos();
+    if step == 0 {
+        return d;
+    }
+    let steps = d.as_nanos().div_ceil(step);
+    from_nanos(steps.saturating_mul(step))
+}
+
+/// A duration of `nanos` nanoseconds, saturating at [`Duration::MAX`].
+fn from_nanos(nanos: u128) -> Duration {
+    const NANOS_PER_SEC: u128 = 1_000_000_000;
+    match u64::try_from(nanos / NANOS_PER_SEC) {
+        // The remainder is below 1e9 and fits.
+        Ok(secs) => Duration::new(secs, (nanos % NANOS_PER_SEC) as u32),
+        Err(_) => Duration::MAX,
+    }
+}
+
+/// The smallest shutdown delay, a multiple of 100 ms, under which a connection `last` after
+/// the signal is not late with `late_arrival_percent` (clamped to 99): the late part begins at
+/// `delay × (100 − percent) / 100`, as [`Config::late_arrivals_from`](crate::Config) computes
+/// it, and must begin after `last`. With the default 20 %, `last / 0.8` rounded up.
+#[must_use]
+pub fn min_delay_not_late(last: Duration, late_arrival_percent: u8) -> Duration {
+    let early = 100 - u128::from(late_arrival_percent.min(99));
+    // floor(d × early / 100) > last  ⇔  d × early >= 100 × (last + 1 ns).
+    let nanos = last.as_nanos().saturating_add(1).saturating_mul(100);
+    ceil_to(from_nanos(nanos.div_ceil(early)), NOT_LATE_STEP)
+}
+
+/// The shutdown delay that covers what `observed` shows; see the [module docs](self).
+/// `configured` is the delay in use when known (a flag, a manifest): it is checked against the
+/// observations; else the shortest observed delay stands for it. `late_arrival_percent` is the
+/// servers' [`Config::late_arrival_percent`](crate::Config::late_arrival_percent) (20 by
+/// default).
+#[must_use]
+pub fn recommend(
+    observed: &Observed,
+    configured: Option<Duration>,
+    late_arrival_percent: u8,
+) -> ObservedRecommendation {
+    let shutdown_delay = configured.or(observed.shutdown_delay_min);
+    let need = observed
+        .last_new_connection
+        .map(|last| min_delay_not_late(last, late_arrival_percent));
+    let late = observed.has_late_connections();
+    let late_minimum = if late {
+        observed.late_shutdown_delay.map(|d| {
+            let doubled = d.checked_mul(LATE_FACTOR).unwrap_or(Duration::MAX);
+            ceil_to(doubled, LATE_STEP)
+        })
+    } else {
+        None
+    };
+    let recommended = max_opt(max_opt(shutdown_delay, need), late_minimum);
+    let verdict = if late {
+        ObservedVerdict::LateConnections
+    } else if configured.is_some() && matches!((need, configured), (Some(n), Some(c)) if c < n) {
+        ObservedVerdict::ConfiguredTooShort
+    } else {
+        ObservedVerdict::Holds
+    };
+    let reduction = match (late, need, shutdown_delay) {
+        (false, Some(n), Some(d)) if n < d => Some(n),
+        _ => None,
+    };
+    ObservedRecommendation {
+        verdict,
+        late_arrival_percent,
+        shutdown_delay,
+        configured: configured.is_some(),
+        min_delay_for_observed: need,
+        late_minimum,
+        recommended,
+        reduction,
+    }
+}
+
+/// The observed recommendation next to the model's; see [`combine`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CombinedRecommendation {
+    /// [`ObservedRecommendation::recommended`].
+    pub observed: Option<Duration>,
+    /// The model's [`Plan::min_safe_shutdown_delay`] (its worst-case detection).
+    pub model: Duration,
+    /// The larger of the two: the shutdown delay to set.
+    pub recommended: Duration,
+    /// Without late connections: the larger of the observed reduction and the model's minimum,
+    /// when it is below the delay in use.
+    pub reduction: Option<Duration>,
+    /// Both agree the delay in use is enough: the observations hold and the plan is safe.
+    pub safe: bool,
+}
+
+/// The larger of the observed and the model's recommendations.
+#[must_use]
+pub fn combine(observed: &ObservedRecommendation, plan: &Plan) -> CombinedRecommendation {
+    let model = plan.min_safe_shutdown_delay;
+    let recommended = observed.recommended.map_or(model, |o| o.max(model));
+    let reduction = match (observed.reduction, observed.shutdown_delay) {
+        (Some(r), Some(d)) if r.max(model) < d => Some(r.max(model)),
+        _ => None,
+    };
+    CombinedRecommendation {
+        observed: observed.recommended,
+        model,
+        recommended,
+        reduction,
+        safe: observed.verdict.is_ok() && plan.is_safe(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::plan::{plan, PlanInput, ProbeSettings};
+    use alloc::format;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn line(lame_duck: &str, arrivals: &str) -> String {
+        format!(
+            "2026-11-27T05:07:33.916Z INFO lameduck_hyper::server: [graceful-termination] \
+             termination summary: cause=signal signal_to_exit=3.503s lame_duck={lame_duck} \
+             normal_drain=1.002s long_running_drain=- requests_drained=3 requests_remaining=0 \
+             streams_ended=0 streams_remaining=0 rejected=4 rejected_not_accepting=0 \
+             rejected_retry_after=4 rejected_request_timeout=0 rejected_routes_not_ready=0 \
+             {arrivals} code=0"
+        )
+    }
+
+    fn arrivals(last: &str, late: u64) -> String {
+        format!(
+            "last_new_connection={last} last_new_request=1.950s late_connections={late} \
+             late_requests=5 requests_before_ready=0"
+        )
+    }
+
+    fn termination(lame_duck: u64, last: Option<u64>, late: u64) -> ObservedTermination {
+        ObservedTermination {
+            lame_duck: Some(ms(lame_duck)),
+            arrivals: Some(ArrivalCounts {
+                last_new_connection: last.map(ms),
+                last_new_request: None,
+                late_connections: late,
+                late_requests: 0,
+                requests_before_ready: 0,
+            }),
+        }
+    }
+
+    #[test]
+    fn lines_are_read_or_refused() {
+        let t = ObservedTermination::parse_line(&line("2.000s", &arrivals("1.900s", 3)))
+            .unwrap()
+            .unwrap();
+        assert_eq!(t.lame_duck, Some(ms(2000)));
+        let a = t.arrivals.unwrap();
+        assert_eq!(a.last_new_connection, Some(ms(1900)));
+        assert_eq!((a.late_connections, a.late_requests), (3, 5));
+        // Another log line.
+        assert_eq!(
+            ObservedTermination::parse_line("INFO listening on 0.0.0.0:8080"),
+            Ok(None)
+        );
+        // An old line: no arrival fields.
+        let old = ObservedTermination::parse_line(&line("2.000s", "")).unwrap();
+        assert_eq!(old.unwrap().arrivals, None);
+        // Malformed lines name the field.
+        let missing = line("2.000s", &arrivals("1.900s", 0)).replace("streams_ended=0 ", "");
+        assert_eq!(
+            ObservedTermination::parse_line(&missing),
+            Err(MalformedSummary::MissingField(String::from(
+                "streams_ended"
+            )))
+        );
+        let cut = &line("2.000s", "")[..150];
+        assert!(matches!(
+            ObservedTermination::parse_line(cut),
+            Err(MalformedSummary::MissingField(_))
+        ));
+        let bad = line("2s", &arrivals("1.900s", 0));
+        assert_eq!(
+            ObservedTermination::parse_line(&bad),
+            Err(MalformedSummary::InvalidValue {
+                field: String::from("lame_duck"),
+                value: String::from("2s")
+            })
+        );
+        let bad = line("2.000s", &arrivals("1.900s", 0))
+            .replace("late_connections=0", "late_connections=x");
+        assert!(matches!(
+            ObservedTermination::parse_line(&bad),
+            Err(MalformedSummary::InvalidValue { field, .. }) if field == "late_connections"
+        ));
+        let total = line("2.000s", "").replace("rejected=4", "rejected=5");
+        assert_eq!(
+            ObservedTermination::parse_line(&total),
+            Err(MalformedSummary::RejectedTotal)
+        );
+        let huge = line("2.000s", "").replace("code=0", &format!("code={}", "9".repeat(10_000)));
+        match ObservedTermination::parse_line(&huge) {
+            Err(MalformedSummary::InvalidValue { field, value }) => {
+                assert_eq!(field, "code");
+                assert_eq!(value.len(), QUOTED_VALUE_CHARS);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn figures_add_up_and_merge() {
+        let a = termination(2000, Some(1200), 0);
+        let b = termination(2000, Some(1500), 0);
+        let c = termination(5000, Some(4500), 2);
+        let old = ObservedTermination {
+            lame_duck: Some(ms(3000)),
+            arrivals: None,
+        };
+        let all = Observed::from_terminations(&[a, b, c, old]);
+        assert_eq!(all.terminations, 4);
+        assert_eq!(all.without_arrivals, 1);
+        assert_eq!(all.shutdown_delay_min, Some(ms(2000)));
+        assert_eq!(all.shutdown_delay_max, Some(ms(5000)));
+        assert_eq!(all.last_new_connection, Some(ms(4500)));
+        assert_eq!(all.min_margin, Some(ms(500)));
+        assert_eq!((all.with_late_connections, all.late_connections), (1, 2));
+        assert_eq!(all.late_shutdown_delay, Some(ms(5000)));
+        // Per file, then merged: the same figures.
+        let mut merged = Observed::from_terminations(&[a, old]);
+        merged.merge(&Observed::from_terminations(&[b, c]));
+        assert_eq!(merged, all);
+        // Nothing merged into nothing.
+        let mut empty = Observed::default();
+        empty.merge(&Observed::default());
+        assert_eq!(empty, Observed::default());
+    }
+
+    #[test]
+    fn the_smallest_delay_not_late() {
+        // 1.9 s / 0.8 = 2.375 s → 2.4 s; exactly 2 s / 0.8 = 2.5 s is late under 2.5 s.
+        assert_eq!(min_delay_not_late(ms(1900), 20), ms(2400));
+        assert_eq!(min_delay_not_late(ms(2000), 20), ms(2600));
+        assert_eq!(min_delay_not_late(Duration::ZERO, 20), ms(100));
+        assert_eq!(min_delay_not_late(ms(1000), 0), ms(1100));
+        assert_eq!(min_delay_not_late(ms(1000), 50), ms(2100));
+        // 100 % is clamped: no delay leaves nothing late, so the largest finite part.
+        assert_eq!(min_delay_not_late(ms(10), 100), ms(1100));
+        assert_eq!(min_delay_not_late(Duration::MAX, 20), Duration::MAX);
+        // The server's own arithmetic agrees, and 100 ms less would be late.
+        for last in [0, 1, 99, 799, 800, 801, 1900, 1999, 2000, 12_345, 30_000] {
+            for percent in [0u8, 1, 20, 50, 99] {
+                let d = min_delay_not_late(ms(last), percent);
+                let from = |d| {
+                    Config::builder()
+                        .shutdown_delay(d)
+                        .late_arrival_percent(percent)
+                        .build()
+                        .unwrap()
+                        .late_arrivals_from()
+                };
+                assert!(from(d) > ms(last), "{last} {percent}");
+                assert_eq!(d.as_nanos() % NOT_LATE_STEP.as_nanos(), 0);
+                if d > NOT_LATE_STEP {
+                    assert!(from(d - NOT_LATE_STEP) <= ms(last), "{last} {percent}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn rounding() {
+        assert_eq!(ceil_to(ms(4001), LATE_STEP), ms(4500));
+        assert_eq!(ceil_to(ms(4000), LATE_STEP), ms(4000));
+        assert_eq!(ceil_to(Duration::ZERO, LATE_STEP), Duration::ZERO);
+        assert_eq!(ceil_to(ms(7), Duration::ZERO), ms(7));
+        assert_eq!(ceil_to(Duration::MAX, LATE_STEP), Duration::MAX);
+    }
+
+    #[test]
+    fn a_clean_log_holds_and_may_offer_a_reduction() {
+        let o = Observed::from_terminations(&[termination(5000, Some(1900), 0)]);
+        let r = recommend(&o, None, 20);
+        assert_eq!(r.verdict, ObservedVerdict::Holds);
+        assert!(r.verdict.is_ok());
+        assert_eq!(r.shutdown_delay, Some(ms(5000)));
+        assert!(!r.configured);
+        assert_eq!(r.min_delay_for_observed, Some(ms(2400)));
+        assert_eq!(
+            r.recommended,
+            Some(ms(5000)),
+            "never below the delay in use"
+        );
+        assert_eq!(r.reduction, Some(ms(2400)));
+        assert_eq!(r.late_minimum, None);
+        // No reduction when the delay is already the smallest.
+        let tight = Observed::from_terminations(&[termination(2400, Some(1900), 0)]);
+        let r = recommend(&tight, None, 20);
+        assert_eq!((r.recommended, r.reduction), (Some(ms(2400)), None));
+    }
+
+    #[test]
+    fn no_connection_after_the_signal_offers_nothing() {
+        let o = Observed::from_terminations(&[termination(5000, None, 0)]);
+        let r = recommend(&o, None, 20);
+        assert_eq!(r.verdict, ObservedVerdict::Holds);
+        assert_eq!(
+            (r.min_delay_for_observed, r.reduction, r.recommended),
+            (None, None, Some(ms(5000)))
+        );
+        assert_eq!(o.min_margin, None);
+        // Only old lines: nothing is known of arrivals.
+        let old = ObservedTermination {
+            lame_duck: Some(ms(3000)),
+            arrivals: None,
+        };
+        let r = recommend(&Observed::from_terminations(&[old]), None, 20);
+        assert_eq!(r.verdict, ObservedVerdict::Holds);
+        assert_eq!(r.reduction, None);
+        // Nothing at all.
+        let r = recommend(&Observed::default(), None, 20);
+        assert_eq!((r.recommended, r.shutdown_delay), (None, None));
+    }
+
+    #[test]
+    fn a_configured_delay_is_checked() {
+        let o = Observed::from_terminations(&[termination(5000, Some(1900), 0)]);
+        let r = recommend(&o, Some(ms(2000)), 20);
+        assert_eq!(r.verdict, ObservedVerdict::ConfiguredTooShort);
+        assert!(!r.verdict.is_ok());
+        assert_eq!(r.recommended, Some(ms(2400)));
+        let r = recommend(&o, Some(ms(10_000)), 20);
+        assert_eq!(r.verdict, ObservedVerdict::Holds);
+        assert_eq!(
+            (r.recommended, r.reduction),
+            (Some(ms(10_000)), Some(ms(2400)))
+        );
+    }
+
+    #[test]
+    fn late_connections_double_the_delay() {
+        let o = Observed::from_terminations(&[
+            termination(2000, Some(1900), 3),
+            termination(2200, Some(1000), 0),
+        ]);
+        let r = recommend(&o, None, 20);
+        assert_eq!(r.verdict, ObservedVerdict::LateConnections);
+        assert!(!r.verdict.is_ok());
+        // 2 × 2 s = 4 s; the clean termination's longer delay does not count.
+        assert_eq!(r.late_minimum, Some(ms(4000)));
+        assert_eq!(r.recommended, Some(ms(4000)));
+        assert_eq!(r.reduction, None);
+        // Rounded up to 500 ms.
+        let o = Observed::from_terminations(&[termination(2100, Some(1900), 1)]);
+        assert_eq!(recommend(&o, None, 20).recommended, Some(ms(4500)));
+        // Never below what the latest connection needs, nor the configured delay.
+        let o = Observed::from_terminations(&[
+            termination(1000, Some(900), 1),
+            termination(10_000, Some(4000), 0),
+        ]);
+        let r = recommend(&o, None, 20);
+        assert_eq!(
+            (r.late_minimum, r.recommended),
+            (Some(ms(2000)), Some(ms(5100)))
+        );
+        assert_eq!(
+            recommend(&o, Some(ms(8000)), 20).recommended,
+            Some(ms(8000))
+        );
+        // A late termination without a lame duck: its latest connection stands for it.
+        let t = ObservedTermination {
+            lame_duck: None,
+            arrivals: Some(ArrivalCounts {
+                last_new_connection: Some(ms(1600)),
+                late_connections: 1,
+                ..ArrivalCounts::default()
+            }),
+        };
+        let r = recommend(&Observed::from_terminations(&[t]), None, 20);
+        assert_eq!(r.late_minimum, Some(ms(3500)));
+    }
+
+    #[test]
+    fn late_requests_alone_are_no_failure() {
+        let mut t = termination(2000, Some(500), 0);
+        if let Some(a) = t.arrivals.as_mut() {
+            a.late_requests = 40;
+            a.requests_before_ready = 3;
+        }
+        let o = Observed::from_terminations(&[t]);
+        assert_eq!((o.late_requests, o.requests_before_ready), (40, 3));
+        assert_eq!(recommend(&o, None, 20).verdict, ObservedVerdict::Holds);
+    }
+
+    fn model(interval: u64, timeout: u64, threshold: u32, delay: u64) -> Plan {
+        let probes = ProbeSettings::new(
+            Duration::from_secs(interval),
+            Duration::from_secs(timeout),
+            threshold,
+        );
+        let config = Config::builder()
+            .shutdown_delay(Duration::from_secs(delay))
+            .build()
+            .unwrap();
+        plan(&PlanInput::new(probes, config)).unwrap()
+    }
+
+    #[test]
+    fn combined_with_the_model_the_larger_wins() {
+        // Late: 2 × 5 s = 10 s observed, the model's 30 s wins.
+        let late = Observed::from_terminations(&[termination(5000, Some(4500), 2)]);
+        let p = model(10, 10, 2, 5);
+        let c = combine(&recommend(&late, Some(ms(5000)), 20), &p);
+        assert_eq!(
+            (c.observed, c.model, c.recommended),
+            (Some(ms(10_000)), ms(30_000), ms(30_000))
+        );
+        assert!(!c.safe);
+        // Late: 2 × 20 s = 40 s observed beats the model's 12 s.
+        let late = Observed::from_terminations(&[termination(20_000, Some(19_000), 1)]);
+        let p = model(5, 2, 2, 20);
+        let c = combine(&recommend(&late, Some(ms(20_000)), 20), &p);
+        assert_eq!(c.recommended, ms(40_000));
+        assert!(!c.safe, "late connections fail even when the model is safe");
+        // Clean and safe: keep the delay; the reduction is bounded by the model.
+        let clean = Observed::from_terminations(&[termination(30_000, Some(3000), 0)]);
+        let p = model(5, 2, 2, 30);
+        let r = recommend(&clean, Some(ms(30_000)), 20);
+        assert_eq!(r.reduction, Some(ms(3800)));
+        let c = combine(&r, &p);
+        assert_eq!((c.recommended, c.reduction), (ms(30_000), Some(ms(12_000))));
+        assert!(c.safe);
+        // Clean logs but an unsafe model.
+        let p = model(10, 10, 3, 30);
+        let c = combine(&r, &p);
+        assert_eq!((c.recommended, c.reduction), (ms(40_000), None));
+        assert!(!c.safe);
+    }
+}
