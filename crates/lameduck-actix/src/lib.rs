@@ -297,6 +297,12 @@ where
             return answer_health(&self.admission, req);
         }
         let kind = connection_kind(&req);
+        // Kept in the connection's data only if it arrived while arrivals were watched.
+        let arrival = if shared.watching_arrivals() {
+            req.conn_data::<lameduck_hyper::ConnectionArrival>()
+        } else {
+            None
+        };
         let decision = decide(
             shared,
             &request_info(&req),
@@ -304,6 +310,7 @@ where
             *clock,
             &TokioRuntime,
             kind,
+            arrival,
         );
         let (tracker, timeout, long_running, close_connection) = match decision {
             Decision::Reject(response) => {

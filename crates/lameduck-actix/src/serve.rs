@@ -12,6 +12,7 @@ use actix_web::body::MessageBody;
 use actix_web::dev::Extensions;
 use futures_util::future::{select, Either};
 use lameduck::LifecycleSignal;
+use lameduck_hyper::ConnectionArrival;
 use lameduck_hyper::{ConnectionTracker, Runtime, ServeError, Server};
 use lameduck_tokio::TokioRuntime;
 
@@ -116,17 +117,21 @@ fn track_connections(
     lifecycle: Option<LifecycleRef>,
 ) -> impl Fn(&dyn Any, &mut Extensions) + Send + Sync + 'static {
     move |_, extensions| {
-        note_connection(lifecycle.as_ref());
+        note_arrival(lifecycle.as_ref(), extensions);
         // Dropped with the connection's extensions, when the connection ends.
         extensions.insert(Rc::new(tracker.open()));
     }
 }
 
-/// Notes a new connection in the lifecycle's arrivals ([`lameduck_hyper::note_connection`]).
+/// Keeps in the connection's data when it arrived, while the lifecycle watches arrivals
+/// ([`lameduck_hyper::ConnectionArrival`]): its first request other than health and metrics
+/// reports it.
 #[inline]
-pub(crate) fn note_connection(lifecycle: Option<&LifecycleRef>) {
+pub(crate) fn note_arrival(lifecycle: Option<&LifecycleRef>, data: &mut Extensions) {
     if let Some((shared, clock)) = lifecycle {
-        lameduck_hyper::note_connection(shared, *clock, &TokioRuntime);
+        if let Some(arrival) = ConnectionArrival::accepted(shared, *clock, &TokioRuntime) {
+            data.insert(arrival);
+        }
     }
 }
 

@@ -29,7 +29,7 @@ use lameduck_tls::ServerTls;
 
 use crate::goaway::{Announced, GoawayBroadcast, GoawayIo, GoawayRequest};
 use crate::io::ConnectionIo;
-use crate::serve::{idle_linger, note_connection, ActixServer, LifecycleRef, ServeSetup};
+use crate::serve::{idle_linger, note_arrival, ActixServer, LifecycleRef, ServeSetup};
 use crate::tls::TlsAcceptor;
 
 /// The start of the HTTP/2 preface that marks an h2c (prior knowledge) connection, as actix
@@ -272,7 +272,7 @@ where
     let builder = if secure { builder.secure() } else { builder };
     builder
         .on_connect_ext(move |io: &ConnectionIo, data: &mut Extensions| {
-            note_connection(lifecycle_for_connections.as_ref());
+            note_arrival(lifecycle_for_connections.as_ref(), data);
             // Dropped with the connection's data, when the connection ends. A TLS connection
             // is counted by its `TlsIo`, from accept on.
             match io {

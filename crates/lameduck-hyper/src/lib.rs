@@ -64,7 +64,7 @@ mod runtime;
 mod server;
 pub mod sockets;
 
-pub use arrivals::{note_connection, note_request};
+pub use arrivals::{note_request, ConnectionArrival};
 pub use builder::{Builder, Hook};
 pub use connection::context::ListenerContext;
 pub use connection::handshake::{Alpn, Handshake};

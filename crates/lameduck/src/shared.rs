@@ -314,18 +314,24 @@ impl Shared {
         self.arrivals.watching()
     }
 
-    /// Notes a connection accepted at `now` (ask [`Shared::watching_arrivals`] first): during
-    /// a termination, how long after the signal it came, and whether it was late.
-    pub fn note_connection(&self, now: Instant) {
-        if self.arrivals.terminating() {
-            if let Some((offset, late)) = self.termination_offset(now) {
-                if self.has_fired(LifecycleSignal::NotAcceptingNewRequest) {
-                    // Accepted after the shutdown delay (retry-after mode): turned away.
-                    self.arrivals.late_connection();
-                } else {
-                    self.arrivals.connection(offset, late);
-                }
-            }
+    /// Notes a connection accepted at `at` (ask [`Shared::watching_arrivals`] when it is
+    /// accepted): if that was during a termination, how long after the signal it came, and
+    /// whether it was late. Adapters report a connection with its first request other than
+    /// health and metrics, so that a balancer's health checks do not count.
+    pub fn note_connection(&self, at: Instant) {
+        let Some(initiated) = self.fired_at(LifecycleSignal::ShutdownInitiated) else {
+            return;
+        };
+        if at < initiated {
+            return;
+        }
+        let since = at.saturating_duration_since(initiated);
+        match self.fired_at(LifecycleSignal::NotAcceptingNewRequest) {
+            // Accepted after the shutdown delay (retry-after mode): turned away.
+            Some(not_accepting) if at >= not_accepting => self.arrivals.late_connection(),
+            _ => self
+                .arrivals
+                .connection(since, since >= self.config.late_arrivals_from()),
         }
     }
 

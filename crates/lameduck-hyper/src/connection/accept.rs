@@ -68,29 +68,26 @@ pub(crate) async fn accept_loop<R, L, S, H>(
             }
         };
         match accepted {
-            Ok((io, peer)) => {
-                admission.note_connection();
-                match &handshake {
-                    None => runtime.spawn(serve_connection(
-                        &admission,
-                        io,
-                        peer,
-                        service.clone(),
-                        Arc::clone(ctx.control()),
-                        connections.open(),
-                        None,
-                    )),
-                    Some(handshake) => runtime.spawn(handshake_then_serve(
-                        Arc::clone(handshake),
-                        Arc::clone(&admission),
-                        io,
-                        peer,
-                        service.clone(),
-                        Arc::clone(ctx.control()),
-                        connections.open(),
-                    )),
-                }
-            }
+            Ok((io, peer)) => match &handshake {
+                None => runtime.spawn(serve_connection(
+                    &admission,
+                    io,
+                    peer,
+                    service.clone(),
+                    Arc::clone(ctx.control()),
+                    connections.open(),
+                    None,
+                )),
+                Some(handshake) => runtime.spawn(handshake_then_serve(
+                    Arc::clone(handshake),
+                    Arc::clone(&admission),
+                    io,
+                    peer,
+                    service.clone(),
+                    Arc::clone(ctx.control()),
+                    connections.open(),
+                )),
+            },
             Err(e) => {
                 logging::accept_failed(ctx.name(), &e);
                 let sleep = runtime.sleep_until(runtime.now() + ACCEPT_ERROR_BACKOFF);

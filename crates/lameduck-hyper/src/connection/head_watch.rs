@@ -48,12 +48,16 @@ pub(crate) struct ConnActivity<R: Runtime> {
     /// that a request reaches it through its [`InFlight`] without a reference count of its
     /// own).
     pub(crate) admission: AdmissionLayer<R>,
+    /// When the connection arrived, while the lifecycle watched arrivals: reported with its
+    /// first request other than health and metrics.
+    arrival: Option<crate::ConnectionArrival>,
 }
 
 impl<R: Runtime> ConnActivity<R> {
     /// The activity of a new connection whose requests `admission` admits.
     pub(crate) fn new(admission: AdmissionLayer<R>) -> Self {
         ConnActivity {
+            arrival: admission.connection_arrival(),
             heads: AtomicUsize::new(0),
             ended: AtomicUsize::new(0),
             http2: AtomicBool::new(false),
@@ -89,6 +93,12 @@ impl<R: Runtime> InFlight<R> {
     #[inline]
     pub(crate) fn admission(&self) -> &AdmissionLayer<R> {
         &self.0.admission
+    }
+
+    /// When the connection arrived, if the lifecycle watched arrivals then.
+    #[inline]
+    pub(crate) fn arrival(&self) -> Option<&crate::ConnectionArrival> {
+        self.0.arrival.as_ref()
     }
 
     /// The kind of connection the request came on, for admission after the gate closed.

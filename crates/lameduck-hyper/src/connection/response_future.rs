@@ -107,7 +107,7 @@ impl<R: Runtime> ConnAdmission<R> {
         };
         match in_flight
             .admission()
-            .admit(req, in_flight.connection_kind())
+            .admit(req, in_flight.connection_kind(), in_flight.arrival())
         {
             Admitted::Serve {
                 tracker,

@@ -30,6 +30,7 @@ use crate::request::ticket::{
     request_timeout, LongRunningSlot, RequestTracker, Tracker, UpgradeTicketSlot,
 };
 use crate::runtime::Runtime;
+use crate::ConnectionArrival;
 
 /// Handed to long-running handlers as a request extension: resolves when the server stops
 /// accepting new requests (`NotAcceptingNewRequest`), the moment to end the stream cleanly.
@@ -166,10 +167,14 @@ pub fn decide<R: Runtime>(
     clock: StdClock,
     runtime: &R,
     kind: ConnectionKind,
+    arrival: Option<&ConnectionArrival>,
 ) -> Decision {
     let class = shared.classify(info, |i| classifier(i));
     if class != RequestClass::Exempt {
         crate::arrivals::note_request(shared, clock, runtime);
+        if let Some(arrival) = arrival {
+            arrival.first_request(shared);
+        }
     }
     match shared.admit_on(class, kind) {
         Admission::Rejected(rejection) => Decision::Reject(rejection.response()),
@@ -273,10 +278,10 @@ impl Admitted {
 }
 
 impl<R: Runtime> AdmissionLayer<R> {
-    /// Notes a connection just accepted ([`crate::note_connection`]).
+    /// The arrival of a connection that begins now ([`ConnectionArrival::accepted`]).
     #[inline]
-    pub(crate) fn note_connection(&self) {
-        crate::arrivals::note_connection(&self.shared, self.clock, &self.runtime);
+    pub(crate) fn connection_arrival(&self) -> Option<ConnectionArrival> {
+        ConnectionArrival::accepted(&self.shared, self.clock, &self.runtime)
     }
 
     /// Admits the request `req`, which came on a connection of `kind` (answering health
@@ -286,7 +291,12 @@ impl<R: Runtime> AdmissionLayer<R> {
     /// The path of a normal request is kept short: no allocation, no clock read, no timer,
     /// one pass over the request's header names.
     #[inline]
-    pub(crate) fn admit<B>(&self, req: &mut Request<B>, kind: ConnectionKind) -> Admitted {
+    pub(crate) fn admit<B>(
+        &self,
+        req: &mut Request<B>,
+        kind: ConnectionKind,
+        arrival: Option<&ConnectionArrival>,
+    ) -> Admitted {
         let shared = &self.shared;
         let info = request_info(req);
         if self.serve_health && lameduck::health::route(info.path).is_some() {
@@ -298,6 +308,9 @@ impl<R: Runtime> AdmissionLayer<R> {
         let is_exempt = class == lameduck::RequestClass::Exempt;
         if !is_exempt {
             crate::arrivals::note_request(shared, self.clock, &self.runtime);
+            if let Some(arrival) = arrival {
+                arrival.first_request(shared);
+            }
         }
         let tracker = match shared.admit_on(class, kind) {
             Admission::Normal(ticket) => Some(RequestTracker(Tracker::Normal(ticket))),
@@ -402,7 +415,7 @@ where
         let runtime = self.layer.runtime.clone();
         // A middleware inside a server that is not this crate's: the connection is unknown.
         self.layer
-            .admit(&mut req, ConnectionKind::Unknown)
+            .admit(&mut req, ConnectionKind::Unknown, None)
             .into_future(req, None, runtime, |req| inner.call(req))
     }
 }
