@@ -20,6 +20,10 @@ PROOFS = {
         "rolling.rolling_restart_l4",
         "Kubernetes-style rolling update behind HAProxy mode tcp under Go's clients",
     ),
+    "late_arrivals": (
+        "rolling.late_arrivals",
+        "the servers' late-connection figures behind well and badly configured HAProxy, and lameduck plan --observed",
+    ),
     "handover": ("restart.handover", "listener hand-over to a successor (SIGUSR2) under wrk load"),
     "socket_activation": ("restart.socket_activation", "restarts on a systemd-style inherited socket under wrk load"),
     "bad_inputs": ("restart.bad_inputs", "bad inherited state, socket names and failed hand-overs"),

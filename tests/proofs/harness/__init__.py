@@ -7,7 +7,10 @@
   servers    free loopback ports, listening sockets, one example-server instance, HAProxy's
              runtime API;
   tls        a throwaway CA and server certificate (openssl), and the run's TLS;
-  loads      HTTP requests, wrk, a `/watch` stream reader and a keep-alive probe.
+  loads      HTTP requests, wrk, a `/watch` stream reader and a keep-alive probe;
+  haproxy    HAProxy (mode http) health-checking /readyz, or with endpoints removed through
+             its runtime API;
+  summary    the termination summary and arrival warnings an example server logged.
 
 Stdlib only. Loopback only.
 """
@@ -24,6 +27,7 @@ from harness.builds import (  # noqa: F401
     parse_runtimes,
     target_dir,
 )
+from harness.haproxy import HAProxy  # noqa: F401
 from harness.loads import (  # noqa: F401
     KeepAliveProbe,
     WatchStream,
@@ -52,4 +56,5 @@ from harness.servers import (  # noqa: F401
     port_of,
     show_stat,
 )
+from harness.summary import seconds, termination_summary, warning_counts  # noqa: F401
 from harness.tls import Tls, connect, run_tls, use_tls  # noqa: F401

@@ -57,8 +57,10 @@ def parse_wrk(text):
     }
 
 
-def wrk(port, duration, workdir, name, threads=2, connections=32, path="/"):
-    """Starts wrk (keep-alive) against 127.0.0.1:`port`; returns (proc, output path)."""
+def wrk(port, duration, workdir, name, threads=2, connections=32, path="/", headers=()):
+    """Starts wrk (keep-alive, unless `headers` has `Connection: close`) against
+    127.0.0.1:`port`, with each of `headers` added to every request; returns (proc, output
+    path)."""
     out_path = os.path.join(workdir, f"{name}.out")
     with open(out_path, "wb") as out:
         proc = spawn(
@@ -70,6 +72,7 @@ def wrk(port, duration, workdir, name, threads=2, connections=32, path="/"):
                 "--timeout",
                 "5s",
                 "--latency",
+                *[a for hd in headers for a in ("-H", hd)],
                 f"{'http' if run_tls() is None else 'https'}://127.0.0.1:{port}{path}",
             ],
             out,

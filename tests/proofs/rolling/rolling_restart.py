@@ -28,9 +28,7 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import tempfile
-import threading
 import time
 
 import harness as h
@@ -51,114 +49,6 @@ MARGIN_MS = max(DETECTION_MS, 500)
 SHUTDOWN_DELAY_MS = DETECTION_MS + MARGIN_MS
 
 
-class HAProxy:
-    def __init__(self, workdir, frontend_port, servers):
-        self.workdir = workdir
-        self.port = frontend_port
-        self.sock_path = os.path.join(workdir, "haproxy.sock")
-        self.cfg_path = os.path.join(workdir, "haproxy.cfg")
-        lines = [
-            "global",
-            # Small enough for a default open-files limit (HAProxy needs about 2 x maxconn).
-            "    maxconn 256",
-            f"    stats socket {self.sock_path} mode 600 level admin",
-            "",
-            "defaults",
-            "    mode http",
-            "    option http-keep-alive",
-            "    retries 0",
-            "    timeout connect 2s",
-            "    timeout client 30s",
-            "    timeout server 30s",
-            f"    timeout check {CHECK_TIMEOUT_MS}ms",
-            "",
-            "frontend fe",
-            f"    bind 127.0.0.1:{frontend_port}",
-            "    default_backend be",
-            "",
-            "backend be",
-            "    balance roundrobin",
-            "    http-reuse safe",
-            "    option httpchk GET /readyz",
-            "    http-check expect status 200",
-            f"    default-server inter {INTER_MS}ms fall {FALL} rise {RISE}",
-        ]
-        lines += [f"    server {name} 127.0.0.1:{port} check" for name, port in servers]
-        with open(self.cfg_path, "w") as f:
-            f.write("\n".join(lines) + "\n")
-        self.proc = None
-        self.transitions = []  # (monotonic time, server, status)
-        self._stop = threading.Event()
-        self._monitor = None
-        self._status = {}
-
-    def start(self):
-        subprocess.run(["haproxy", "-c", "-q", "-f", self.cfg_path], check=True, timeout=30)
-        self.log_path = os.path.join(self.workdir, "haproxy.log")
-        with open(self.log_path, "wb") as out:
-            self.proc = h.spawn(["haproxy", "-db", "-f", self.cfg_path], out, subprocess.STDOUT)
-        self._monitor = threading.Thread(target=self._watch, daemon=True)
-        self._monitor.start()
-
-    def stop(self):
-        self._stop.set()
-        if self._monitor:
-            self._monitor.join(timeout=5)
-        if self.proc:
-            h.kill(self.proc)
-
-    def show_stat(self):
-        return h.show_stat(self.sock_path)
-
-    def _watch(self):
-        while not self._stop.is_set():
-            try:
-                stats = self.show_stat()
-            except OSError:
-                stats = {}
-            now = time.monotonic()
-            for name, fields in stats.items():
-                status = fields.get("status", "?")
-                if self._status.get(name) != status:
-                    self._status[name] = status
-                    self.transitions.append((now, name, status))
-            self._stop.wait(0.02)
-
-    def check_alive(self):
-        if self.proc.poll() is not None:
-            with open(self.log_path, "r", errors="replace") as f:
-                tail = "".join(f.readlines()[-20:])
-            raise RuntimeError(f"haproxy exited with {self.proc.returncode}:\n{tail}")
-
-    def status(self, name):
-        return self._status.get(name)
-
-    def wait_status(self, name, want, timeout):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.status(name) == want:
-                return time.monotonic()
-            self.check_alive()
-            time.sleep(0.02)
-        raise RuntimeError(f"HAProxy did not report {name} {want} within {timeout}s (now {self.status(name)})")
-
-    def wait_transition(self, name, want, after, timeout):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            at = self.first_transition(name, want, after)
-            if at is not None:
-                return at
-            self.check_alive()
-            time.sleep(0.02)
-        raise RuntimeError(f"HAProxy did not report {name} {want} within {timeout}s (now {self.status(name)})")
-
-    def first_transition(self, name, status, after):
-        for at, n, s in self.transitions:
-            if n == name and s == status and at >= after:
-                return at
-        return None
-
-
 def run_one(binary, runtime, mode, delay_ms, args, keep_dir):
     """One rolling restart under load. Returns a result dict."""
     workdir = tempfile.mkdtemp(prefix=f"rolling-{runtime}-{mode}-{delay_ms}-")
@@ -167,7 +57,8 @@ def run_one(binary, runtime, mode, delay_ms, args, keep_dir):
         flags.append("--shutdown-send-retry-after")
     instances = [h.Instance(binary, name, h.free_port(), flags, workdir) for name in ("a", "b")]
     fe_port = h.free_port()
-    haproxy = HAProxy(workdir, fe_port, [(i.name, i.port) for i in instances])
+    haproxy = h.HAProxy(workdir, fe_port, [(i.name, i.port) for i in instances], inter_ms=INTER_MS,
+                        fall=FALL, rise=RISE, check_timeout_ms=CHECK_TIMEOUT_MS)
     wrks = []
     events = []
     problems = []
