@@ -81,7 +81,7 @@ def tcp_haproxy(workdir, fe_port, servers, tls=None):
     """rolling_restart's HAProxy and health checks, in `mode tcp`: the client's connections
     pass through to the servers (h2c, or TLS sessions with `tls`, a harness.Tls); with
     `tls` the checks are made over TLS, verified against the CA."""
-    haproxy = rr.HAProxy(workdir, fe_port, servers)
+    haproxy = h.HAProxy(workdir, fe_port, servers)
     with open(haproxy.cfg_path) as f:
         cfg = f.read()
     cfg = cfg.replace("    mode http\n", "    mode tcp\n")
@@ -99,7 +99,7 @@ def tcp_haproxy(workdir, fe_port, servers, tls=None):
 
 def h2_haproxy(workdir, fe_port, servers):
     """rolling_restart's HAProxy, with HTTP/2 on the frontend and to the servers."""
-    haproxy = rr.HAProxy(workdir, fe_port, servers)
+    haproxy = h.HAProxy(workdir, fe_port, servers)
     with open(haproxy.cfg_path) as f:
         cfg = f.read()
     cfg = cfg.replace(f"bind 127.0.0.1:{fe_port}\n", f"bind 127.0.0.1:{fe_port} proto h2\n")
