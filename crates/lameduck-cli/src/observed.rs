@@ -9,7 +9,7 @@ use lameduck::config::DEFAULT_LATE_ARRIVAL_PERCENT;
 use lameduck::duration::GoDuration;
 use lameduck::plan::observed::{
     combine, recommend, CombinedRecommendation, ObservedRecommendation, ObservedVerdict,
-    LATE_FACTOR, LATE_STEP,
+    LATE_FACTOR, LATE_STEP, PROBE_SLACK,
 };
 use lameduck::plan::Plan;
 
@@ -336,6 +336,15 @@ fn figures(logs: &Logs, r: &ObservedRecommendation) -> String {
         "before ready   {} before /readyz first answered ready",
         count(o.requests_before_ready, "request")
     );
+    if let Some(period) = o.late_probe_interval {
+        let _ = writeln!(
+            s,
+            "probes         /readyz asked every {} before the signal; up to {} after it in a \
+             late termination, and the balancer still sent",
+            d(period),
+            count(o.late_failed_probes, "failed probe")
+        );
+    }
     s
 }
 
@@ -345,6 +354,24 @@ fn late_reason(logs: &Logs, r: &ObservedRecommendation, recommended: Duration) -
     let late_delay = o
         .late_shutdown_delay
         .map_or_else(String::new, |x| d(x).to_string());
+    if let (Some(probe_minimum), Some(threshold), Some(period)) =
+        (r.probe_minimum, r.failure_threshold, o.late_probe_interval)
+    {
+        if recommended == probe_minimum {
+            return format!(
+                "the balancer probed /readyz every {} and still sent after {}: a threshold of \
+                 {threshold} failed probes takes {threshold} × {} + {}, kept out of the last \
+                 {}% of the delay, rounded up to {} (assumes the prober is the balancer that \
+                 routes)",
+                d(period),
+                count(o.late_failed_probes, "failed probe"),
+                d(period),
+                d(PROBE_SLACK),
+                r.late_arrival_percent,
+                d(LATE_STEP)
+            );
+        }
+    }
     if Some(recommended) == r.late_minimum {
         format!(
             "{LATE_FACTOR} × the observed delay {late_delay}, rounded up to {}",
@@ -413,13 +440,22 @@ fn recommendation_alone(logs: &Logs, r: &ObservedRecommendation) -> String {
                 d(recommended),
                 late_reason(logs, r, recommended)
             );
-            let _ = writeln!(
-                s,
-                "lower bound    the load balancer still opened connections late in the shutdown \
-                 delay, so the logs only show that its detection takes longer: the true \
-                 detection time is unknown from the logs; give the load balancer's flags \
-                 ({PROBE_FLAGS}) or --deployment to compute its worst case"
-            );
+            if r.probe_minimum.is_some() {
+                let _ = writeln!(
+                    s,
+                    "estimate       the detection time comes from the /readyz probes the servers \
+                     saw and an assumed failure threshold; give the load balancer's flags \
+                     ({PROBE_FLAGS}) or --deployment to compute its worst case"
+                );
+            } else {
+                let _ = writeln!(
+                    s,
+                    "lower bound    the load balancer still opened connections late in the \
+                     shutdown delay, so the logs only show that its detection takes longer: the \
+                     true detection time is unknown from the logs; give the load balancer's \
+                     flags ({PROBE_FLAGS}) or --deployment to compute its worst case"
+                );
+            }
         }
     }
     s

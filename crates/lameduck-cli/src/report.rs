@@ -167,6 +167,17 @@ pub struct ObservedReport {
     pub min_delay_for_observed_seconds: Option<Seconds>,
     /// With late connections: 2 × the longest delay that had them, rounded up to 500 ms.
     pub late_minimum_seconds: Option<Seconds>,
+    /// With late connections: the `/readyz` probe period the servers saw before the signal
+    /// (the longest), or `null`.
+    pub readyz_probe_interval_seconds: Option<Seconds>,
+    /// With late connections: the most failed `/readyz` probes of a late termination.
+    pub failed_readyz_probes: u64,
+    /// With late connections and a probe period: the failure threshold assumed of the
+    /// balancer (at least 3, and one more than the failed probes it ignored), or `null`.
+    pub assumed_failure_threshold: Option<u64>,
+    /// With late connections and a probe period: the delay that keeps the probe-driven
+    /// detection (threshold × period + 0.5 s) out of the late part, or `null`.
+    pub probe_minimum_seconds: Option<Seconds>,
     /// What the logs recommend on their own, or `null`.
     pub observed_recommendation_seconds: Option<Seconds>,
     /// With the model: its minimum safe shutdown delay (worst-case detection), else `null`.
@@ -397,6 +408,10 @@ pub fn build_observed(
         shutdown_delay_configured: r.configured,
         min_delay_for_observed_seconds: r.min_delay_for_observed.map(Seconds),
         late_minimum_seconds: r.late_minimum.map(Seconds),
+        readyz_probe_interval_seconds: o.late_probe_interval.map(Seconds),
+        failed_readyz_probes: o.late_failed_probes,
+        assumed_failure_threshold: r.failure_threshold,
+        probe_minimum_seconds: r.probe_minimum.map(Seconds),
         observed_recommendation_seconds: r.recommended.map(Seconds),
         model_recommendation_seconds: combined.map(|c| Seconds(c.model)),
         recommended_shutdown_delay_seconds: match combined {

@@ -181,6 +181,48 @@ fn the_late_minimum_is_rounded_up_to_500ms() {
 }
 
 #[test]
+fn the_readiness_probes_seen_estimate_the_balancers_detection() {
+    // HAProxy `inter 2s fall 3` against a 2 s delay: the server saw /readyz every 2 s before
+    // the signal, one failed probe after it, and connections until the listener closed.
+    let log = temp(
+        "late-probed.log",
+        summary(
+            "2.000s",
+            "last_new_connection=1.995s last_new_request=1.996s late_connections=14 \
+             late_requests=14 requests_before_ready=0 readyz_probe_interval=2.001s \
+             failed_readyz_probes=1",
+        )
+        .as_bytes(),
+    );
+    let o = observed(&[&log], &[]);
+    let out = stdout(&o);
+    assert_eq!(code(&o), Some(1), "{out}");
+    // 3 × 2.001 s + 0.5 s = 6.503 s, out of the last 20 %: 8.2 s, rounded up to 500 ms.
+    assert!(
+        out.contains(
+            "recommended    --shutdown-delay 8.5s at least: the balancer probed /readyz every \
+             2.001s and still sent after 1 failed probe"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("probes         /readyz asked every 2.001s"),
+        "{out}"
+    );
+    assert!(
+        out.contains("estimate       the detection time comes from"),
+        "{out}"
+    );
+    let r = observed_json(&observed(&[&log], &["--json"])).observed;
+    assert_eq!(r.readyz_probe_interval_seconds, Some(secs(2.001)));
+    assert_eq!(r.failed_readyz_probes, 1);
+    assert_eq!(r.assumed_failure_threshold, Some(3));
+    assert_eq!(r.late_minimum_seconds, Some(secs(4.0)));
+    assert_eq!(r.probe_minimum_seconds, Some(secs(8.5)));
+    assert_eq!(r.recommended_shutdown_delay_seconds, Some(secs(8.5)));
+}
+
+#[test]
 fn late_requests_alone_are_reported_never_failed() {
     let log = temp(
         "late-requests.log",

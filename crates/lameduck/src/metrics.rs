@@ -87,6 +87,12 @@ pub const LAST_NEW_ARRIVAL: &str = "lameduck_last_new_arrival_seconds";
 pub const LATE_ARRIVALS: &str = "lameduck_late_arrivals_total";
 /// `lameduck_requests_before_ready_total`: requests while `/readyz` said "not ready".
 pub const REQUESTS_BEFORE_READY: &str = "lameduck_requests_before_ready_total";
+/// `lameduck_readyz_probe_interval_seconds`: the time between the last two `/readyz`
+/// requests before `ShutdownInitiated`.
+pub const READYZ_PROBE_INTERVAL: &str = "lameduck_readyz_probe_interval_seconds";
+/// `lameduck_failed_readyz_probes_total`: `/readyz` answered "not ready" after
+/// `ShutdownInitiated`.
+pub const FAILED_READYZ_PROBES: &str = "lameduck_failed_readyz_probes_total";
 
 /// Every series lameduck records.
 pub const SERIES: &[Series] = &[
@@ -182,6 +188,20 @@ pub const SERIES: &[Series] = &[
         help: "Requests (health and metrics aside) that arrived after /readyz answered not ready and before it first answered ready: the load balancer does not honour the readiness probe.",
     },
     Series {
+        name: READYZ_PROBE_INTERVAL,
+        kind: SeriesKind::Gauge,
+        labels: &[],
+        unit: Some(Unit::Seconds),
+        help: "The time between the last two /readyz requests before ShutdownInitiated: the load balancer's probe period as the server sees it (shorter when several probers interleave); absent until two arrived.",
+    },
+    Series {
+        name: FAILED_READYZ_PROBES,
+        kind: SeriesKind::Counter,
+        labels: &[],
+        unit: None,
+        help: "/readyz requests answered not ready after ShutdownInitiated: with late connections, the failed probes the load balancer ignored (its failure threshold is higher).",
+    },
+    Series {
         name: TERMINATION_DURATION,
         kind: SeriesKind::Gauge,
         labels: &[],
@@ -262,6 +282,10 @@ pub fn record_state(shared: &Shared) {
     counter!(LATE_ARRIVALS, "kind" => "connection").absolute(arrivals.late_connections);
     counter!(LATE_ARRIVALS, "kind" => "request").absolute(arrivals.late_requests);
     counter!(REQUESTS_BEFORE_READY).absolute(arrivals.requests_before_ready);
+    if let Some(d) = arrivals.readyz_probe_interval {
+        gauge!(READYZ_PROBE_INTERVAL).set(d.as_secs_f64());
+    }
+    counter!(FAILED_READYZ_PROBES).absolute(arrivals.failed_readyz_probes);
     gauge!(TERMINATION_BUDGET)
         .set(termination_budget(shared.config()).map_or(f64::INFINITY, |d| d.as_secs_f64()));
 }

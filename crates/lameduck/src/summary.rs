@@ -8,13 +8,14 @@
 //! [`SummaryRecord`] and logs it after [`SUMMARY_MARKER`]:
 //!
 //! ```text
-//! [graceful-termination] termination summary: cause=signal signal_to_exit=1.503s lame_duck=0.500s normal_drain=1.002s long_running_drain=- requests_drained=3 requests_remaining=0 streams_ended=0 streams_remaining=0 rejected=4 rejected_not_accepting=0 rejected_retry_after=4 rejected_request_timeout=0 rejected_routes_not_ready=0 last_new_connection=0.120s last_new_request=0.380s late_connections=0 late_requests=4 requests_before_ready=0 code=0
+//! [graceful-termination] termination summary: cause=signal signal_to_exit=1.503s lame_duck=0.500s normal_drain=1.002s long_running_drain=- requests_drained=3 requests_remaining=0 streams_ended=0 streams_remaining=0 rejected=4 rejected_not_accepting=0 rejected_retry_after=4 rejected_request_timeout=0 rejected_routes_not_ready=0 last_new_connection=0.120s last_new_request=0.380s late_connections=0 late_requests=4 requests_before_ready=0 readyz_probe_interval=1.000s failed_readyz_probes=0 code=0
 //! ```
 //!
 //! Durations are seconds with three decimals and an `s`; `-` stands for a stage that did not
 //! happen (or, for `last_new_connection` and `last_new_request`, for no arrival after the
-//! signal). The arrival fields are those of [`ArrivalCounts`]. [`SummaryRecord::parse_line`] reads such a line back (tests compare its numbers
-//! with what they sent).
+//! signal, and for `readyz_probe_interval`, for fewer than two `/readyz` requests before it).
+//! The arrival fields are those of [`ArrivalCounts`]. [`SummaryRecord::parse_line`] reads such
+//! a line back (tests compare its numbers with what they sent).
 
 use core::fmt;
 use core::time::Duration;
@@ -161,12 +162,14 @@ impl fmt::Display for SummaryRecord {
         write!(
             f,
             " last_new_connection={} last_new_request={} late_connections={} late_requests={} \
-             requests_before_ready={}",
+             requests_before_ready={} readyz_probe_interval={} failed_readyz_probes={}",
             Secs(a.last_new_connection),
             Secs(a.last_new_request),
             a.late_connections,
             a.late_requests,
             a.requests_before_ready,
+            Secs(a.readyz_probe_interval),
+            a.failed_readyz_probes,
         )?;
         match self.code {
             Some(code) => write!(f, " code={code}"),
@@ -192,7 +195,7 @@ impl SummaryRecord {
     ///     streams_ended=0 streams_remaining=0 rejected=4 rejected_not_accepting=0 \
     ///     rejected_retry_after=4 rejected_request_timeout=0 rejected_routes_not_ready=0 \
     ///     last_new_connection=1.900s last_new_request=- late_connections=1 late_requests=4 \
-    ///     requests_before_ready=0 code=0";
+    ///     requests_before_ready=0 readyz_probe_interval=2.001s failed_readyz_probes=1 code=0";
     /// let s = SummaryRecord::parse_line(line).unwrap();
     /// assert_eq!(s.requests_drained, 3);
     /// assert_eq!(s.rejected.get(RejectionReason::RetryAfter), 4);
@@ -272,6 +275,14 @@ impl SummaryRecord {
                 }
                 "requests_before_ready" => {
                     r.arrivals.requests_before_ready = value.parse().ok()?;
+                    0
+                }
+                "readyz_probe_interval" => {
+                    r.arrivals.readyz_probe_interval = parse_secs(value)?;
+                    0
+                }
+                "failed_readyz_probes" => {
+                    r.arrivals.failed_readyz_probes = value.parse().ok()?;
                     0
                 }
                 "code" => {
@@ -473,6 +484,8 @@ mod tests {
             late_connections: 1,
             late_requests: 2,
             requests_before_ready: 0,
+            readyz_probe_interval: Some(Duration::from_millis(2000)),
+            failed_readyz_probes: 1,
         };
         let r = s.record(rejected, arrivals);
         assert_eq!(r.cause, Some(StopCause::OsSignal));
@@ -486,7 +499,8 @@ mod tests {
         assert!(line.starts_with("cause=signal signal_to_exit=1.600s lame_duck=0.500s"));
         assert!(line.ends_with(
             "rejected_routes_not_ready=0 last_new_connection=0.380s last_new_request=0.420s \
-             late_connections=1 late_requests=2 requests_before_ready=0 code=0"
+             late_connections=1 late_requests=2 requests_before_ready=0 \
+             readyz_probe_interval=2.000s failed_readyz_probes=1 code=0"
         ));
         let text = alloc::format!("x [graceful-termination] {SUMMARY_MARKER} {line}");
         assert_eq!(SummaryRecord::parse_line(&text), Some(r));

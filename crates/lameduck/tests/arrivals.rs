@@ -159,3 +159,38 @@ fn requests_while_readyz_says_not_ready_are_counted_once_it_was_asked() {
     assert_eq!(shared.note_request(sim.now), RequestArrival::Noted);
     assert_eq!(shared.arrivals().requests_before_ready, 2);
 }
+
+#[test]
+fn readiness_probes_give_the_probe_period_and_the_failed_probes() {
+    let mut sim = Sim::serving(config(ShutdownMode::CloseListener, secs(2)), |_| {});
+    let shared = sim.shared();
+    let probe = |sim: &Sim| {
+        shared
+            .health("/readyz", None, sim.now)
+            .expect("health path")
+            .status
+    };
+    // A balancer probing every 2 s; other health paths do not count.
+    assert_eq!(probe(&sim), 200);
+    assert_eq!(shared.arrivals().readyz_probe_interval, None);
+    sim.advance(secs(2));
+    assert_eq!(probe(&sim), 200);
+    sim.advance(ms(1500));
+    let _ = shared.health("/livez", None, sim.now);
+    sim.advance(ms(500));
+    assert_eq!(probe(&sim), 200);
+    assert_eq!(shared.arrivals().readyz_probe_interval, Some(secs(2)));
+    // The signal 0.7 s later; the probe after it fails and is counted, not timed.
+    sim.advance(ms(700));
+    sim.stop();
+    sim.advance(ms(1300));
+    assert_ne!(probe(&sim), 200);
+    sim.advance(ms(100));
+    assert_ne!(probe(&sim), 200);
+    let a = shared.arrivals();
+    assert_eq!(a.readyz_probe_interval, Some(secs(2)));
+    assert_eq!(a.failed_readyz_probes, 2);
+    // A per-check path is not the balancer's probe.
+    let _ = shared.health("/readyz/shutdown", None, sim.now);
+    assert_eq!(shared.arrivals().failed_readyz_probes, 2);
+}

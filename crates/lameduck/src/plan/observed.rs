@@ -21,7 +21,13 @@
 //! * **Late connections.** The balancer was still opening connections when the shutdown delay
 //!   ran out, so its detection time is only known to be longer than what was observed. The
 //!   recommendation is at least twice the longest delay that had late connections, rounded up
-//!   to 500 ms ([`LATE_FACTOR`], [`LATE_STEP`]).
+//!   to 500 ms ([`LATE_FACTOR`], [`LATE_STEP`]). When the server also saw the balancer's
+//!   readiness probes (`readyz_probe_interval`, `failed_readyz_probes`), the balancer's
+//!   detection is estimated from them: a failure threshold of at least
+//!   [`ASSUMED_FAILURE_THRESHOLD`], and one more than the failed probes it ignored, times the
+//!   probe period, plus [`PROBE_SLACK`]. The recommendation keeps that detection out of the
+//!   late part of the delay too. This assumes the prober is the balancer that routes: with
+//!   Kubernetes endpoint removal and a kubelet probing every 10 s, it overestimates.
 //! * **With the model** ([`combine`]): the larger of the observed recommendation and the
 //!   model's minimum safe shutdown delay.
 //!
@@ -75,13 +81,23 @@ pub const LATE_STEP: Duration = Duration::from_millis(500);
 pub const LATE_FACTOR: u32 = 2;
 
 /// The arrival fields, which lines written before they existed lack.
-const ARRIVAL_KEYS: [&str; 5] = [
+const ARRIVAL_KEYS: [&str; 7] = [
     "last_new_connection",
     "last_new_request",
     "late_connections",
     "late_requests",
     "requests_before_ready",
+    "readyz_probe_interval",
+    "failed_readyz_probes",
 ];
+
+/// The failed probes a balancer is assumed to need before it stops sending, when the logs
+/// show it ignoring fewer: HAProxy's `fall` and Kubernetes' `failureThreshold` default to 3.
+pub const ASSUMED_FAILURE_THRESHOLD: u64 = 3;
+
+/// What a probe-driven detection adds to the probes' period: one probe's answer and the
+/// balancer's scheduling, 500 ms.
+pub const PROBE_SLACK: Duration = Duration::from_millis(500);
 
 /// The longest value an error message quotes, in characters.
 const QUOTED_VALUE_CHARS: usize = 40;
@@ -264,6 +280,13 @@ pub struct Observed {
     /// connection when it has no `lame_duck`): the balancer's detection took longer than
     /// most of it.
     pub late_shutdown_delay: Option<Duration>,
+    /// The longest `/readyz` probe period before the signal of a termination with late
+    /// connections (`readyz_probe_interval`): how often the balancer asked, as the server
+    /// saw it.
+    pub late_probe_interval: Option<Duration>,
+    /// The most `/readyz` answers "not ready" of a termination with late connections
+    /// (`failed_readyz_probes`): the balancer kept sending after that many failed probes.
+    pub late_failed_probes: u64,
 }
 
 fn max_opt(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
@@ -318,6 +341,8 @@ impl Observed {
                 self.late_shutdown_delay,
                 t.lame_duck.or(a.last_new_connection),
             );
+            self.late_probe_interval = max_opt(self.late_probe_interval, a.readyz_probe_interval);
+            self.late_failed_probes = self.late_failed_probes.max(a.failed_readyz_probes);
         }
         self.late_requests = self.late_requests.saturating_add(a.late_requests);
         self.requests_before_ready = self
@@ -346,6 +371,8 @@ impl Observed {
             .requests_before_ready
             .saturating_add(other.requests_before_ready);
         self.late_shutdown_delay = max_opt(self.late_shutdown_delay, other.late_shutdown_delay);
+        self.late_probe_interval = max_opt(self.late_probe_interval, other.late_probe_interval);
+        self.late_failed_probes = self.late_failed_probes.max(other.late_failed_probes);
     }
 
     /// Whether any termination had late connections: the balancer stopped sending new
@@ -396,8 +423,16 @@ pub struct ObservedRecommendation {
     /// With late connections: [`LATE_FACTOR`] × [`Observed::late_shutdown_delay`], rounded up
     /// to [`LATE_STEP`].
     pub late_minimum: Option<Duration>,
+    /// With late connections and a known probe period ([`Observed::late_probe_interval`]):
+    /// the failure threshold assumed of the balancer, the larger of
+    /// [`ASSUMED_FAILURE_THRESHOLD`] and one more than the failed probes it ignored.
+    pub failure_threshold: Option<u64>,
+    /// With late connections and a known probe period: the delay that keeps the balancer's
+    /// probe-driven detection, `failure_threshold × probe period +` [`PROBE_SLACK`], out of
+    /// the late part, rounded up to [`LATE_STEP`].
+    pub probe_minimum: Option<Duration>,
     /// The recommended shutdown delay: the largest of the delay in use,
-    /// `min_delay_for_observed` and `late_minimum` (`None`: none is known).
+    /// `min_delay_for_observed`, `late_minimum` and `probe_minimum` (`None`: none is known).
     pub recommended: Option<Duration>,
     /// Without late connections: `min_delay_for_observed` when it is below the delay in use, a
     /// reduction the observations allow (not one they prove safe).
@@ -462,7 +497,26 @@ pub fn recommend(
     } else {
         None
     };
-    let recommended = max_opt(max_opt(shutdown_delay, need), late_minimum);
+    let failure_threshold = (late && observed.late_probe_interval.is_some())
+        .then(|| ASSUMED_FAILURE_THRESHOLD.max(observed.late_failed_probes.saturating_add(1)));
+    let probe_minimum = match (failure_threshold, observed.late_probe_interval) {
+        (Some(threshold), Some(period)) => {
+            let times = u32::try_from(threshold).unwrap_or(u32::MAX);
+            let detection = period
+                .checked_mul(times)
+                .and_then(|d| d.checked_add(PROBE_SLACK))
+                .unwrap_or(Duration::MAX);
+            Some(ceil_to(
+                min_delay_not_late(detection, late_arrival_percent),
+                LATE_STEP,
+            ))
+        }
+        _ => None,
+    };
+    let recommended = max_opt(
+        max_opt(max_opt(shutdown_delay, need), late_minimum),
+        probe_minimum,
+    );
     let verdict = if late {
         ObservedVerdict::LateConnections
     } else if configured.is_some() && matches!((need, configured), (Some(n), Some(c)) if c < n) {
@@ -481,6 +535,8 @@ pub fn recommend(
         configured: configured.is_some(),
         min_delay_for_observed: need,
         late_minimum,
+        failure_threshold,
+        probe_minimum,
         recommended,
         reduction,
     }

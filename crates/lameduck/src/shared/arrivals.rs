@@ -12,6 +12,12 @@
 //! but they are not the balancer's decision (an HTTP/2 client keeps its connection until
 //! GOAWAY), so only late connections call for a warning.
 //!
+//! The readiness probes are watched too: the time between the last two `/readyz` requests
+//! before the signal (the balancer's probe period, as the server sees it) and how many
+//! `/readyz` answered "not ready" after it. A balancer that kept sending after several failed
+//! probes needs more of them to give up; the planner turns that into a delay
+//! ([`plan::observed`](crate::plan)).
+//!
 //! The core reads no clock: the adapters pass the instant of each arrival, and they ask only
 //! while [`Shared::watching_arrivals`](super::Shared::watching_arrivals) says so (one relaxed load per request and connection),
 //! from the moment `/readyz` first answered "not ready" until `HasBeenReady`, and from
@@ -23,6 +29,7 @@ use core::time::Duration;
 
 use crate::signal::LifecycleSignal;
 use crate::sync::{AtomicU64, AtomicU8, Ordering};
+use crate::time::Instant;
 
 /// A bit of `Arrivals::watch`: `/readyz` answered "not ready" before `HasBeenReady`.
 const NOT_READY_PROBED: u8 = 1;
@@ -43,6 +50,14 @@ pub(crate) struct Arrivals {
     late_connections: AtomicU64,
     late_requests: AtomicU64,
     before_ready: AtomicU64,
+    /// The instant of the latest `/readyz` request before `ShutdownInitiated`, in
+    /// nanoseconds plus one.
+    last_probe: AtomicU64,
+    /// Nanoseconds between the last two `/readyz` requests before `ShutdownInitiated`, plus
+    /// one.
+    probe_interval: AtomicU64,
+    /// `/readyz` answered "not ready" from `ShutdownInitiated` on.
+    failed_probes: AtomicU64,
 }
 
 impl Arrivals {
@@ -54,6 +69,9 @@ impl Arrivals {
             late_connections: AtomicU64::new(0),
             late_requests: AtomicU64::new(0),
             before_ready: AtomicU64::new(0),
+            last_probe: AtomicU64::new(NONE),
+            probe_interval: AtomicU64::new(NONE),
+            failed_probes: AtomicU64::new(0),
         }
     }
 }
@@ -124,6 +142,24 @@ impl Arrivals {
         }
     }
 
+    /// The root `/readyz` answered at `now`, after `ShutdownInitiated` or not (`shutting_down`),
+    /// with "ready" or not. Before the signal it times the probe period; after it, a "not
+    /// ready" answer counts as a failed probe.
+    pub(crate) fn readyz_probe(&self, now: Instant, shutting_down: bool, ready: bool) {
+        if shutting_down {
+            if !ready {
+                self.failed_probes.fetch_add(1, Ordering::Relaxed);
+            }
+            return;
+        }
+        let at = now.as_nanos().saturating_add(1);
+        let previous = self.last_probe.swap(at, Ordering::AcqRel);
+        if previous != NONE && at > previous {
+            self.probe_interval
+                .store((at - previous).saturating_add(1), Ordering::Release);
+        }
+    }
+
     /// Follows the lifecycle: `signal` has just fired for the first time.
     pub(crate) fn follow(&self, signal: LifecycleSignal) {
         match signal {
@@ -149,6 +185,8 @@ impl Arrivals {
             late_connections: self.late_connections.load(Ordering::Relaxed),
             late_requests: self.late_requests.load(Ordering::Relaxed),
             requests_before_ready: self.before_ready.load(Ordering::Relaxed),
+            readyz_probe_interval: offset(self.probe_interval.load(Ordering::Acquire)),
+            failed_readyz_probes: self.failed_probes.load(Ordering::Relaxed),
         }
     }
 }
@@ -188,6 +226,15 @@ pub struct ArrivalCounts {
     /// Requests (health and metrics aside) that arrived after `/readyz` answered "not ready"
     /// and before it first answered "ready".
     pub requests_before_ready: u64,
+    /// The time between the last two `/readyz` requests before `ShutdownInitiated`: the
+    /// balancer's probe period as the server saw it (`None`: fewer than two). Several probers
+    /// (a balancer with several health checkers, a kubelet beside it) interleave and make it
+    /// look shorter.
+    pub readyz_probe_interval: Option<Duration>,
+    /// `/readyz` requests answered "not ready" from `ShutdownInitiated` on, while the server
+    /// still accepted: the failed probes a balancer saw before it stopped sending (or before
+    /// the delay ran out).
+    pub failed_readyz_probes: u64,
 }
 
 impl ArrivalCounts {

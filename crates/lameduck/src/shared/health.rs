@@ -121,13 +121,16 @@ impl Shared {
             .collect();
         let response = health::render_root(endpoint, &outcomes, query);
         if endpoint == Endpoint::Readyz {
+            let shutting_down = self.has_fired(LifecycleSignal::ShutdownInitiated);
+            self.arrivals
+                .readyz_probe(now, shutting_down, response.status == 200);
             if response.status == 200 {
                 self.fire_unless(
                     LifecycleSignal::HasBeenReady,
                     LifecycleSignal::ShutdownInitiated,
                     now,
                 );
-            } else if !self.has_fired(LifecycleSignal::ShutdownInitiated) {
+            } else if !shutting_down {
                 // A readiness probe said "not ready": requests from now until the first
                 // "ready" are traffic before ready.
                 self.arrivals

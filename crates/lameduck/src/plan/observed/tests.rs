@@ -33,7 +33,7 @@ fn termination(lame_duck: u64, last: Option<u64>, late: u64) -> ObservedTerminat
             last_new_request: None,
             late_connections: late,
             late_requests: 0,
-            requests_before_ready: 0,
+            ..ArrivalCounts::default()
         }),
     }
 }
@@ -324,4 +324,81 @@ fn combined_with_the_model_the_larger_wins() {
     let c = combine(&r, &p);
     assert_eq!((c.recommended, c.reduction), (ms(40_000), None));
     assert!(!c.safe);
+}
+
+/// A late termination whose server also saw the balancer's readiness probes.
+fn probed(lame_duck_ms: u64, period_ms: u64, failed_probes: u64) -> ObservedTermination {
+    let mut t = termination(lame_duck_ms, Some(lame_duck_ms - 100), 2);
+    if let Some(a) = t.arrivals.as_mut() {
+        a.readyz_probe_interval = Some(ms(period_ms));
+        a.failed_readyz_probes = failed_probes;
+    }
+    t
+}
+
+#[test]
+fn the_probes_seen_estimate_the_balancers_detection() {
+    // HAProxy `inter 2s fall 3` against a 2 s delay: one failed probe seen, and still late.
+    let o = Observed::from_terminations(&[probed(2000, 2000, 1)]);
+    assert_eq!(o.late_probe_interval, Some(ms(2000)));
+    assert_eq!(o.late_failed_probes, 1);
+    let r = recommend(&o, None, 20);
+    assert_eq!(r.late_minimum, Some(ms(4000)));
+    // At least 3 failed probes: 3 × 2 s + 0.5 s = 6.5 s, out of the last 20 %: 8.125 s,
+    // rounded up to 500 ms.
+    assert_eq!(r.failure_threshold, Some(ASSUMED_FAILURE_THRESHOLD));
+    assert_eq!(r.probe_minimum, Some(ms(8500)));
+    assert_eq!(r.recommended, Some(ms(8500)));
+    // A balancer that ignored 4 failed probes needs at least 5:
+    // 5 × 2 s + 0.5 s = 10.5 s / 0.8 = 13.125 s.
+    let o = Observed::from_terminations(&[probed(10_000, 2000, 4), probed(2000, 1000, 1)]);
+    let r = recommend(&o, None, 20);
+    assert_eq!(
+        (r.failure_threshold, r.probe_minimum),
+        (Some(5), Some(ms(13_500)))
+    );
+    // Twice a long late delay can still be the larger.
+    assert_eq!(r.recommended, Some(ms(20_000)));
+}
+
+#[test]
+fn probes_of_terminations_without_late_connections_change_nothing() {
+    let mut t = termination(2000, Some(400), 0);
+    if let Some(a) = t.arrivals.as_mut() {
+        a.readyz_probe_interval = Some(ms(250));
+        a.failed_readyz_probes = 2;
+    }
+    let o = Observed::from_terminations(&[t]);
+    assert_eq!((o.late_probe_interval, o.late_failed_probes), (None, 0));
+    let r = recommend(&o, None, 20);
+    assert_eq!((r.failure_threshold, r.probe_minimum), (None, None));
+    assert_eq!(r.verdict, ObservedVerdict::Holds);
+    // Without a probe period (endpoint removal, no health checks): twice the delay only.
+    let o = Observed::from_terminations(&[termination(2000, Some(1900), 1)]);
+    assert_eq!(recommend(&o, None, 20).probe_minimum, None);
+}
+
+#[test]
+fn the_probe_fields_are_read_from_the_summary() {
+    let line = "[graceful-termination] termination summary: cause=signal signal_to_exit=2.100s \
+        lame_duck=2.000s normal_drain=0.001s long_running_drain=- requests_drained=0 \
+        requests_remaining=0 streams_ended=0 streams_remaining=0 rejected=0 \
+        rejected_not_accepting=0 rejected_retry_after=0 rejected_request_timeout=0 \
+        rejected_routes_not_ready=0 last_new_connection=1.990s last_new_request=1.990s \
+        late_connections=12 late_requests=12 requests_before_ready=0 \
+        readyz_probe_interval=2.003s failed_readyz_probes=1 code=0";
+    let t = ObservedTermination::parse_line(line)
+        .expect("valid")
+        .expect("a summary");
+    let a = t.arrivals.expect("arrival fields");
+    assert_eq!(a.readyz_probe_interval, Some(ms(2003)));
+    assert_eq!(a.failed_readyz_probes, 1);
+    let bad = line.replace("failed_readyz_probes=1", "failed_readyz_probes=x");
+    assert_eq!(
+        ObservedTermination::parse_line(&bad),
+        Err(MalformedSummary::InvalidValue {
+            field: "failed_readyz_probes".into(),
+            value: "x".into()
+        })
+    );
 }
