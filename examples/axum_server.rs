@@ -46,8 +46,12 @@ async fn watch(signal: Option<Extension<ShutdownNotice>>) -> Response {
     routes::watch_response(TokioRuntime, signal.map(|Extension(s)| s)).map(axum::body::Body::new)
 }
 
+async fn events(signal: Option<Extension<ShutdownNotice>>) -> Response {
+    routes::events_response(TokioRuntime, signal.map(|Extension(s)| s)).map(axum::body::Body::new)
+}
+
 /// The routes and the health routes; the server admits every request, classifying `/watch`
-/// as long-running, and leaves the health endpoints to the router.
+/// and `/events` as long-running, and leaves the health endpoints to the router.
 fn app(server: &mut lameduck_tokio::Server<lameduck_tokio::TokioRuntime>) -> Router {
     server
         .long_running(routes::is_long_running)
@@ -57,6 +61,7 @@ fn app(server: &mut lameduck_tokio::Server<lameduck_tokio::TokioRuntime>) -> Rou
         .route("/", get(|| async { "ok" }))
         .route("/sleep", get(sleep))
         .route("/watch", get(watch))
+        .route("/events", get(events))
         .route(
             "/stream",
             get(|uri: Uri| async move {

@@ -38,6 +38,20 @@ pub async fn watch(req: HttpRequest) -> HttpResponse {
         .streaming(lines)
 }
 
+/// `GET /events`: Server-Sent Events every 100 ms; once the server stops accepting they keep
+/// coming until the stream's turn in the paced drain, then a `retry:` event ends the stream
+/// (see [`routes::events_response`]).
+pub async fn events(req: HttpRequest) -> HttpResponse {
+    let signal = req.extensions().get::<ShutdownNotice>().cloned();
+    let events = routes::events(TokioRuntime);
+    let events = lameduck_hyper::sse::end_at_turn(TokioRuntime, signal, events)
+        .map(Ok::<_, std::convert::Infallible>);
+    HttpResponse::Ok()
+        .content_type(lameduck_hyper::sse::CONTENT_TYPE)
+        .insert_header((actix_web::http::header::CACHE_CONTROL, "no-cache"))
+        .streaming(events)
+}
+
 /// `GET /stream?duration=D`: a normal (not long-running) chunked 200, one line per 100 ms
 /// until `D` has passed, then the end of the body (see [`routes::stream_lines`]); 400 with the
 /// parse error when `duration` is missing or invalid.

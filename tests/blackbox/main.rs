@@ -42,6 +42,8 @@ suite! {
         retry_after_mode_timeline,
         slow_pre_shutdown_hook,
         watch_streams_drain_paced,
+        event_streams_end_with_a_retry_hint,
+        event_streams_end_with_a_retry_hint_retry_after_mode,
         request_timeout_gives_504,
         bad_sleep_duration_gives_400,
         second_signal_exits_1,

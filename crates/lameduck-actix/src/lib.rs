@@ -105,6 +105,8 @@ pub use body::LameduckBody;
 // The GOAWAY watcher's parts, public for the crate's own integration tests only.
 #[doc(hidden)]
 pub use goaway::{GoawayBroadcast, GoawayIo, GoawayRequest};
+/// Server-Sent Events at shutdown: events until the stream's turn, then a `retry:` hint.
+pub use lameduck_hyper::sse;
 pub use lameduck_hyper::{Builder, ConnectionTracker, Handle, ServeError, Server, ShutdownNotice};
 pub use lameduck_tls::{ServerTls, TlsError};
 pub use lameduck_tokio::builder;

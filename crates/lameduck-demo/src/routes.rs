@@ -23,6 +23,9 @@ pub type RouteBody = UnsyncBoxBody<Bytes, Infallible>;
 /// How often `/watch` sends a line.
 pub const WATCH_INTERVAL: Duration = Duration::from_millis(500);
 
+/// How often `/events` sends an event.
+pub const EVENTS_INTERVAL: Duration = Duration::from_millis(100);
+
 /// How often `/stream` sends a line.
 pub const STREAM_INTERVAL: Duration = Duration::from_millis(100);
 
@@ -48,11 +51,11 @@ impl std::fmt::Debug for MetricsSource {
     }
 }
 
-/// The examples' long-running predicate: `/watch`, plus the default long-running requests of
-/// `docs/design.md#request-classes`.
+/// The examples' long-running predicate: `/watch` and `/events`, plus the default
+/// long-running requests of `docs/design.md#request-classes`.
 #[must_use]
 pub fn is_long_running(info: &RequestInfo<'_>) -> bool {
-    info.path == "/watch" || lameduck::default_is_long_running(info)
+    matches!(info.path, "/watch" | "/events") || lameduck::default_is_long_running(info)
 }
 
 /// A text response.
@@ -183,6 +186,10 @@ async fn route<R: Runtime, B>(
             let signal = req.extensions().get::<ShutdownNotice>().cloned();
             watch_response(runtime, signal)
         }
+        "/events" => {
+            let signal = req.extensions().get::<ShutdownNotice>().cloned();
+            events_response(runtime, signal)
+        }
         "/stream" => stream_route(runtime, req.uri().query()),
         "/metrics" => match metrics {
             Some(metrics) => metrics_route(runtime, metrics, req.uri().query()).await,
@@ -231,6 +238,39 @@ pub fn watch_response<R: Runtime>(
     res.headers_mut().insert(
         http::header::CONTENT_TYPE,
         http::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    res
+}
+
+/// `id: N` and `data: event N` every [`EVENTS_INTERVAL`] (the first at once), without end.
+pub fn events<R: Runtime>(runtime: R) -> impl futures_util::Stream<Item = Bytes> + Send {
+    let start = runtime.now();
+    futures_util::stream::unfold((runtime, start, 0u64), |(runtime, next, n)| async move {
+        runtime.sleep_until(next).await;
+        let event = Bytes::from(format!("id: {n}\ndata: event {n}\n\n"));
+        Some((event, (runtime, next + EVENTS_INTERVAL, n + 1)))
+    })
+}
+
+/// `GET /events`: Server-Sent Events ([`events`]) that, once the server stops accepting,
+/// keep coming until the stream's turn in the paced long-running drain, then end with a
+/// `retry:` event ([`lameduck_hyper::sse::end_at_turn`]).
+pub fn events_response<R: Runtime>(
+    runtime: R,
+    signal: Option<ShutdownNotice>,
+) -> Response<RouteBody> {
+    use futures_util::StreamExt;
+    let events = lameduck_hyper::sse::end_at_turn(runtime.clone(), signal, events(runtime));
+    let frames = events.map(|event| Ok::<_, Infallible>(Frame::data(event)));
+    let mut res = Response::new(StreamBody::new(frames).boxed_unsync());
+    let headers = res.headers_mut();
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static(lameduck_hyper::sse::CONTENT_TYPE),
+    );
+    headers.insert(
+        http::header::CACHE_CONTROL,
+        http::HeaderValue::from_static("no-cache"),
     );
     res
 }
@@ -392,6 +432,7 @@ mod tests {
         assert!(!is_long_running(&info("/stream", Some("duration=5s"))));
         assert!(!is_long_running(&info("/metrics", Some("delay=2s"))));
         assert!(is_long_running(&info("/watch", None)));
+        assert!(is_long_running(&info("/events", None)));
         let shared_config = lameduck::Config::default();
         assert!(shared_config.is_exempt_path("/metrics"));
         assert!(!shared_config.is_exempt_path("/stream"));

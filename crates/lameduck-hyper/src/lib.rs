@@ -63,6 +63,7 @@ mod run;
 mod runtime;
 mod server;
 pub mod sockets;
+pub mod sse;
 
 pub use arrivals::{note_request, ConnectionArrival};
 pub use builder::{Builder, Hook};
@@ -75,12 +76,12 @@ pub use error::{BoxError, ServeError};
 pub use handle::Handle;
 pub use request::admission::{
     decide, request_info, AdmissionFuture, AdmissionService, Decision, RequestExtensions,
-    ShutdownNotice,
 };
 pub use request::body::{BodyEnd, LameduckBody, ResponseTimedOut};
 pub use request::deadline::Deadline;
 pub use request::health::HealthService;
 pub use request::layer::{AdmissionLayer, Classifier};
+pub use request::notice::ShutdownNotice;
 pub use request::response::{http_response, LifecycleResponse};
 pub use request::ticket::{
     request_timeout, take_upgrade_ticket, RequestTracker, UpgradeTicketSlot,

@@ -62,6 +62,8 @@ mod tls;
 pub use lameduck_tls::{ServerTls, TlsError};
 pub use tls::TlsAcceptor;
 
+/// Server-Sent Events at shutdown: events until the stream's turn, then a `retry:` hint.
+pub use lameduck_hyper::sse;
 pub use lameduck_hyper::{
     take_upgrade_ticket, AdmissionLayer, Builder, Handle, HealthService, Hook, HttpService,
     ListenerContext, ServeError, Server, ShutdownNotice,

@@ -78,6 +78,8 @@ pub use lameduck_tls::{ServerTls, TlsError};
 #[cfg(feature = "tls")]
 pub use tls::TlsAcceptor;
 
+/// Server-Sent Events at shutdown: events until the stream's turn, then a `retry:` hint.
+pub use lameduck_hyper::sse;
 pub use lameduck_hyper::{
     take_upgrade_ticket, AdmissionLayer, Builder, Handle, HealthService, Hook, HttpService,
     ListenerContext, ServeError, Server, ShutdownNotice,

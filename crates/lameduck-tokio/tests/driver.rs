@@ -667,3 +667,78 @@ async fn a_service_that_is_not_ready_yet_is_waited_for() {
     handle.request_shutdown();
     assert_eq!(run.await.unwrap().unwrap(), 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn event_streams_keep_their_events_until_their_turn_then_send_a_retry_hint() {
+    let builder = builder_without_signals(config(|c| {
+        c.shutdown_delay(Duration::from_millis(300))
+            .shutdown_watch_termination_grace_period(Duration::from_secs(10))
+    }));
+    let PreparedServer {
+        server,
+        handle,
+        layer,
+    } = serve_idle_api(builder);
+    // An event every 100 ms, without end.
+    let svc = layer.layer(service_fn(|req: Request<Empty<Bytes>>| async move {
+        let notice = req.extensions().get::<ShutdownNotice>().cloned();
+        let ticks = futures_util::stream::unfold(0u32, |n| async move {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            Some((Bytes::from(format!("data: {n}\n\n")), n + 1))
+        });
+        let events = futures_util::StreamExt::map(
+            lameduck_tokio::sse::end_at_turn(TokioRuntime, notice, ticks),
+            |e| Ok::<_, Infallible>(http_body::Frame::data(e)),
+        );
+        Ok::<_, Infallible>(Response::new(http_body_util::StreamBody::new(events)))
+    }));
+    let started = tokio::time::Instant::now();
+    let mut streams = Vec::new();
+    for _ in 0..3 {
+        let req = Request::builder()
+            .uri("/events")
+            .header("accept", "text/event-stream")
+            .body(Empty::new())
+            .unwrap();
+        let res = svc.clone().oneshot(req).await.unwrap();
+        streams.push(tokio::spawn(async move {
+            let mut body = res.into_body();
+            let mut events = Vec::new();
+            while let Some(frame) = body.frame().await {
+                let data = frame.unwrap().into_data().unwrap();
+                events.push((tokio::time::Instant::now(), data));
+            }
+            (events, tokio::time::Instant::now())
+        }));
+    }
+    let run = tokio::spawn(server.run());
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    handle.request_shutdown();
+    let mut ends = Vec::new();
+    for s in streams {
+        let (events, ended) = s.await.unwrap();
+        let (last_at, last) = events.last().unwrap();
+        // Close-listener mode: the 503's Retry-After of 1 s.
+        assert_eq!(&last[..], b"retry: 1000\n\n");
+        assert_eq!(*last_at, ended, "the stream ends with its retry event");
+        // The events kept coming through the 300 ms shutdown delay.
+        let data = events
+            .iter()
+            .filter(|(_, e)| e.starts_with(b"data:"))
+            .count();
+        assert!(data >= 5, "{data} events: {events:?}");
+        ends.push(ended - started);
+    }
+    ends.sort();
+    // NotAcceptingNewRequest at 250 + 300 ms; max(3 / 10 s, 200/s): one turn every 5 ms.
+    assert_eq!(
+        ends,
+        [
+            Duration::from_millis(550),
+            Duration::from_millis(555),
+            Duration::from_millis(560)
+        ]
+    );
+    assert_eq!(run.await.unwrap().unwrap(), 0);
+    assert_eq!(handle.in_flight().long_running, 0);
+}

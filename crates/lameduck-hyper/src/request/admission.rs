@@ -12,10 +12,7 @@ use bytes::Bytes;
 use http::{header, Request, Response, StatusCode};
 use lameduck::responses::{CannedResponse, REQUEST_TIMEOUT, ROUTES_NOT_READY};
 use lameduck::shared::OwnedLongRunningTicket;
-use lameduck::{
-    Admission, ConnectionKind, LifecycleSignal, LifecycleSignalFired, RequestClass, RequestInfo,
-    Shared, StdClock,
-};
+use lameduck::{Admission, ConnectionKind, RequestClass, RequestInfo, Shared, StdClock};
 use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
@@ -25,58 +22,13 @@ use crate::request::body::BodyEnd;
 use crate::request::body::LameduckBody;
 use crate::request::goaway;
 use crate::request::layer::{AdmissionLayer, Classifier};
+use crate::request::notice::ShutdownNotice;
 use crate::request::response::http_response;
 use crate::request::ticket::{
     request_timeout, LongRunningSlot, RequestTracker, Tracker, UpgradeTicketSlot,
 };
 use crate::runtime::Runtime;
 use crate::ConnectionArrival;
-
-/// Handed to long-running handlers as a request extension: resolves when the server stops
-/// accepting new requests (`NotAcceptingNewRequest`), the moment to end the stream cleanly.
-///
-/// ```
-/// # use lameduck_hyper::ShutdownNotice;
-/// async fn stream_until_shutdown<B>(req: http::Request<B>) {
-///     if let Some(signal) = req.extensions().get::<ShutdownNotice>().cloned() {
-///         // Produce events until the server stops accepting, then end the stream.
-///         signal.wait().await;
-///     }
-/// }
-/// ```
-#[derive(Clone)]
-pub struct ShutdownNotice {
-    shared: Arc<Shared>,
-}
-
-impl fmt::Debug for ShutdownNotice {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ShutdownNotice")
-            .field("fired", &self.is_fired())
-            .finish()
-    }
-}
-
-impl ShutdownNotice {
-    /// A signal for `shared`'s lifecycle.
-    #[must_use]
-    pub fn new(shared: Arc<Shared>) -> Self {
-        ShutdownNotice { shared }
-    }
-
-    /// Resolves once the stream should end.
-    pub fn wait(&self) -> LifecycleSignalFired {
-        self.shared
-            .signal_fired(LifecycleSignal::NotAcceptingNewRequest)
-    }
-
-    /// Whether the stream should end now.
-    #[must_use]
-    pub fn is_fired(&self) -> bool {
-        self.shared
-            .has_fired(LifecycleSignal::NotAcceptingNewRequest)
-    }
-}
 
 impl<S, R: Runtime> Layer<S> for AdmissionLayer<R> {
     type Service = AdmissionService<S, R>;
@@ -207,9 +159,9 @@ pub fn decide<R: Runtime>(
             let slot = LongRunningSlot::new(ticket, clock);
             Decision::Serve {
                 upgrade: info.upgrade.then(|| UpgradeTicketSlot(Arc::clone(&slot))),
+                signal: Some(ShutdownNotice::with_turn(Arc::clone(shared), &slot)),
                 tracker: Some(RequestTracker(Tracker::LongRunning(slot))),
                 timeout: None,
-                signal: Some(ShutdownNotice::new(Arc::clone(shared))),
                 close_connection: goaway::draw(shared.config().goaway_chance())
                     || shared.keep_alive_ended(),
             }
@@ -385,7 +337,7 @@ impl<R: Runtime> AdmissionLayer<R> {
     ) -> Admitted {
         let slot = LongRunningSlot::new(ticket, self.clock);
         Decision::hand_over(
-            Some(ShutdownNotice::new(Arc::clone(&self.shared))),
+            Some(ShutdownNotice::with_turn(Arc::clone(&self.shared), &slot)),
             upgrade.then(|| UpgradeTicketSlot(Arc::clone(&slot))),
             req.extensions_mut(),
         );

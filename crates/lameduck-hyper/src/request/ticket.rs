@@ -3,7 +3,7 @@
 //! admission decision, which issues them, and the response bodies, which hold them.
 
 use std::fmt;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Instant;
 
 use http::Request;
@@ -17,6 +17,8 @@ pub(crate) struct LongRunningSlot {
     pub(crate) clock: StdClock,
     /// The trailers that end the body (a gRPC stream's status), held until its paced slot.
     pub(crate) trailers: Mutex<Option<http::HeaderMap>>,
+    /// The turn reserved in the paced drain, once asked (`None` inside: at once).
+    pub(crate) turn: OnceLock<Option<Instant>>,
 }
 
 impl fmt::Debug for LongRunningSlot {
@@ -35,6 +37,7 @@ impl LongRunningSlot {
             ticket: Mutex::new(Some(ticket)),
             clock,
             trailers: Mutex::new(None),
+            turn: OnceLock::new(),
         })
     }
 
@@ -67,14 +70,7 @@ impl RequestTracker {
     pub fn hold_until(&self, now: Instant) -> Option<Instant> {
         match &self.0 {
             Tracker::Normal(_) | Tracker::Late(_) => None,
-            Tracker::LongRunning(slot) => {
-                let clock = slot.clock;
-                let guard = slot.lock();
-                let ticket = guard.as_ref()?;
-                ticket
-                    .reserve_release(clock.instant(now))
-                    .map(|at| clock.to_std(at))
-            }
+            Tracker::LongRunning(slot) => slot.reserve_turn(now),
         }
     }
 

@@ -1,0 +1,109 @@
+//! What a long-running handler is told of the shutdown: when to end its stream, and, in the
+//! paced long-running drain, when its own turn to end comes.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use lameduck::{LifecycleSignal, LifecycleSignalFired, Rejection, Shared};
+
+use crate::request::ticket::{LongRunningSlot, TicketSlot};
+
+/// Handed to long-running handlers as a request extension: resolves when the server stops
+/// accepting new requests (`NotAcceptingNewRequest`), the moment to end the stream cleanly.
+///
+/// A stream may end at once then: its response body's end is held until its turn in the
+/// paced long-running drain. A handler that rather keeps serving until its turn, and says
+/// goodbye then (a WebSocket Close frame, an event stream's `retry:` hint), asks for the turn
+/// with [`ShutdownNotice::reserve_turn`].
+///
+/// ```
+/// # use lameduck_hyper::ShutdownNotice;
+/// async fn stream_until_shutdown<B>(req: http::Request<B>) {
+///     if let Some(signal) = req.extensions().get::<ShutdownNotice>().cloned() {
+///         // Produce events until the server stops accepting, then end the stream.
+///         signal.wait().await;
+///     }
+/// }
+/// ```
+#[derive(Clone)]
+pub struct ShutdownNotice {
+    shared: Arc<Shared>,
+    /// The request's place in the paced drain (`None`: no place, end at once).
+    slot: Option<TicketSlot>,
+}
+
+impl fmt::Debug for ShutdownNotice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ShutdownNotice")
+            .field("fired", &self.is_fired())
+            .finish()
+    }
+}
+
+impl ShutdownNotice {
+    /// A signal for `shared`'s lifecycle, for a request with no place in the paced drain
+    /// ([`ShutdownNotice::reserve_turn`] says "at once").
+    #[must_use]
+    pub fn new(shared: Arc<Shared>) -> Self {
+        ShutdownNotice { shared, slot: None }
+    }
+
+    /// A signal for the long-running request admitted with `slot`.
+    pub(crate) fn with_turn(shared: Arc<Shared>, slot: &TicketSlot) -> Self {
+        ShutdownNotice {
+            shared,
+            slot: Some(Arc::clone(slot)),
+        }
+    }
+
+    /// Resolves once the stream should end.
+    pub fn wait(&self) -> LifecycleSignalFired {
+        self.shared
+            .signal_fired(LifecycleSignal::NotAcceptingNewRequest)
+    }
+
+    /// Whether the stream should end now.
+    #[must_use]
+    pub fn is_fired(&self) -> bool {
+        self.shared
+            .has_fired(LifecycleSignal::NotAcceptingNewRequest)
+    }
+
+    /// Once the notice has fired: this stream's turn to end in the paced long-running drain,
+    /// reserved on the first call (`now` on the runtime's clock). `None` means at once: the
+    /// notice has not fired yet, the drain is not paced (no grace period), its deadline has
+    /// passed, or the request has no place in it (served after the gate closed, or an
+    /// upgrade whose ticket the handler took). The response body's end keeps the same turn,
+    /// so a handler that ends its stream at the turn is not held again.
+    #[must_use]
+    pub fn reserve_turn(&self, now: Instant) -> Option<Instant> {
+        if !self.is_fired() {
+            return None;
+        }
+        self.slot.as_ref().and_then(|slot| slot.reserve_turn(now))
+    }
+
+    /// The `Retry-After` a request turned away now would get (1 s in close-listener mode, 5 s
+    /// in retry-after mode): what a stream ended at shutdown tells its client to wait before
+    /// it comes back (an event stream's `retry:`).
+    #[must_use]
+    pub fn retry_after(&self) -> Duration {
+        Rejection::for_mode(self.shared.config().mode()).retry_after()
+    }
+}
+
+impl LongRunningSlot {
+    /// See [`ShutdownNotice::reserve_turn`]: reserves the slot once, then gives the same
+    /// answer.
+    pub(crate) fn reserve_turn(&self, now: Instant) -> Option<Instant> {
+        *self.turn.get_or_init(|| {
+            let clock = self.clock;
+            let ticket = self.ticket.lock().unwrap_or_else(|e| e.into_inner());
+            ticket
+                .as_ref()
+                .and_then(|t| t.reserve_release(clock.instant(now)))
+                .map(|at| clock.to_std(at))
+        })
+    }
+}
