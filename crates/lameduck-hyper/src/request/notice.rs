@@ -2,7 +2,7 @@
 //! paced long-running drain, when its own turn to end comes.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use lameduck::{LifecycleSignal, LifecycleSignalFired, Rejection, Shared};
@@ -29,8 +29,9 @@ use crate::request::ticket::{LongRunningSlot, TicketSlot};
 #[derive(Clone)]
 pub struct ShutdownNotice {
     shared: Arc<Shared>,
-    /// The request's place in the paced drain (`None`: no place, end at once).
-    slot: Option<TicketSlot>,
+    /// The request's place in the paced drain (`None`: no place, end at once). Weak: a
+    /// notice kept anywhere never keeps the request counted once its body has ended.
+    slot: Option<Weak<LongRunningSlot>>,
 }
 
 impl fmt::Debug for ShutdownNotice {
@@ -53,7 +54,7 @@ impl ShutdownNotice {
     pub(crate) fn with_turn(shared: Arc<Shared>, slot: &TicketSlot) -> Self {
         ShutdownNotice {
             shared,
-            slot: Some(Arc::clone(slot)),
+            slot: Some(Arc::downgrade(slot)),
         }
     }
 
@@ -81,7 +82,10 @@ impl ShutdownNotice {
         if !self.is_fired() {
             return None;
         }
-        self.slot.as_ref().and_then(|slot| slot.reserve_turn(now))
+        self.slot
+            .as_ref()
+            .and_then(Weak::upgrade)
+            .and_then(|slot| slot.reserve_turn(now))
     }
 
     /// The `Retry-After` a request turned away now would get (1 s in close-listener mode, 5 s
@@ -95,15 +99,22 @@ impl ShutdownNotice {
 
 impl LongRunningSlot {
     /// See [`ShutdownNotice::reserve_turn`]: reserves the slot once, then gives the same
-    /// answer.
+    /// answer. An answer "at once" before the gate closed (a stream that ended while the
+    /// server served, the `101` of an upgrade) is not kept: the turn is still to come.
     pub(crate) fn reserve_turn(&self, now: Instant) -> Option<Instant> {
-        *self.turn.get_or_init(|| {
-            let clock = self.clock;
-            let ticket = self.ticket.lock().unwrap_or_else(|e| e.into_inner());
-            ticket
-                .as_ref()
-                .and_then(|t| t.reserve_release(clock.instant(now)))
-                .map(|at| clock.to_std(at))
-        })
+        let mut turn = self.turn.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(kept) = *turn {
+            return kept;
+        }
+        let clock = self.clock;
+        let ticket = self.ticket.lock().unwrap_or_else(PoisonError::into_inner);
+        let ticket = ticket.as_ref()?;
+        let at = ticket
+            .reserve_release(clock.instant(now))
+            .map(|at| clock.to_std(at));
+        if at.is_some() || ticket.holder().gate().is_closed() {
+            *turn = Some(at);
+        }
+        at
     }
 }

@@ -3,7 +3,7 @@
 //! admission decision, which issues them, and the response bodies, which hold them.
 
 use std::fmt;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use http::Request;
@@ -17,8 +17,9 @@ pub(crate) struct LongRunningSlot {
     pub(crate) clock: StdClock,
     /// The trailers that end the body (a gRPC stream's status), held until its paced slot.
     pub(crate) trailers: Mutex<Option<http::HeaderMap>>,
-    /// The turn reserved in the paced drain, once asked (`None` inside: at once).
-    pub(crate) turn: OnceLock<Option<Instant>>,
+    /// The turn reserved in the paced drain, once asked after the gate closed (`Some(None)`:
+    /// at once).
+    pub(crate) turn: Mutex<Option<Option<Instant>>>,
 }
 
 impl fmt::Debug for LongRunningSlot {
@@ -37,7 +38,7 @@ impl LongRunningSlot {
             ticket: Mutex::new(Some(ticket)),
             clock,
             trailers: Mutex::new(None),
-            turn: OnceLock::new(),
+            turn: Mutex::new(None),
         })
     }
 
