@@ -63,9 +63,11 @@ impl HealthDriver {
             return ServingStatus::NotServing;
         }
         let now = self.clock.instant(tokio::time::Instant::now().into_std());
-        match self.shared.health("/readyz", None, now) {
-            Some(r) if r.status == 200 => ServingStatus::Serving,
-            _ => ServingStatus::NotServing,
+        // Not a probe: the balancer's probes are the gRPC health checks it sends.
+        if self.shared.readyz_is_ready(now) {
+            ServingStatus::Serving
+        } else {
+            ServingStatus::NotServing
         }
     }
 

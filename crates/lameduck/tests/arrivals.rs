@@ -180,6 +180,9 @@ fn readiness_probes_give_the_probe_period_and_the_failed_probes() {
     sim.advance(ms(500));
     assert_eq!(probe(&sim), 200);
     assert_eq!(shared.arrivals().readyz_probe_interval, Some(secs(2)));
+    sim.advance(ms(100));
+    assert!(shared.readyz_is_ready(sim.now));
+    assert_eq!(shared.arrivals().readyz_probe_interval, Some(secs(2)));
     // The signal 0.7 s later; the probe after it fails and is counted, not timed.
     sim.advance(ms(700));
     sim.stop();
@@ -190,7 +193,8 @@ fn readiness_probes_give_the_probe_period_and_the_failed_probes() {
     let a = shared.arrivals();
     assert_eq!(a.readyz_probe_interval, Some(secs(2)));
     assert_eq!(a.failed_readyz_probes, 2);
-    // A per-check path is not the balancer's probe.
+    // A per-check path is not the balancer's probe, nor the adapter's own evaluation.
     let _ = shared.health("/readyz/shutdown", None, sim.now);
+    assert!(!shared.readyz_is_ready(sim.now));
     assert_eq!(shared.arrivals().failed_readyz_probes, 2);
 }

@@ -74,7 +74,7 @@ impl Shared {
         Some(match target {
             HealthTarget::Root(endpoint) => {
                 let query = health::parse_query(query);
-                self.health_root(endpoint, &query, now)
+                self.health_root(endpoint, &query, now, Probe::Request)
             }
             HealthTarget::Check(endpoint, name) => {
                 let check = self
@@ -96,7 +96,25 @@ impl Shared {
         })
     }
 
-    fn health_root(&self, endpoint: Endpoint, query: &HealthQuery, now: Instant) -> HealthResponse {
+    /// Whether the root `/readyz` would answer 200 now, for an adapter's own readiness
+    /// reporting (the gRPC health service's status). It acts as a `/readyz` request does (a
+    /// 200 fires [`LifecycleSignal::HasBeenReady`]) but is no probe: it is not counted in the
+    /// probe period nor in the failed probes of [`crate::ArrivalCounts`].
+    #[must_use]
+    pub fn readyz_is_ready(&self, now: Instant) -> bool {
+        let query = health::parse_query(None);
+        self.health_root(Endpoint::Readyz, &query, now, Probe::Internal)
+            .status
+            == 200
+    }
+
+    fn health_root(
+        &self,
+        endpoint: Endpoint,
+        query: &HealthQuery,
+        now: Instant,
+        probe: Probe,
+    ) -> HealthResponse {
         let results: Vec<(&str, Result<(), String>)> = self
             .checks
             .iter()
@@ -122,8 +140,10 @@ impl Shared {
         let response = health::render_root(endpoint, &outcomes, query);
         if endpoint == Endpoint::Readyz {
             let shutting_down = self.has_fired(LifecycleSignal::ShutdownInitiated);
-            self.arrivals
-                .readyz_probe(now, shutting_down, response.status == 200);
+            if probe == Probe::Request {
+                self.arrivals
+                    .readyz_probe(now, shutting_down, response.status == 200);
+            }
             if response.status == 200 {
                 self.fire_unless(
                     LifecycleSignal::HasBeenReady,
@@ -139,4 +159,13 @@ impl Shared {
         }
         response
     }
+}
+
+/// Who asks for `/readyz`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Probe {
+    /// A request: a balancer's or a kubelet's probe.
+    Request,
+    /// The adapter itself ([`Shared::readyz_is_ready`]).
+    Internal,
 }
