@@ -15,8 +15,9 @@ import each other from here: `import harness as h`, `from restart import common 
   harness/       the helpers every proof shares: processes, ports, builds, TLS, loads
   rolling/       rolling restarts behind HAProxy: HTTP (rolling_restart), gRPC
                  (rolling_restart_grpc), a layer-4 balancer under Go's clients
-                 (rolling_restart_l4), and the servers' late-connection figures behind well
-                 and badly configured balancers (late_arrivals)
+                 (rolling_restart_l4), the servers' late-connection figures behind well
+                 and badly configured balancers (late_arrivals), and long-running streams
+                 ended at shutdown (event_streams, grpc_streams)
   restart/       restarts on one host: socket_activation, handover, bad_inputs, and run_all
                  for the three
   storm/         the restart storm: a restart a second under every kind of load at once

@@ -20,6 +20,14 @@ PROOFS = {
         "rolling.rolling_restart_l4",
         "Kubernetes-style rolling update behind HAProxy mode tcp under Go's clients",
     ),
+    "grpc_streams": (
+        "rolling.grpc_streams",
+        "200 server-streaming gRPC calls open at SIGTERM all end OK, paced, within the grace period",
+    ),
+    "event_streams": (
+        "rolling.event_streams",
+        "500 Server-Sent Events streams open at SIGTERM each end with one retry: event and the last chunk, paced",
+    ),
     "late_arrivals": (
         "rolling.late_arrivals",
         "the servers' late-connection figures behind well and badly configured HAProxy, and lameduck plan --observed",

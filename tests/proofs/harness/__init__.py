@@ -10,7 +10,9 @@
   loads      HTTP requests, wrk, a `/watch` stream reader and a keep-alive probe;
   haproxy    HAProxy (mode http) health-checking /readyz, or with endpoints removed through
              its runtime API;
-  summary    the termination summary and arrival warnings an example server logged.
+  summary    the termination summary and arrival warnings an example server logged;
+  paced_ends the ends of long-running streams at shutdown: the pacing the server should
+             follow and the checks of when the ends came.
 
 Stdlib only. Loopback only.
 """
@@ -35,6 +37,24 @@ from harness.loads import (  # noqa: F401
     parse_wrk,
     wrk,
     wrk_result,
+)
+from harness.paced_ends import (  # noqa: F401
+    DEFAULT_MIN_WATCH_DRAIN_QPS,
+    MODE_NAMES,
+    add_drain_arguments,
+    check_bursts,
+    check_ends,
+    check_server_exit,
+    check_streams_summary,
+    drain_line,
+    drain_modes,
+    ends_bound,
+    exit_status,
+    fmt_s,
+    log_result,
+    pacing_interval,
+    server_log_lines,
+    shutdown_flags,
 )
 from harness.processes import (  # noqa: F401
     check_tools,

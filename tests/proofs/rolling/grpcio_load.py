@@ -75,7 +75,8 @@ def encode_sleep_request(duration):
     return b"\x0a" + _varint(len(data)) + data
 
 
-def _read_varint(buf, i):
+def read_varint(buf, i):
+    """The protobuf varint at `buf[i:]`: (its value, the index after it)."""
     shift = n = 0
     while True:
         if i >= len(buf):
@@ -95,14 +96,14 @@ def decode_sleep_reply(buf):
     skipped as protobuf parsers do."""
     message, i = "", 0
     while i < len(buf):
-        key, i = _read_varint(buf, i)
+        key, i = read_varint(buf, i)
         field, wire = key >> 3, key & 7
         if wire == 0:
-            _, i = _read_varint(buf, i)
+            _, i = read_varint(buf, i)
         elif wire == 1:
             i += 8
         elif wire == 2:
-            n, i = _read_varint(buf, i)
+            n, i = read_varint(buf, i)
             if i + n > len(buf):
                 raise ValueError("truncated length-delimited field")
             if field == 1:
