@@ -64,6 +64,7 @@ mod runtime;
 mod server;
 pub mod sockets;
 pub mod sse;
+pub mod websocket;
 
 pub use arrivals::{note_request, ConnectionArrival};
 pub use builder::{Builder, Hook};

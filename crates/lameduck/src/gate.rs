@@ -266,6 +266,19 @@ impl Gate {
         self.pacer.interval_nanos.store(interval, Ordering::Release);
     }
 
+    /// The end of the paced long-running drain (the grace period), once it started; `None`
+    /// before, and when long-running requests are not waited for (no grace period). What a
+    /// stream told to end at its turn may still take to say goodbye is bounded by it.
+    #[must_use]
+    pub fn long_running_deadline(&self) -> Option<Instant> {
+        if self.pacer.interval_nanos.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        Some(Instant::from_nanos(
+            self.pacer.deadline.load(Ordering::Relaxed),
+        ))
+    }
+
     /// Whether the gate is closed.
     #[must_use]
     pub fn is_closed(&self) -> bool {

@@ -75,7 +75,9 @@ pub use machine::{
 };
 pub use rejections::{RejectionCounts, RejectionReason};
 pub use shared::signals::LifecycleSignalFired;
-pub use shared::{Admission, ArrivalCounts, CheckFn, EndpointSet, RequestArrival, Shared};
+pub use shared::{
+    Admission, ArrivalCounts, CheckFn, EndpointSet, GoodbyeCounts, RequestArrival, Shared,
+};
 pub use signal::{LifecycleSignal, SignalSet, SignalTimes};
 pub use time::Instant;
 #[cfg(feature = "std")]

@@ -26,6 +26,7 @@ use crate::time::Instant;
 mod after_close;
 mod arrivals;
 mod checks;
+mod goodbyes;
 mod health;
 // Its future is re-exported at the crate root (`crate::LifecycleSignalFired`): this module
 // uses `Shared`, so `Shared`'s module does not use it back.
@@ -35,6 +36,8 @@ use self::arrivals::Arrivals;
 pub use self::arrivals::{ArrivalCounts, RequestArrival};
 pub(crate) use self::checks::{Check, CheckKind, PostStartState};
 pub use self::checks::{CheckFn, EndpointSet};
+pub use self::goodbyes::GoodbyeCounts;
+use self::goodbyes::Goodbyes;
 
 const NOT_YET: u64 = u64::MAX;
 
@@ -134,6 +137,8 @@ pub struct Shared {
     pub(crate) served_after_close: AtomicU64,
     /// New connections and requests as the balancer sent them ([`Shared::arrivals`]).
     pub(crate) arrivals: Arrivals,
+    /// The WebSocket Close frames sent at shutdown, and their answers ([`Shared::goodbyes`]).
+    goodbyes: Goodbyes,
 }
 
 /// A bit of `Shared::sockets`: the listening sockets outlive this process.
@@ -168,6 +173,7 @@ impl Shared {
             sockets: AtomicU8::new(0),
             served_after_close: AtomicU64::new(0),
             arrivals: Arrivals::new(),
+            goodbyes: Goodbyes::new(),
             checks,
             post_start: (0..post_start_hooks)
                 .map(|_| AtomicU8::new(PostStartState::Pending as u8))
@@ -186,6 +192,24 @@ impl Shared {
     #[must_use]
     pub fn gate(&self) -> &Gate {
         &self.gate
+    }
+
+    /// Counts a WebSocket Close (1001, Going Away) sent to a client at its stream's turn.
+    /// Called by the WebSocket helpers of the adapters, once per connection.
+    pub fn count_websocket_close_sent(&self) {
+        self.goodbyes.sent();
+    }
+
+    /// Counts a client's answering Close to one counted by
+    /// [`Shared::count_websocket_close_sent`], received within the bound.
+    pub fn count_websocket_close_answered(&self) {
+        self.goodbyes.answered();
+    }
+
+    /// The WebSocket Close frames sent at shutdown, and how many went unanswered.
+    #[must_use]
+    pub fn goodbyes(&self) -> GoodbyeCounts {
+        self.goodbyes.counts()
     }
 
     pub(crate) fn set_started(&self, now: Instant) {

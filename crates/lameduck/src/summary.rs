@@ -8,13 +8,14 @@
 //! [`SummaryRecord`] and logs it after [`SUMMARY_MARKER`]:
 //!
 //! ```text
-//! [graceful-termination] termination summary: cause=signal signal_to_exit=1.503s lame_duck=0.500s normal_drain=1.002s long_running_drain=- requests_drained=3 requests_remaining=0 streams_ended=0 streams_remaining=0 rejected=4 rejected_not_accepting=0 rejected_retry_after=4 rejected_request_timeout=0 rejected_routes_not_ready=0 last_new_connection=0.120s last_new_request=0.380s late_connections=0 late_requests=4 requests_before_ready=0 readyz_probe_interval=1.000s failed_readyz_probes=0 code=0
+//! [graceful-termination] termination summary: cause=signal signal_to_exit=1.503s lame_duck=0.500s normal_drain=1.002s long_running_drain=- requests_drained=3 requests_remaining=0 streams_ended=0 streams_remaining=0 rejected=4 rejected_not_accepting=0 rejected_retry_after=4 rejected_request_timeout=0 rejected_routes_not_ready=0 last_new_connection=0.120s last_new_request=0.380s late_connections=0 late_requests=4 requests_before_ready=0 readyz_probe_interval=1.000s failed_readyz_probes=0 websocket_closes=0 websocket_unanswered=0 code=0
 //! ```
 //!
 //! Durations are seconds with three decimals and an `s`; `-` stands for a stage that did not
 //! happen (or, for `last_new_connection` and `last_new_request`, for no arrival after the
 //! signal, and for `readyz_probe_interval`, for fewer than two `/readyz` requests before it).
-//! The arrival fields are those of [`ArrivalCounts`]. [`SummaryRecord::parse_line`] reads such
+//! The arrival fields are those of [`ArrivalCounts`], the WebSocket ones those of
+//! [`GoodbyeCounts`]. [`SummaryRecord::parse_line`] reads such
 //! a line back (tests compare its numbers with what they sent).
 
 use core::fmt;
@@ -22,7 +23,7 @@ use core::time::Duration;
 
 use crate::machine::{Event, HookKind, Input, StopSource};
 use crate::rejections::{RejectionCounts, RejectionReason};
-use crate::shared::ArrivalCounts;
+use crate::shared::{ArrivalCounts, GoodbyeCounts};
 use crate::signal::LifecycleSignal;
 use crate::time::Instant;
 
@@ -101,6 +102,10 @@ pub struct SummaryRecord {
     /// ([`Shared::arrivals`](crate::Shared::arrivals) at the exit). Lines written before these
     /// fields existed read back with none.
     pub arrivals: ArrivalCounts,
+    /// The WebSocket Close frames sent at the streams' turns, and how many went unanswered
+    /// ([`Shared::goodbyes`](crate::Shared::goodbyes) at the exit). Lines written before
+    /// these fields existed read back with none.
+    pub goodbyes: GoodbyeCounts,
     /// The exit code (`None` before the exit).
     pub code: Option<u8>,
 }
@@ -171,6 +176,11 @@ impl fmt::Display for SummaryRecord {
             Secs(a.readyz_probe_interval),
             a.failed_readyz_probes,
         )?;
+        write!(
+            f,
+            " websocket_closes={} websocket_unanswered={}",
+            self.goodbyes.websocket_closes, self.goodbyes.websocket_unanswered,
+        )?;
         match self.code {
             Some(code) => write!(f, " code={code}"),
             None => f.write_str(" code=-"),
@@ -195,7 +205,8 @@ impl SummaryRecord {
     ///     streams_ended=0 streams_remaining=0 rejected=4 rejected_not_accepting=0 \
     ///     rejected_retry_after=4 rejected_request_timeout=0 rejected_routes_not_ready=0 \
     ///     last_new_connection=1.900s last_new_request=- late_connections=1 late_requests=4 \
-    ///     requests_before_ready=0 readyz_probe_interval=2.001s failed_readyz_probes=1 code=0";
+    ///     requests_before_ready=0 readyz_probe_interval=2.001s failed_readyz_probes=1 \
+    ///     websocket_closes=2 websocket_unanswered=0 code=0";
     /// let s = SummaryRecord::parse_line(line).unwrap();
     /// assert_eq!(s.requests_drained, 3);
     /// assert_eq!(s.rejected.get(RejectionReason::RetryAfter), 4);
@@ -283,6 +294,14 @@ impl SummaryRecord {
                 }
                 "failed_readyz_probes" => {
                     r.arrivals.failed_readyz_probes = value.parse().ok()?;
+                    0
+                }
+                "websocket_closes" => {
+                    r.goodbyes.websocket_closes = value.parse().ok()?;
+                    0
+                }
+                "websocket_unanswered" => {
+                    r.goodbyes.websocket_unanswered = value.parse().ok()?;
                     0
                 }
                 "code" => {
@@ -403,6 +422,16 @@ impl TerminationSummary {
         }
     }
 
+    /// [`TerminationSummary::record`] with all of `shared`'s counts: rejections, arrivals and
+    /// WebSocket goodbyes.
+    #[must_use]
+    pub fn record_shared(&self, shared: &crate::Shared) -> SummaryRecord {
+        SummaryRecord {
+            goodbyes: shared.goodbyes(),
+            ..self.record(shared.rejections(), shared.arrivals())
+        }
+    }
+
     /// When `ShutdownInitiated` fired, if it has.
     #[must_use]
     pub fn initiated_at(&self) -> Option<Instant> {
@@ -500,7 +529,8 @@ mod tests {
         assert!(line.ends_with(
             "rejected_routes_not_ready=0 last_new_connection=0.380s last_new_request=0.420s \
              late_connections=1 late_requests=2 requests_before_ready=0 \
-             readyz_probe_interval=2.000s failed_readyz_probes=1 code=0"
+             readyz_probe_interval=2.000s failed_readyz_probes=1 websocket_closes=0 \
+             websocket_unanswered=0 code=0"
         ));
         let text = alloc::format!("x [graceful-termination] {SUMMARY_MARKER} {line}");
         assert_eq!(SummaryRecord::parse_line(&text), Some(r));
@@ -549,6 +579,7 @@ mod tests {
             rejected_request_timeout=0 rejected_routes_not_ready=0 code=0";
         let r = SummaryRecord::parse_line(line).expect("parsed");
         assert_eq!(r.arrivals, ArrivalCounts::default());
+        assert_eq!(r.goodbyes, GoodbyeCounts::default());
         assert_eq!(r.requests_drained, 3);
     }
 }

@@ -58,6 +58,12 @@ impl ShutdownNotice {
         }
     }
 
+    /// The lifecycle's shared state.
+    #[must_use]
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
     /// Resolves once the stream should end.
     pub fn wait(&self) -> LifecycleSignalFired {
         self.shared

@@ -57,11 +57,11 @@ impl Report {
                 Event::NormalDrainFinished { .. }
                 | Event::LongRunningDrainFinished { .. }
                 | Event::Exit { .. } => {
-                    let (rejected, arrivals) = machine
-                        .shared()
-                        .map(|s| (s.rejections(), s.arrivals()))
-                        .unwrap_or_default();
-                    lameduck::metrics::record_summary(&self.summary.record(rejected, arrivals));
+                    let record = match machine.shared() {
+                        Some(shared) => self.summary.record_shared(shared),
+                        None => self.summary.record(Default::default(), Default::default()),
+                    };
+                    lameduck::metrics::record_summary(&record);
                 }
                 _ => {}
             }
@@ -103,7 +103,7 @@ impl Report {
 
     /// The summary of the termination, with the rejection and arrival counts of `shared`.
     pub(crate) fn summary(&self, shared: &Shared) -> SummaryRecord {
-        self.summary.record(shared.rejections(), shared.arrivals())
+        self.summary.record_shared(shared)
     }
 
     /// Logs the late-connections warning once, if connections arrived late: called at

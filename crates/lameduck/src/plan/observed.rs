@@ -80,8 +80,8 @@ pub const LATE_STEP: Duration = Duration::from_millis(500);
 /// With late connections, the recommendation is at least this many times the observed delay.
 pub const LATE_FACTOR: u32 = 2;
 
-/// The arrival fields, which lines written before they existed lack.
-const ARRIVAL_KEYS: [&str; 7] = [
+/// The arrival and WebSocket fields, which lines written before they existed lack.
+const OPTIONAL_KEYS: [&str; 9] = [
     "last_new_connection",
     "last_new_request",
     "late_connections",
@@ -89,6 +89,8 @@ const ARRIVAL_KEYS: [&str; 7] = [
     "requests_before_ready",
     "readyz_probe_interval",
     "failed_readyz_probes",
+    "websocket_closes",
+    "websocket_unanswered",
 ];
 
 /// The failed probes a balancer is assumed to need before it stops sending, when the logs
@@ -195,7 +197,7 @@ fn diagnose(fields: &str) -> MalformedSummary {
     let template = SummaryRecord::default().to_string();
     let keys: Vec<&str> = words(&template)
         .map(|(key, _)| key)
-        .filter(|key| !ARRIVAL_KEYS.contains(key))
+        .filter(|key| !OPTIONAL_KEYS.contains(key))
         .collect();
     if let Some(missing) = keys
         .iter()
