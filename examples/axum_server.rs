@@ -4,7 +4,8 @@
 //!
 //! `cargo run --release --example axum_server -- --listen 127.0.0.1:8080 --shutdown-delay 5s`
 
-use axum::extract::Extension;
+use axum::extract::ws::{Message, WebSocketUpgrade};
+use axum::extract::{Extension, FromRequest, Request};
 use axum::http::{StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -50,6 +51,21 @@ async fn events(signal: Option<Extension<ShutdownNotice>>) -> Response {
     routes::events_response(TokioRuntime, signal.map(|Extension(s)| s)).map(axum::body::Body::new)
 }
 
+/// `GET /ws`: an echo through axum's `ws`, which says goodbye (Close 1001) at the socket's turn
+/// in the drain.
+async fn ws(req: Request) -> Response {
+    let shutdown = lameduck_tokio::websocket::WebSocketShutdown::take(&req);
+    let upgrade = match WebSocketUpgrade::from_request(req, &()).await {
+        Ok(upgrade) => upgrade,
+        Err(rejection) => return rejection.into_response(),
+    };
+    upgrade.on_upgrade(move |socket| {
+        let kind = lameduck_tokio::websocket::AXUM;
+        let is_data = |m: &Message| matches!(m, Message::Text(_) | Message::Binary(_));
+        lameduck_suite::routes::echo_until_turn(TokioRuntime, shutdown, socket, kind, is_data)
+    })
+}
+
 /// The routes and the health routes; the server admits every request, classifying `/watch`
 /// and `/events` as long-running, and leaves the health endpoints to the router.
 fn app(server: &mut lameduck_tokio::Server<lameduck_tokio::TokioRuntime>) -> Router {
@@ -62,6 +78,7 @@ fn app(server: &mut lameduck_tokio::Server<lameduck_tokio::TokioRuntime>) -> Rou
         .route("/sleep", get(sleep))
         .route("/watch", get(watch))
         .route("/events", get(events))
+        .route("/ws", get(ws))
         .route(
             "/stream",
             get(|uri: Uri| async move {

@@ -3,8 +3,10 @@
 //! (`docs/design.md#example-servers`).
 //!
 //! This package is never published. It is separate from the example servers' package so that
-//! the demo builds only the core, lameduck-hyper, lameduck-tokio, tokio and hyper.
+//! the demo builds only the core, lameduck-hyper, lameduck-tokio, tokio, hyper and
+//! tokio-tungstenite; the feature `smol` adds the smol runtime's `/ws` for the example servers.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod routes;
+pub mod websocket;

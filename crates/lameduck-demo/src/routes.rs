@@ -17,6 +17,9 @@ use http_body_util::{BodyExt, Full, StreamBody};
 use lameduck::{RequestInfo, Shared};
 use lameduck_hyper::{Runtime, ShutdownNotice};
 
+pub use crate::websocket::echo_until_turn;
+use crate::websocket::WebSocketRuntime;
+
 /// The body type of every route.
 pub type RouteBody = UnsyncBoxBody<Bytes, Infallible>;
 
@@ -117,7 +120,7 @@ pub fn deadline_after(now: Instant, d: Duration) -> Instant {
 
 /// The routes as a tower service on runtime `runtime`, without `/metrics` (there is no
 /// lifecycle to report on; the bare baselines of the benchmarks use this).
-pub fn service<R: Runtime>(
+pub fn service<R: WebSocketRuntime>(
     runtime: R,
 ) -> impl tower::Service<
     Request<hyper::body::Incoming>,
@@ -132,7 +135,7 @@ pub fn service<R: Runtime>(
 
 /// The routes as a tower service on runtime `runtime`, with `/metrics` reporting on the
 /// lifecycle whose shared state is `shared` (`server.shared().clone()`), rendered by `render`.
-pub fn service_with_metrics<R: Runtime>(
+pub fn service_with_metrics<R: WebSocketRuntime>(
     runtime: R,
     shared: Arc<Shared>,
     render: RenderMetrics,
@@ -147,7 +150,7 @@ pub fn service_with_metrics<R: Runtime>(
     service_inner(runtime, Some(MetricsSource { shared, render }))
 }
 
-fn service_inner<R: Runtime>(
+fn service_inner<R: WebSocketRuntime>(
     runtime: R,
     metrics: Option<MetricsSource>,
 ) -> impl tower::Service<
@@ -165,7 +168,7 @@ fn service_inner<R: Runtime>(
     })
 }
 
-async fn route<R: Runtime, B>(
+async fn route<R: WebSocketRuntime, B: Send + 'static>(
     runtime: R,
     metrics: Option<MetricsSource>,
     req: Request<B>,
@@ -191,6 +194,7 @@ async fn route<R: Runtime, B>(
             events_response(runtime, signal)
         }
         "/stream" => stream_route(runtime, req.uri().query()),
+        "/ws" => crate::websocket::ws_route(runtime, req),
         "/metrics" => match metrics {
             Some(metrics) => metrics_route(runtime, metrics, req.uri().query()).await,
             None => text(StatusCode::NOT_FOUND, "404 page not found\n"),

@@ -56,6 +56,9 @@ pub const GOING_AWAY: u16 = 1001;
 /// The reason sent with the Close.
 pub const GOING_AWAY_REASON: &str = "server shutting down";
 
+/// The close status for a client that broke the protocol (RFC 6455, section 7.4.1).
+pub const PROTOCOL_ERROR: u16 = 1002;
+
 /// How long before the end of the grace period a silent client is cut, so that the drain
 /// ends with the socket, not by its timer: 100 ms, or half of what is left after the Close
 /// when that is shorter.
@@ -209,7 +212,8 @@ enum Turn<S> {
 /// socket it wraps is.
 ///
 /// The stream also ends when the client sends Close (the Close is not passed on; `close`
-/// answers it). Errors of the socket pass on as they are.
+/// answers it). Errors of the socket pass on as they are; after one, end the loop and call
+/// `close`, which answers it with the protocol's error close.
 pub struct GoingAway<R: Runtime, S, M> {
     runtime: R,
     shutdown: WebSocketShutdown,
@@ -218,6 +222,9 @@ pub struct GoingAway<R: Runtime, S, M> {
     turn: Turn<R::Sleep>,
     client_closed: bool,
     ended: bool,
+    /// The socket gave an error (a protocol violation, most often): `close` answers with
+    /// [`PROTOCOL_ERROR`].
+    errored: bool,
 }
 
 impl<R: Runtime, S, M> fmt::Debug for GoingAway<R, S, M> {
@@ -229,11 +236,7 @@ impl<R: Runtime, S, M> fmt::Debug for GoingAway<R, S, M> {
     }
 }
 
-impl<R, S, M, E> GoingAway<R, S, M>
-where
-    R: Runtime,
-    S: Stream<Item = Result<M, E>> + Sink<M, Error = E> + Unpin,
-{
+impl<R: Runtime, S, M> GoingAway<R, S, M> {
     /// Wraps `socket`, whose place in the drain is `shutdown`.
     pub fn new(runtime: R, shutdown: WebSocketShutdown, socket: S, kind: MessageKind<M>) -> Self {
         let turn = Turn::Serving(Box::pin(shutdown.notice.wait()));
@@ -245,6 +248,7 @@ where
             turn,
             client_closed: false,
             ended: false,
+            errored: false,
         }
     }
 
@@ -281,13 +285,26 @@ where
             }
         }
     }
+}
 
+impl<R, S, M, E> GoingAway<R, S, M>
+where
+    R: Runtime,
+    S: Stream<Item = Result<M, E>> + Sink<M, Error = E> + Unpin,
+{
     /// Says goodbye: sends Close 1001 with [`GOING_AWAY_REASON`], waits for the client's
     /// Close until [`WebSocketShutdown::answer_deadline`], then lets the connection go
     /// (dropping the socket closes it; the drain counts it as ended). A client that closed
-    /// first gets its answer instead. Never fails: how it went is the outcome.
+    /// first gets its answer instead, and one whose socket gave an error (garbage frames, an
+    /// invalid close code, data after its Close) gets Close [`PROTOCOL_ERROR`]. Never fails:
+    /// how it went is the outcome.
     pub async fn close(mut self) -> CloseOutcome {
         if self.ended {
+            return CloseOutcome::Failed;
+        }
+        if self.errored {
+            let close = (self.kind.close)(PROTOCOL_ERROR, "protocol error");
+            let _ = self.socket.send(close).await;
             return CloseOutcome::Failed;
         }
         if self.client_closed {
@@ -348,6 +365,10 @@ where
             Poll::Ready(None) => {
                 this.ended = true;
                 Poll::Ready(None)
+            }
+            Poll::Ready(Some(Err(e))) => {
+                this.errored = true;
+                Poll::Ready(Some(Err(e)))
             }
             other => other,
         }

@@ -58,6 +58,7 @@ use lameduck_hyper::{Listener, OsSignal, Runtime};
 use smol_hyper::rt::{FuturesIo, SmolTimer};
 
 mod tls;
+pub mod websocket;
 
 pub use lameduck_tls::{ServerTls, TlsError};
 pub use tls::TlsAcceptor;

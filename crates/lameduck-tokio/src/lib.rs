@@ -72,6 +72,7 @@ use tokio::net::{TcpListener, TcpStream, UnixStream};
 
 #[cfg(feature = "tls")]
 mod tls;
+pub mod websocket;
 
 #[cfg(feature = "tls")]
 pub use lameduck_tls::{ServerTls, TlsError};

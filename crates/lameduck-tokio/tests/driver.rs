@@ -742,3 +742,6 @@ async fn event_streams_keep_their_events_until_their_turn_then_send_a_retry_hint
     assert_eq!(run.await.unwrap().unwrap(), 0);
     assert_eq!(handle.in_flight().long_running, 0);
 }
+
+#[path = "driver/websocket.rs"]
+mod websocket;
