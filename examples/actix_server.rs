@@ -37,6 +37,7 @@ async fn run(
             .route("/sleep", web::get().to(actix_routes::sleep))
             .route("/watch", web::get().to(actix_routes::watch))
             .route("/events", web::get().to(actix_routes::events))
+            .route("/ws", web::get().to(actix_routes::ws))
             .route("/stream", web::get().to(actix_routes::stream))
             .route("/metrics", actix_routes::metrics_route(shared.clone()))
     });

@@ -5,8 +5,10 @@
 use std::sync::Arc;
 
 use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
+use actix_ws::Message;
 use futures_util::StreamExt;
 use lameduck::Shared;
+use lameduck_actix::websocket::GoingAway;
 use lameduck_hyper::ShutdownNotice;
 use lameduck_tokio::TokioRuntime;
 
@@ -50,6 +52,59 @@ pub async fn events(req: HttpRequest) -> HttpResponse {
         .content_type(lameduck_hyper::sse::CONTENT_TYPE)
         .insert_header((actix_web::http::header::CACHE_CONTROL, "no-cache"))
         .streaming(events)
+}
+
+/// `GET /ws`: a WebSocket echo of text and binary messages (actix-ws). Admitted as
+/// long-running (an upgrade), it echoes until the socket's turn in the paced drain, then says
+/// goodbye with Close 1001 "server shutting down" and waits for the client's Close (see
+/// [`lameduck_actix::websocket`]); without the middleware in front it echoes until the client
+/// closes.
+pub async fn ws(req: HttpRequest, body: web::Payload) -> Result<HttpResponse, actix_web::Error> {
+    let (response, session, stream) = actix_ws::handle(&req, body)?;
+    let shutdown = lameduck_actix::websocket::shutdown(&req);
+    // actix-ws's stream is served from a task of the worker.
+    actix_web::rt::spawn(async move {
+        match shutdown {
+            Some(shutdown) => {
+                let mut ws = GoingAway::new(shutdown, session, stream);
+                while let Some(Ok(message)) = ws.next().await {
+                    if echo(ws.session(), message).await.is_err() {
+                        break;
+                    }
+                }
+                ws.close().await;
+            }
+            None => echo_until_closed(session, stream).await,
+        }
+    });
+    Ok(response)
+}
+
+/// Sends a text or binary `message` back; other messages are not echoed.
+async fn echo(session: &mut actix_ws::Session, message: Message) -> Result<(), actix_ws::Closed> {
+    match message {
+        Message::Text(text) => session.text(text).await,
+        Message::Binary(bytes) => session.binary(bytes).await,
+        _ => Ok(()),
+    }
+}
+
+/// The echo without a shutdown: until the client closes (answered with its own reason), its
+/// stream ends or breaks the protocol (answered with Close 1002).
+async fn echo_until_closed(mut session: actix_ws::Session, mut stream: actix_ws::MessageStream) {
+    let reason = loop {
+        let sent = match stream.recv().await {
+            Some(Ok(Message::Close(reason))) => break reason,
+            Some(Ok(Message::Ping(bytes))) => session.pong(&bytes).await,
+            Some(Ok(message)) => echo(&mut session, message).await,
+            Some(Err(_)) => break Some(actix_ws::CloseCode::Protocol.into()),
+            None => return,
+        };
+        if sent.is_err() {
+            return;
+        }
+    };
+    let _ = session.close(reason).await;
 }
 
 /// `GET /stream?duration=D`: a normal (not long-running) chunked 200, one line per 100 ms

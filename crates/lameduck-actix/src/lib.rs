@@ -20,6 +20,9 @@
 //!   TLS, passes through [`GoawayIo`], which watches the frame headers and writes the GOAWAY
 //!   between two of actix's frames. actix-web's own `HttpServer` works with [`serve`] too,
 //!   without HTTP/2 GOAWAY.
+//! * [`websocket`]: the WebSocket goodbye for actix-ws sessions: a socket serves until its
+//!   turn in the paced drain, then gets Close 1001 (Going Away) and its client's answer is
+//!   awaited until the grace period's end (a silent client is cut and counted).
 //!
 //! The lifecycle driver itself is [`lameduck_hyper`]'s on tokio (actix-web runs on tokio):
 //! signals, hooks, systemd, logs. One core and one gate are shared by every actix worker.
@@ -81,6 +84,7 @@ mod io;
 mod serve;
 mod server;
 mod tls;
+pub mod websocket;
 
 use std::future::{ready, Future, Ready};
 use std::pin::Pin;

@@ -37,6 +37,7 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::{pin, Pin};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -193,7 +194,8 @@ pub enum CloseOutcome {
     /// server answered its Close.
     ClientClosed,
     /// The connection ended or failed (a protocol error, a reset) before the handshake was
-    /// complete.
+    /// complete, or not even the Close could be written by the bound (a client that does not
+    /// read).
     Failed,
 }
 
@@ -316,16 +318,21 @@ where
         let deadline = self.shutdown.answer_deadline(now);
         let shared = Arc::clone(self.shutdown.shared());
         let close = (self.kind.close)(GOING_AWAY, GOING_AWAY_REASON);
-        if self.socket.send(close).await.is_err() {
-            return CloseOutcome::Failed;
-        }
-        shared.count_websocket_close_sent();
         let is_close = self.kind.is_close;
-        let answer = async {
+        let sent = AtomicBool::new(false);
+        let goodbye = async {
+            if self.socket.send(close).await.is_err() {
+                return CloseOutcome::Failed;
+            }
+            sent.store(true, Ordering::Relaxed);
+            shared.count_websocket_close_sent();
             // Messages the client sent before it saw the Close are dropped.
             while let Some(message) = self.socket.next().await {
                 match message {
-                    Ok(m) if is_close(&m) => return CloseOutcome::Answered,
+                    Ok(m) if is_close(&m) => {
+                        shared.count_websocket_close_answered();
+                        return CloseOutcome::Answered;
+                    }
                     Ok(_) => {}
                     Err(_) => return CloseOutcome::Failed,
                 }
@@ -333,14 +340,13 @@ where
             CloseOutcome::Failed
         };
         let cut = self.runtime.sleep_until(deadline);
-        match select(pin!(answer), pin!(cut)).await {
-            Either::Left((CloseOutcome::Answered, _)) => {
-                shared.count_websocket_close_answered();
-                CloseOutcome::Answered
-            }
+        let outcome = match select(pin!(goodbye), pin!(cut)).await {
             Either::Left((outcome, _)) => outcome,
+            // Not even the Close could be written by then (a client that does not read).
+            Either::Right(_) if !sent.load(Ordering::Relaxed) => CloseOutcome::Failed,
             Either::Right(_) => CloseOutcome::Cut,
-        }
+        };
+        outcome
     }
 }
 

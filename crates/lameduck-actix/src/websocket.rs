@@ -1,0 +1,272 @@
+//! WebSockets at shutdown on actix-web, for [`actix_ws`] sessions: a socket keeps serving
+//! until its turn in the paced long-running drain, then the server sends Close 1001 (Going
+//! Away) with [`GOING_AWAY_REASON`], waits for the client's Close until
+//! [`WebSocketShutdown::answer_deadline`] and lets the connection go. A client that never
+//! answers is cut at that bound and counted (`websocket_unanswered` in the termination
+//! summary). See [`lameduck_hyper::websocket`] for the parts shared with the other adapters.
+//!
+//! [`shutdown`] takes the upgrade's place in the drain from the request (the
+//! [`crate::AdmissionMiddleware`] puts it there for upgrade requests classified
+//! long-running); [`GoingAway`] wraps actix-ws's split [`Session`] and [`MessageStream`]: its
+//! [`GoingAway::next`] ends at the socket's turn (or at the client's Close), and
+//! [`GoingAway::close`] is the goodbye, in one call.
+//!
+//! ```no_run
+//! use actix_web::{web, HttpRequest, HttpResponse};
+//! use actix_ws::Message;
+//! use lameduck_actix::websocket::{self, GoingAway};
+//!
+//! async fn ws(req: HttpRequest, body: web::Payload) -> Result<HttpResponse, actix_web::Error> {
+//!     let (response, session, stream) = actix_ws::handle(&req, body)?;
+//!     // `None`: the request was not admitted as long-running (no middleware in front).
+//!     let Some(shutdown) = websocket::shutdown(&req) else {
+//!         return Ok(response);
+//!     };
+//!     // actix-ws's session and stream are served from a task of the worker.
+//!     actix_web::rt::spawn(async move {
+//!         let mut ws = GoingAway::new(shutdown, session, stream);
+//!         while let Some(Ok(message)) = ws.next().await {
+//!             let sent = match message {
+//!                 Message::Text(text) => ws.session().text(text).await,
+//!                 _ => Ok(()),
+//!             };
+//!             if sent.is_err() {
+//!                 break;
+//!             }
+//!         }
+//!         ws.close().await;
+//!     });
+//!     Ok(response)
+//! }
+//! ```
+
+use std::cell::Cell;
+use std::fmt;
+use std::future::{poll_fn, Future};
+use std::pin::{pin, Pin};
+use std::sync::Arc;
+use std::task::Poll;
+
+use actix_web::{HttpMessage, HttpRequest};
+use actix_ws::{CloseCode, CloseReason, Message, MessageStream, ProtocolError, Session};
+use futures_util::future::{select, Either};
+use futures_util::StreamExt;
+use lameduck_hyper::{Runtime, ShutdownNotice, UpgradeTicketSlot};
+use lameduck_tokio::TokioRuntime;
+
+pub use lameduck_hyper::websocket::{
+    CloseOutcome, WebSocketShutdown, GOING_AWAY, GOING_AWAY_REASON,
+};
+
+/// The upgrade's place in the drain, from the extensions the [`crate::AdmissionMiddleware`]
+/// set on `req` (call it in the handler, before answering `101`, and move it into the task
+/// that serves the socket). `None` when the request was not admitted as long-running (no
+/// [`ShutdownNotice`]): serve the socket without a goodbye then.
+#[must_use]
+pub fn shutdown(req: &HttpRequest) -> Option<WebSocketShutdown> {
+    let extensions = req.extensions();
+    let notice = extensions.get::<ShutdownNotice>()?;
+    Some(WebSocketShutdown::from_parts(
+        notice,
+        extensions.get::<UpgradeTicketSlot>(),
+    ))
+}
+
+/// Where the socket stands.
+#[derive(Debug)]
+enum State {
+    /// Before its turn.
+    Serving,
+    /// Its turn came: the goodbye is Close 1001.
+    Due,
+    /// The client sent Close, with this reason: the goodbye is the answer to it.
+    ClientClosed(Option<CloseReason>),
+    /// The client's stream ended without a Close, or the session can no longer send.
+    Ended,
+    /// The client broke the protocol: the server sent Close 1002.
+    Failed,
+}
+
+/// An actix-ws socket whose [`GoingAway::next`] ends at its turn in the paced drain, and
+/// whose [`GoingAway::close`] says goodbye with Close 1001, waiting for the client's Close.
+///
+/// [`GoingAway::next`] also ends when the client sends Close (the Close is not passed on;
+/// `close` answers it), answers pings itself, and ends after passing on a protocol error,
+/// which it answers with Close 1002 (protocol error). Send with [`GoingAway::session`].
+/// Serve it from a task of the worker (`actix_web::rt::spawn`): actix-ws's stream is not
+/// `Send`.
+pub struct GoingAway {
+    /// Shared with `turn`, which must outlive a call of `next`.
+    shutdown: Arc<WebSocketShutdown>,
+    session: Session,
+    stream: MessageStream,
+    /// The socket's turn, kept across calls of `next` so that a reserved turn is not lost.
+    turn: Pin<Box<dyn Future<Output = ()>>>,
+    state: State,
+}
+
+impl fmt::Debug for GoingAway {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GoingAway")
+            .field("shutdown", &self.shutdown)
+            .field("state", &self.state)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What woke [`GoingAway::next`].
+enum Event {
+    Turn,
+    Message(Option<Result<Message, ProtocolError>>),
+}
+
+impl GoingAway {
+    /// Wraps the session and stream of [`actix_ws::handle`], whose place in the drain is
+    /// `shutdown` ([`shutdown`]).
+    #[must_use]
+    pub fn new(shutdown: WebSocketShutdown, session: Session, stream: MessageStream) -> Self {
+        let shutdown = Arc::new(shutdown);
+        let turn = {
+            let shutdown = Arc::clone(&shutdown);
+            Box::pin(async move { shutdown.turn(&TokioRuntime).await })
+        };
+        GoingAway {
+            shutdown,
+            session,
+            stream,
+            turn,
+            state: State::Serving,
+        }
+    }
+
+    /// The session, to send messages. Do not keep a clone of it past [`GoingAway::close`]:
+    /// the connection lasts as long as a session does.
+    pub fn session(&mut self) -> &mut Session {
+        &mut self.session
+    }
+
+    /// The socket's place in the drain.
+    #[must_use]
+    pub fn shutdown(&self) -> &WebSocketShutdown {
+        &self.shutdown
+    }
+
+    /// Whether the socket's turn to end has come (seen by [`GoingAway::next`]).
+    #[must_use]
+    pub fn is_due(&self) -> bool {
+        matches!(self.state, State::Due)
+    }
+
+    /// The client's next message; `None` once the socket's turn has come, the client sent
+    /// Close, or the stream ended: call [`GoingAway::close`] then. Pings are answered with a
+    /// pong and not passed on. A protocol error (a malformed frame, an unmasked one, one too
+    /// large) is passed on once, after the server sent Close 1002; `None` follows.
+    ///
+    /// Cancel-safe (the turn and the stream are kept in `self`), but for the pong of a ping
+    /// being answered.
+    pub async fn next(&mut self) -> Option<Result<Message, ProtocolError>> {
+        loop {
+            if !matches!(self.state, State::Serving) {
+                return None;
+            }
+            let event = poll_fn(|cx| {
+                if self.turn.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(Event::Turn);
+                }
+                self.stream.poll_next_unpin(cx).map(Event::Message)
+            })
+            .await;
+            match event {
+                Event::Turn => self.state = State::Due,
+                Event::Message(None) => self.state = State::Ended,
+                Event::Message(Some(Ok(Message::Close(reason)))) => {
+                    self.state = State::ClientClosed(reason);
+                }
+                Event::Message(Some(Ok(Message::Ping(bytes)))) => {
+                    // actix-ws does not answer pings; a pong blocked by a client that does
+                    // not read gives way to the turn.
+                    let pong = pin!(self.session.pong(&bytes));
+                    match select(pong, self.turn.as_mut()).await {
+                        Either::Left((Ok(()), _)) => {}
+                        Either::Left((Err(_), _)) => self.state = State::Ended,
+                        Either::Right(((), _)) => self.state = State::Due,
+                    }
+                }
+                Event::Message(Some(Ok(message))) => return Some(Ok(message)),
+                Event::Message(Some(Err(error))) => {
+                    // A clone sends the Close; the session itself stays (and with it the
+                    // response) until the socket is closed or dropped.
+                    let reason = CloseReason::from(CloseCode::Protocol);
+                    let _ = self.session.clone().close(Some(reason)).await;
+                    self.state = State::Failed;
+                    return Some(Err(error));
+                }
+            }
+        }
+    }
+
+    /// Says goodbye: sends Close 1001 with [`GOING_AWAY_REASON`], waits for the client's
+    /// Close until [`WebSocketShutdown::answer_deadline`] (messages received meanwhile are
+    /// dropped), then lets the connection go. A client that closed first gets its answer
+    /// instead (its own close reason, echoed). Never fails: how it went is the outcome
+    /// ([`CloseOutcome::Failed`] after a protocol error or the end of the client's stream,
+    /// or when not even the Close could be queued by the bound).
+    pub async fn close(self) -> CloseOutcome {
+        let GoingAway {
+            shutdown,
+            session,
+            mut stream,
+            turn,
+            state,
+        } = self;
+        drop(turn);
+        match state {
+            State::Serving | State::Due => {}
+            State::ClientClosed(reason) => {
+                // The session goes with the Close: the response, and the connection, end.
+                return match session.close(reason).await {
+                    Ok(()) => CloseOutcome::ClientClosed,
+                    Err(_) => CloseOutcome::Failed,
+                };
+            }
+            State::Ended | State::Failed => return CloseOutcome::Failed,
+        }
+        let shared = Arc::clone(shutdown.shared());
+        let deadline = shutdown.answer_deadline(TokioRuntime.now());
+        let sent = Cell::new(false);
+        let goodbye = async {
+            let reason = CloseReason {
+                code: CloseCode::Away,
+                description: Some(GOING_AWAY_REASON.to_owned()),
+            };
+            // A clone sends the Close: `session` (and with it the response, so the
+            // connection) stays until the client answered or was cut.
+            if session.clone().close(Some(reason)).await.is_err() {
+                return CloseOutcome::Failed;
+            }
+            sent.set(true);
+            shared.count_websocket_close_sent();
+            while let Some(message) = stream.next().await {
+                match message {
+                    Ok(Message::Close(_)) => {
+                        shared.count_websocket_close_answered();
+                        return CloseOutcome::Answered;
+                    }
+                    Ok(_) => {}
+                    Err(_) => return CloseOutcome::Failed,
+                }
+            }
+            CloseOutcome::Failed
+        };
+        let cut = TokioRuntime.sleep_until(deadline);
+        let outcome = match select(pin!(goodbye), pin!(cut)).await {
+            Either::Left((outcome, _)) => outcome,
+            // Not even the Close could be queued by then (a client that does not read).
+            Either::Right(_) if !sent.get() => CloseOutcome::Failed,
+            Either::Right(_) => CloseOutcome::Cut,
+        };
+        // The last session goes: the response ends and actix closes the connection.
+        drop((session, stream, shutdown));
+        outcome
+    }
+}

@@ -1,0 +1,338 @@
+//! The WebSocket goodbye on actix-web (`lameduck_actix::websocket`), over loopback in real
+//! time with generous bounds: an actix-ws echo serves until its turn in the drain, then the
+//! client gets Close 1001 "server shutting down" and its answer is counted; a client that
+//! never reads is cut within the grace period and counted unanswered; a client that sends
+//! garbage after the handshake gets Close 1002, and the server carries on and exits 0.
+
+use std::net::{SocketAddr, TcpListener};
+use std::time::{Duration, Instant};
+
+use actix_web::{web, App, HttpRequest, HttpResponse};
+use actix_ws::Message;
+use futures_util::{SinkExt, StreamExt};
+use lameduck::Config;
+use lameduck_actix::websocket::{self, CloseOutcome, GoingAway};
+use lameduck_actix::{AutoH2cServer, Handle};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::Message as ClientMessage;
+
+/// The grace period of the long-running drain.
+const GRACE: Duration = Duration::from_secs(1);
+/// The bound of every wait.
+const WAIT: Duration = Duration::from_secs(10);
+
+/// How each socket's goodbye went (`None`: the request carried no shutdown).
+type Outcomes = UnboundedSender<Option<CloseOutcome>>;
+
+/// `/ws`: echoes text and binary messages until the socket's turn, then says goodbye.
+async fn echo(
+    req: HttpRequest,
+    body: web::Payload,
+    outcomes: web::Data<Outcomes>,
+) -> Result<HttpResponse, actix_web::Error> {
+    let (response, session, stream) = actix_ws::handle(&req, body)?;
+    let shutdown = websocket::shutdown(&req);
+    let outcomes = outcomes.get_ref().clone();
+    actix_web::rt::spawn(async move {
+        let Some(shutdown) = shutdown else {
+            let _ = outcomes.send(None);
+            return;
+        };
+        let mut ws = GoingAway::new(shutdown, session, stream);
+        while let Some(Ok(message)) = ws.next().await {
+            let sent = match message {
+                Message::Text(text) => ws.session().text(text).await,
+                Message::Binary(bytes) => ws.session().binary(bytes).await,
+                _ => Ok(()),
+            };
+            if sent.is_err() {
+                break;
+            }
+        }
+        let _ = outcomes.send(Some(ws.close().await));
+    });
+    Ok(response)
+}
+
+/// A running lifecycle (shutdown delay 0, grace period [`GRACE`]) on one loopback listener.
+struct Running {
+    addr: SocketAddr,
+    handle: Handle,
+    run: tokio::task::JoinHandle<u8>,
+    outcomes: UnboundedReceiver<Option<CloseOutcome>>,
+}
+
+fn start() -> Running {
+    let config = Config::builder()
+        .shutdown_watch_termination_grace_period(GRACE)
+        .build()
+        .unwrap();
+    let mut builder = lameduck_actix::builder(config);
+    builder.without_signals();
+    let mut server = builder.prepare();
+    let admission = lameduck_actix::AdmissionMiddleware::for_server(&server);
+    let (tx, outcomes) = unbounded_channel();
+    let http = AutoH2cServer::new(move || {
+        App::new()
+            .wrap(admission.clone())
+            .app_data(web::Data::new(tx.clone()))
+            .route("/ws", web::get().to(echo))
+    });
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    lameduck_actix::serve(&mut server, "api", http, |http| {
+        http.workers(1).listen(listener)
+    })
+    .unwrap();
+    let handle = server.handle();
+    let run = actix_rt::spawn(async move { server.run().await.unwrap() });
+    Running {
+        addr,
+        handle,
+        run,
+        outcomes,
+    }
+}
+
+impl Running {
+    async fn outcome(&mut self) -> Option<CloseOutcome> {
+        tokio::time::timeout(WAIT, self.outcomes.recv())
+            .await
+            .expect("the socket's task ends")
+            .expect("the server is up")
+    }
+
+    /// The run's exit code, and how long it took from `since`.
+    async fn exit(self, since: Instant) -> (u8, Duration) {
+        let code = tokio::time::timeout(WAIT, self.run)
+            .await
+            .expect("the server exits")
+            .unwrap();
+        (code, since.elapsed())
+    }
+}
+
+type Client = tokio_tungstenite::WebSocketStream<TcpStream>;
+
+async fn connect(addr: SocketAddr) -> Client {
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let (ws, response) = tokio::time::timeout(
+        WAIT,
+        tokio_tungstenite::client_async(format!("ws://{addr}/ws"), tcp),
+    )
+    .await
+    .expect("the handshake ends")
+    .unwrap();
+    assert_eq!(response.status(), 101);
+    ws
+}
+
+/// The next message the client reads, within [`WAIT`].
+async fn read(ws: &mut Client) -> Option<ClientMessage> {
+    tokio::time::timeout(WAIT, ws.next())
+        .await
+        .expect("a message or the end")
+        .and_then(Result::ok)
+}
+
+async fn echoes(ws: &mut Client) {
+    ws.send(ClientMessage::text("hello")).await.unwrap();
+    assert_eq!(read(ws).await, Some(ClientMessage::text("hello")));
+    ws.send(ClientMessage::binary(vec![1u8, 2, 3]))
+        .await
+        .unwrap();
+    assert_eq!(read(ws).await, Some(ClientMessage::binary(vec![1u8, 2, 3])));
+}
+
+#[actix_web::test]
+async fn a_socket_gets_going_away_and_its_answer_is_counted() {
+    let mut running = start();
+    let mut ws = connect(running.addr).await;
+    echoes(&mut ws).await;
+    // actix-ws answers no ping itself: the wrapper does.
+    ws.send(ClientMessage::Ping(b"p".to_vec().into()))
+        .await
+        .unwrap();
+    assert_eq!(
+        read(&mut ws).await,
+        Some(ClientMessage::Pong(b"p".to_vec().into()))
+    );
+
+    let shared = running.handle.shared().clone();
+    let since = Instant::now();
+    assert!(running.handle.request_shutdown());
+    let close = loop {
+        match read(&mut ws).await {
+            Some(ClientMessage::Close(frame)) => break frame.expect("a close frame"),
+            Some(_) => {}
+            None => panic!("the connection ended without a Close"),
+        }
+    };
+    assert_eq!(close.code, CloseCode::Away);
+    assert_eq!(close.reason.as_str(), "server shutting down");
+    // Reading on sends the answer (tungstenite queued it) and sees the server let go.
+    while read(&mut ws).await.is_some() {}
+    assert_eq!(running.outcome().await, Some(CloseOutcome::Answered));
+    let (code, _) = running.exit(since).await;
+    assert_eq!(code, 0);
+    let goodbyes = shared.goodbyes();
+    assert_eq!(goodbyes.websocket_closes, 1, "{goodbyes:?}");
+    assert_eq!(goodbyes.websocket_unanswered, 0, "{goodbyes:?}");
+}
+
+#[actix_web::test]
+async fn a_client_that_closes_first_gets_its_answer() {
+    let mut running = start();
+    let mut ws = connect(running.addr).await;
+    echoes(&mut ws).await;
+    ws.close(None).await.unwrap();
+    while read(&mut ws).await.is_some() {}
+    assert_eq!(running.outcome().await, Some(CloseOutcome::ClientClosed));
+    let shared = running.handle.shared().clone();
+    let since = Instant::now();
+    assert!(running.handle.request_shutdown());
+    let (code, _) = running.exit(since).await;
+    assert_eq!(code, 0);
+    assert_eq!(shared.goodbyes().websocket_closes, 0);
+}
+
+#[actix_web::test]
+async fn a_client_that_never_answers_is_cut_within_the_grace_period() {
+    let mut running = start();
+    let mut ws = connect(running.addr).await;
+    echoes(&mut ws).await;
+    let shared = running.handle.shared().clone();
+    let since = Instant::now();
+    assert!(running.handle.request_shutdown());
+    // The client keeps its connection open and never reads again.
+    assert_eq!(running.outcome().await, Some(CloseOutcome::Cut));
+    // Cut ahead of the grace period's end, not before the client had time to answer.
+    let cut = since.elapsed();
+    assert!(cut >= GRACE / 2 && cut < GRACE, "cut after {cut:?}");
+    let (code, took) = running.exit(since).await;
+    assert_eq!(code, 0);
+    // Shutdown delay 0 + the grace period + a generous bound.
+    assert!(
+        took < GRACE + Duration::from_secs(4),
+        "the run took {took:?}"
+    );
+    let goodbyes = shared.goodbyes();
+    assert_eq!(goodbyes.websocket_closes, 1, "{goodbyes:?}");
+    assert_eq!(goodbyes.websocket_unanswered, 1, "{goodbyes:?}");
+    drop(ws);
+}
+
+/// A WebSocket handshake over a raw connection; the connection once `101` has come.
+async fn raw_upgrade(addr: SocketAddr) -> TcpStream {
+    let mut conn = TcpStream::connect(addr).await.unwrap();
+    conn.write_all(
+        b"GET /ws HTTP/1.1\r\nhost: 127.0.0.1\r\nupgrade: websocket\r\nconnection: Upgrade\r\n\
+          sec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\nsec-websocket-version: 13\r\n\r\n",
+    )
+    .await
+    .unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    tokio::time::timeout(WAIT, async {
+        while !head.ends_with(b"\r\n\r\n") {
+            assert_eq!(conn.read(&mut byte).await.unwrap(), 1, "the head ends");
+            head.push(byte[0]);
+        }
+    })
+    .await
+    .expect("the 101 comes");
+    let head = String::from_utf8_lossy(&head);
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    conn
+}
+
+/// Everything the server sends until it closes the connection, within [`WAIT`].
+async fn read_to_end(conn: &mut TcpStream) -> Vec<u8> {
+    let mut all = Vec::new();
+    let mut buf = [0u8; 256];
+    let closed = tokio::time::timeout(WAIT, async {
+        loop {
+            match conn.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => all.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    assert!(closed.is_ok(), "the connection stayed open; read {all:?}");
+    all
+}
+
+/// Close 1002 (protocol error), unmasked from the server.
+const CLOSE_PROTOCOL_ERROR: [u8; 4] = [0x88, 0x02, 0x03, 0xEA];
+
+#[actix_web::test]
+async fn garbage_after_the_handshake_gets_a_protocol_error_close() {
+    let mut running = start();
+    let mut oversized = vec![0x82, 0xFF, 0, 0, 0, 0, 0, 1, 0, 1, 0, 0, 0, 0];
+    oversized.resize(oversized.len() + 65_537, b'x');
+    let garbage: &[&[u8]] = &[
+        // An unmasked text frame from the client.
+        &[0x81, 0x02, b'h', b'i'],
+        // A reserved opcode.
+        &[0x83, 0x80, 0, 0, 0, 0],
+        // A 64-bit length with its most significant bit set.
+        &[0x82, 0xFF, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+        // A frame past the size limit (64 KiB), sent whole.
+        &oversized,
+        // Text that is not UTF-8.
+        &[0x81, 0x82, 0, 0, 0, 0, 0xFF, 0xFE],
+        // A Close with a reserved code (999).
+        &[0x88, 0x82, 0, 0, 0, 0, 0x03, 0xE7],
+        // A continuation nothing started.
+        &[0x80, 0x80, 0, 0, 0, 0],
+        // Bytes of no frame at all.
+        b"\xde\xad\xbe\xef GET / HTTP/1.1\r\n\r\n\x00\xff\x00\xff",
+    ];
+    for (i, bytes) in garbage.iter().enumerate() {
+        let mut conn = raw_upgrade(running.addr).await;
+        conn.write_all(bytes).await.unwrap();
+        let head = &bytes[..bytes.len().min(16)];
+        if i == 0 {
+            // The server closes the connection itself (actix lingers up to its client
+            // disconnect timeout, 1 s, for the client to close first).
+            let answer = read_to_end(&mut conn).await;
+            assert_eq!(answer, CLOSE_PROTOCOL_ERROR, "after {head:?}");
+        } else {
+            let mut answer = [0u8; 4];
+            tokio::time::timeout(WAIT, conn.read_exact(&mut answer))
+                .await
+                .expect("the Close comes")
+                .unwrap();
+            assert_eq!(answer, CLOSE_PROTOCOL_ERROR, "after {head:?}");
+        }
+        assert_eq!(
+            running.outcome().await,
+            Some(CloseOutcome::Failed),
+            "after {head:?}"
+        );
+    }
+    // A frame cut short, then the client's end of the connection.
+    let mut conn = raw_upgrade(running.addr).await;
+    conn.write_all(&[0x81, 0x85, 0, 0]).await.unwrap();
+    conn.shutdown().await.unwrap();
+    let _ = read_to_end(&mut conn).await;
+    assert_eq!(running.outcome().await, Some(CloseOutcome::Failed));
+
+    // The server carries on.
+    let mut ws = connect(running.addr).await;
+    echoes(&mut ws).await;
+    ws.close(None).await.unwrap();
+    while read(&mut ws).await.is_some() {}
+    assert_eq!(running.outcome().await, Some(CloseOutcome::ClientClosed));
+
+    let shared = running.handle.shared().clone();
+    let since = Instant::now();
+    assert!(running.handle.request_shutdown());
+    let (code, _) = running.exit(since).await;
+    assert_eq!(code, 0);
+    assert_eq!(shared.goodbyes().websocket_closes, 0);
+}
