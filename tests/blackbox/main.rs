@@ -44,6 +44,7 @@ suite! {
         watch_streams_drain_paced,
         event_streams_end_with_a_retry_hint,
         event_streams_end_with_a_retry_hint_retry_after_mode,
+        websockets_close_1001_at_their_turn,
         request_timeout_gives_504,
         bad_sleep_duration_gives_400,
         second_signal_exits_1,

@@ -20,6 +20,7 @@ mod startup;
 mod systemd;
 mod tls;
 mod watch_drain;
+mod websockets;
 
 pub use arrivals::*;
 pub use bounds::*;
@@ -40,3 +41,4 @@ pub use startup::*;
 pub use systemd::*;
 pub use tls::*;
 pub use watch_drain::*;
+pub use websockets::*;
