@@ -93,6 +93,9 @@ pub const READYZ_PROBE_INTERVAL: &str = "lameduck_readyz_probe_interval_seconds"
 /// `lameduck_failed_readyz_probes_total`: `/readyz` answered "not ready" after
 /// `ShutdownInitiated`.
 pub const FAILED_READYZ_PROBES: &str = "lameduck_failed_readyz_probes_total";
+/// `lameduck_websocket_closes_total{answered}`: WebSocket Close frames (1001) sent at the
+/// sockets' turns, by whether the client answered.
+pub const WEBSOCKET_CLOSES: &str = "lameduck_websocket_closes_total";
 
 /// Every series lameduck records.
 pub const SERIES: &[Series] = &[
@@ -202,6 +205,13 @@ pub const SERIES: &[Series] = &[
         help: "/readyz requests answered not ready after ShutdownInitiated: with late connections, the failed probes the load balancer ignored (its failure threshold is higher).",
     },
     Series {
+        name: WEBSOCKET_CLOSES,
+        kind: SeriesKind::Counter,
+        labels: &["answered"],
+        unit: None,
+        help: "WebSocket Close frames (status 1001) sent at the sockets' turns in the drain, by whether the client answered with its Close (answered=false: cut at the bound, or still silent).",
+    },
+    Series {
         name: TERMINATION_DURATION,
         kind: SeriesKind::Gauge,
         labels: &[],
@@ -286,6 +296,10 @@ pub fn record_state(shared: &Shared) {
         gauge!(READYZ_PROBE_INTERVAL).set(d.as_secs_f64());
     }
     counter!(FAILED_READYZ_PROBES).absolute(arrivals.failed_readyz_probes);
+    let goodbyes = shared.goodbyes();
+    let answered = goodbyes.websocket_closes - goodbyes.websocket_unanswered;
+    counter!(WEBSOCKET_CLOSES, "answered" => "true").absolute(answered);
+    counter!(WEBSOCKET_CLOSES, "answered" => "false").absolute(goodbyes.websocket_unanswered);
     gauge!(TERMINATION_BUDGET)
         .set(termination_budget(shared.config()).map_or(f64::INFINITY, |d| d.as_secs_f64()));
 }
