@@ -10,8 +10,7 @@
 //! turn. [`GoingAway`] wraps the socket of any WebSocket crate whose socket is a `Stream` of
 //! messages and a `Sink` of them (tokio-tungstenite, async-tungstenite, axum's `ws`): its
 //! stream of messages ends at the turn, and [`GoingAway::close`] is the goodbye, in one call.
-//! The crate's messages are described by a [`MessageKind`], which the adapter crates provide
-//! for the crates they support.
+//! The crate's messages are described by a [`MessageKind`].
 //!
 //! ```no_run
 //! use futures_util::{SinkExt, StreamExt};
@@ -19,9 +18,14 @@
 //! use lameduck_hyper::Runtime;
 //!
 //! /// Echoes text until the socket's turn, then says goodbye.
-//! async fn echo<R, S, M, E>(runtime: R, shutdown: WebSocketShutdown, socket: S, kind: MessageKind<M>)
+//! async fn echo<R, S, M, E>(
+//!     runtime: R,
+//!     shutdown: WebSocketShutdown,
+//!     socket: S,
+//!     kind: MessageKind<M>,
+//! )
 //! where
-//!     R: Runtime,
+//!     R: Runtime + Unpin,
 //!     S: futures_util::Stream<Item = Result<M, E>> + futures_util::Sink<M, Error = E> + Unpin,
 //! {
 //!     let mut ws = GoingAway::new(runtime, shutdown, socket, kind);
@@ -159,8 +163,9 @@ impl WebSocketShutdown {
 }
 
 /// What a WebSocket crate's message type must say for the goodbye: how to make a Close with
-/// a status and a reason, and how to tell a Close apart. The adapter crates provide one for
-/// each crate they support (`lameduck_tokio::websocket`, `lameduck_smol::websocket`).
+/// a status and a reason, and how to tell a Close apart: `TUNGSTENITE` (feature
+/// `tungstenite`) for tokio-tungstenite and async-tungstenite, `lameduck_tokio::websocket::AXUM`
+/// for axum's `ws`.
 pub struct MessageKind<M> {
     /// A Close message with this status and reason.
     pub close: fn(u16, &'static str) -> M,
@@ -180,6 +185,22 @@ impl<M> fmt::Debug for MessageKind<M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("MessageKind")
     }
+}
+
+/// tungstenite's messages: the sockets of tokio-tungstenite and async-tungstenite (feature
+/// `tungstenite`).
+#[cfg(feature = "tungstenite")]
+pub const TUNGSTENITE: MessageKind<tungstenite::Message> = MessageKind {
+    close: tungstenite_close,
+    is_close: tungstenite::Message::is_close,
+};
+
+#[cfg(feature = "tungstenite")]
+fn tungstenite_close(code: u16, reason: &'static str) -> tungstenite::Message {
+    tungstenite::Message::Close(Some(tungstenite::protocol::CloseFrame {
+        code: code.into(),
+        reason: reason.into(),
+    }))
 }
 
 /// How a socket's goodbye went ([`GoingAway::close`]).

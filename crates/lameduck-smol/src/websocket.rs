@@ -6,6 +6,9 @@
 //! ends (the socket's turn in the drain, or the client's Close), then calls
 //! [`GoingAway::close`].
 
+/// tungstenite's messages (feature `tungstenite`).
+#[cfg(feature = "tungstenite")]
+pub use lameduck_hyper::websocket::TUNGSTENITE;
 pub use lameduck_hyper::websocket::{
     CloseOutcome, GoingAway, MessageKind, WebSocketShutdown, GOING_AWAY, GOING_AWAY_REASON,
     PROTOCOL_ERROR,
@@ -20,22 +23,6 @@ pub fn going_away<S, M>(
     kind: MessageKind<M>,
 ) -> GoingAway<SmolRuntime, S, M> {
     GoingAway::new(SmolRuntime::global(), shutdown, socket, kind)
-}
-
-/// async-tungstenite's messages.
-#[cfg(feature = "tungstenite")]
-pub const TUNGSTENITE: MessageKind<async_tungstenite::tungstenite::Message> = MessageKind {
-    close: tungstenite_close,
-    is_close: |m| m.is_close(),
-};
-
-#[cfg(feature = "tungstenite")]
-fn tungstenite_close(code: u16, reason: &'static str) -> async_tungstenite::tungstenite::Message {
-    use async_tungstenite::tungstenite::protocol::CloseFrame;
-    async_tungstenite::tungstenite::Message::Close(Some(CloseFrame {
-        code: code.into(),
-        reason: reason.into(),
-    }))
 }
 
 /// A hyper connection's I/O (an upgraded connection: `hyper::upgrade::Upgraded`) as

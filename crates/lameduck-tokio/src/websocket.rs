@@ -35,6 +35,9 @@
 //! # }
 //! ```
 
+/// tungstenite's messages (feature `tungstenite`).
+#[cfg(feature = "tungstenite")]
+pub use lameduck_hyper::websocket::TUNGSTENITE;
 pub use lameduck_hyper::websocket::{
     CloseOutcome, GoingAway, MessageKind, WebSocketShutdown, GOING_AWAY, GOING_AWAY_REASON,
     PROTOCOL_ERROR,
@@ -49,22 +52,6 @@ pub fn going_away<S, M>(
     kind: MessageKind<M>,
 ) -> GoingAway<TokioRuntime, S, M> {
     GoingAway::new(TokioRuntime, shutdown, socket, kind)
-}
-
-/// tokio-tungstenite's messages.
-#[cfg(feature = "tungstenite")]
-pub const TUNGSTENITE: MessageKind<tokio_tungstenite::tungstenite::Message> = MessageKind {
-    close: tungstenite_close,
-    is_close: |m| m.is_close(),
-};
-
-#[cfg(feature = "tungstenite")]
-fn tungstenite_close(code: u16, reason: &'static str) -> tokio_tungstenite::tungstenite::Message {
-    use tokio_tungstenite::tungstenite::protocol::CloseFrame;
-    tokio_tungstenite::tungstenite::Message::Close(Some(CloseFrame {
-        code: code.into(),
-        reason: reason.into(),
-    }))
 }
 
 /// axum's `ws` messages.
