@@ -28,6 +28,10 @@ PROOFS = {
         "rolling.event_streams",
         "500 Server-Sent Events streams open at SIGTERM each end with one retry: event and the last chunk, paced",
     ),
+    "websockets": (
+        "rolling.websockets",
+        "1000 WebSockets open at SIGTERM each get Close 1001, paced; silent clients are cut; bad input never crashes",
+    ),
     "late_arrivals": (
         "rolling.late_arrivals",
         "the servers' late-connection figures behind well and badly configured HAProxy, and lameduck plan --observed",
