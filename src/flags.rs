@@ -32,8 +32,8 @@ pub struct Flags {
     /// `--handover-timeout D`: the bound on a hand-over.
     pub handover_timeout: Duration,
     /// The lifecycle configuration from the `--shutdown-*`, `--request-timeout`,
-    /// `--livez-grace-period`, `--min-watch-drain-qps`, `--exempt-path-prefix` and
-    /// `--goaway-chance` flags.
+    /// `--livez-grace-period`, `--min-watch-drain-qps`, `--exempt-path-prefix`,
+    /// `--goaway-chance` and `--idle-close-spread` flags.
     pub config: Config,
     /// `--post-start-hook-duration D`: register a demo post-start hook (`demo-warm-up`)
     /// sleeping `D`; `/readyz` answers 500 until it has finished.
@@ -133,6 +133,11 @@ struct ServerArgs {
     #[arg(long, value_name = "P", allow_hyphen_values = true,
           value_parser = config_text(ConfigOption::GoawayChance))]
     goaway_chance: Option<String>,
+    /// Close the connections idle when the server stops listening each at a random point of
+    /// this window, not all at once (HTTP/2: GOAWAY); shorter than the HTTP shutdown timeout;
+    /// 0 means off [default: 0s]
+    #[arg(long, value_name = "D", value_parser = duration, allow_hyphen_values = true)]
+    idle_close_spread: Option<Duration>,
     /// Register a demo post-start hook that sleeps D (/readyz is 500 until it ends)
     #[arg(long, value_name = "D", value_parser = duration, allow_hyphen_values = true)]
     post_start_hook_duration: Option<Duration>,
@@ -232,6 +237,9 @@ pub fn parse(program: &str, args: impl IntoIterator<Item = String>) -> Result<Pa
     }
     if let Some(d) = args.livez_grace_period {
         builder = builder.livez_grace_period(d);
+    }
+    if let Some(d) = args.idle_close_spread {
+        builder = builder.idle_close_spread(d);
     }
     let texts = [
         (
@@ -382,6 +390,7 @@ mod tests {
             "--exempt-path-prefix=/readyz,/x",
             "--goaway-chance",
             "0.01",
+            "--idle-close-spread=1500ms",
             "--workers",
             "4",
         ])
@@ -400,6 +409,7 @@ mod tests {
         assert_eq!(f.config.min_watch_drain_qps(), 10);
         assert!(f.config.is_exempt_path("/x/y"));
         assert_eq!(f.config.goaway_chance().to_string(), "0.01");
+        assert_eq!(f.config.idle_close_spread(), Duration::from_millis(1500));
         assert_eq!(f.pre_shutdown_hook_duration, Some(Duration::from_secs(3)));
         assert_eq!(f.destroy_hook_duration, Some(Duration::from_secs(60)));
         assert_eq!(f.workers, Some(4));
@@ -463,6 +473,17 @@ mod tests {
                 "--shutdown-send-retry-after",
             ),
             (&["--shutdown-delay", "2562048h"][..], "--shutdown-delay"),
+            (&["--idle-close-spread", "-1s"][..], "--idle-close-spread"),
+            (&["--idle-close-spread", "2"][..], "--idle-close-spread"),
+            // Not shorter than the HTTP shutdown timeout (retry-after mode: 2 s).
+            (
+                &["--idle-close-spread=2s", "--shutdown-send-retry-after"][..],
+                "--idle-close-spread",
+            ),
+            (
+                &["--idle-close-spread=5s", "--request-timeout=5s"][..],
+                "--idle-close-spread",
+            ),
         ] {
             let e = run(args).unwrap_err();
             assert!(e.0.contains(flag), "{args:?}: {e}");

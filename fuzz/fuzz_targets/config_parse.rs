@@ -8,8 +8,9 @@
 
 use lameduck::config::{ConfigOption, GoawayChance, MAX_CONFIG_DURATION};
 use lameduck::duration::{format_duration, parse_duration, DurationError};
-use lameduck::{Config, ConfigBuilder};
+use lameduck::{Config, ConfigBuilder, ConfigError};
 use libfuzzer_sys::fuzz_target;
+use std::time::Duration;
 
 fuzz_target!(|data: &[u8]| {
     let Some((&selector, rest)) = data.split_first() else {
@@ -36,9 +37,21 @@ fuzz_target!(|data: &[u8]| {
         }
     }
 
-    // Everything `set` accepted is valid, so `build` must accept it too.
-    let config = builder.build().expect("set only stores valid values");
-    check_config(&config, text);
+    // Everything `set` accepted is valid on its own, so `build` accepts it too, but for the
+    // one check across options: the idle-close spread shorter than the HTTP shutdown timeout.
+    match builder.clone().build() {
+        Ok(config) => check_config(&config, text),
+        Err(ConfigError::SpreadNotShorter {
+            value,
+            http_shutdown_timeout,
+            ..
+        }) => {
+            assert!(!http_shutdown_timeout.is_zero() && value >= http_shutdown_timeout);
+            let off = builder.idle_close_spread(Duration::ZERO);
+            check_config(&off.build().expect("valid without the spread"), text);
+        }
+        Err(e) => panic!("set stored an invalid value: {e}"),
+    }
 });
 
 fn check_duration(text: &str) {
@@ -85,6 +98,7 @@ fn check_config(config: &Config, text: &str) {
         config.shutdown_watch_termination_grace_period(),
         config.request_timeout(),
         config.livez_grace_period(),
+        config.idle_close_spread(),
         config.http_shutdown_timeout(),
     ] {
         assert!(d <= MAX_CONFIG_DURATION);
@@ -92,5 +106,6 @@ fn check_config(config: &Config, text: &str) {
     let chance = config.goaway_chance();
     assert!(chance <= GoawayChance::MAX, "{chance}");
     assert_eq!(chance.to_string().parse::<GoawayChance>(), Ok(chance));
+    assert!(config.idle_close_delay(u32::MAX) <= config.idle_close_spread());
     assert_eq!(config.to_builder().build().as_ref(), Ok(config));
 }

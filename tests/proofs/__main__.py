@@ -32,6 +32,10 @@ PROOFS = {
         "rolling.websockets",
         "1000 WebSockets open at SIGTERM each get Close 1001, paced; silent clients are cut; bad input never crashes",
     ),
+    "idle_spread": (
+        "rolling.idle_spread",
+        "5000 idle HTTP/1.1 and 500 idle h2c connections end spread over --idle-close-spread, one burst without it",
+    ),
     "late_arrivals": (
         "rolling.late_arrivals",
         "the servers' late-connection figures behind well and badly configured HAProxy, and lameduck plan --observed",

@@ -11,7 +11,10 @@
 //!
 //! A connection says GOAWAY when the listener stops (the lifecycle's stop broadcast, in
 //! close-listener mode at `NotAcceptingNewRequest`) or when one of its responses asks to close
-//! it (retry-after mode's 429s: `Connection: close`, which HTTP/2 does not have).
+//! it (retry-after mode's 429s: `Connection: close`, which HTTP/2 does not have). With the
+//! idle-close spread ([`lameduck::Config::idle_close_spread`]) the stop broadcast makes each
+//! connection say it at its own random point of the window instead, measured from the
+//! broadcast; a response that asks to close the connection still makes it say GOAWAY at once.
 
 use std::cell::Cell;
 use std::future::Future;
@@ -19,9 +22,14 @@ use std::io;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::task::{ready, Context, Poll, Waker};
+use std::time::Instant;
 
 use event_listener::{Event, EventListener};
+use lameduck::{Shared, StdClock};
+use lameduck_hyper::Runtime as _;
+use lameduck_tokio::TokioRuntime;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use lameduck_hyper::h2_frames::{
@@ -35,14 +43,55 @@ use lameduck_hyper::h2_frames::{
 pub struct GoawayBroadcast {
     set: AtomicBool,
     event: Event,
+    /// When it was announced: the start of the idle-close window.
+    announced_at: OnceLock<Instant>,
+    /// The lifecycle whose configuration says how long a connection waits after the
+    /// announcement ([`GoawayBroadcast::for_lifecycle`]); none: no wait.
+    lifecycle: Option<(Arc<Shared>, StdClock)>,
 }
 
 impl GoawayBroadcast {
+    /// A broadcast after which each connection of the lifecycle (`shared`, on `clock`'s
+    /// timeline) ends when the lifecycle says ([`lameduck_hyper::spread_close_at`]): an idle
+    /// HTTP/1 connection is kept for the request its client may be sending when the sockets
+    /// outlive the process, and, with the [idle-close
+    /// spread](lameduck::Config::idle_close_spread), every connection ends at its own random
+    /// point of the window that starts at the announcement. [`GoawayBroadcast::default`]:
+    /// every connection ends at the announcement.
+    #[must_use]
+    pub fn for_lifecycle(shared: Arc<Shared>, clock: StdClock) -> Self {
+        GoawayBroadcast {
+            lifecycle: Some((shared, clock)),
+            ..GoawayBroadcast::default()
+        }
+    }
+
     /// Every connection of the server says GOAWAY (those not yet open too).
     pub fn announce(&self) {
+        let _ = self.announced_at.set(TokioRuntime.now());
         if !self.set.swap(true, Ordering::AcqRel) {
             self.event.notify(usize::MAX);
         }
+    }
+
+    /// When a connection that sees the announcement now ends (HTTP/1: closed, HTTP/2:
+    /// GOAWAY), if later than now: `waits` as [`lameduck_hyper::spread_close_at`]'s.
+    pub(crate) fn close_at(&self, waits: Option<bool>) -> Option<Instant> {
+        let (shared, clock) = self.lifecycle.as_ref()?;
+        let now = TokioRuntime.now();
+        let at = clock.instant(now);
+        let start = self.announced_at.get().map_or(at, |&t| clock.instant(t));
+        let until = clock.to_std(lameduck_hyper::spread_close_at(shared, waits, start, at));
+        (until > now).then_some(until)
+    }
+
+    /// The end of the idle-close window, once announced with the spread on: no connection's
+    /// point is later.
+    pub(crate) fn window_end(&self) -> Option<Instant> {
+        let (shared, _) = self.lifecycle.as_ref()?;
+        let spread = shared.config().idle_close_spread();
+        let announced = *self.announced_at.get()?;
+        (!spread.is_zero()).then(|| announced + spread)
     }
 
     fn is_set(&self) -> bool {
@@ -148,6 +197,8 @@ impl GoawayRequest {
 enum Phase {
     /// Nobody asked for it yet.
     Serving,
+    /// The broadcast came: waiting for the connection's point in the idle-close window.
+    Spreading,
     /// The first GOAWAY and its PING wait for a frame boundary.
     AnnounceDue,
     /// Sent; waiting for the client to acknowledge the PING.
@@ -170,6 +221,8 @@ pub struct GoawayIo<T> {
     listener: Option<EventListener>,
     registered: bool,
     phase: Phase,
+    /// Until the connection's point in the idle-close window ([`Phase::Spreading`]).
+    spread_timer: Option<Pin<Box<tokio::time::Sleep>>>,
     /// Inserted bytes not yet written: written before any more of the server's bytes.
     pending: [u8; 2 * CONTROL_FRAME_LEN],
     pending_start: usize,
@@ -190,6 +243,7 @@ impl<T> GoawayIo<T> {
             listener: None,
             registered: false,
             phase: Phase::Serving,
+            spread_timer: None,
             pending: [0; 2 * CONTROL_FRAME_LEN],
             pending_start: 0,
             pending_end: 0,
@@ -222,11 +276,36 @@ impl<T> GoawayIo<T> {
                 self.registered = true;
                 self.broadcast.poll_register(&mut self.listener, cx)
             };
-            if broadcast || self.request.requested.get() {
+            if self.request.requested.get() {
                 self.phase = Phase::AnnounceDue;
-                self.listener = None;
-                self.request.waker.take();
+            } else if broadcast {
+                // At once, or at the connection's point in the idle-close window.
+                self.phase = match self.broadcast.close_at(None) {
+                    Some(until) => {
+                        self.spread_timer = Some(Box::pin(tokio::time::sleep_until(until.into())));
+                        Phase::Spreading
+                    }
+                    None => Phase::AnnounceDue,
+                };
             }
+            if self.phase != Phase::Serving {
+                self.listener = None;
+            }
+        }
+        if self.phase == Phase::Spreading {
+            // A response that asks to close the connection cuts the wait short.
+            self.request.register(cx.waker());
+            let due = self
+                .spread_timer
+                .as_mut()
+                .is_none_or(|timer| timer.as_mut().poll(cx).is_ready());
+            if due || self.request.requested.get() {
+                self.phase = Phase::AnnounceDue;
+                self.spread_timer = None;
+            }
+        }
+        if !matches!(self.phase, Phase::Serving | Phase::Spreading) {
+            self.request.waker.take();
         }
         if self.phase == Phase::AwaitingAck && self.incoming.goaway_ping_acked() {
             self.phase = Phase::FinalDue;

@@ -71,6 +71,13 @@ pub trait ActixServer: Sized {
     fn listening_sockets(&self) -> Vec<std::os::fd::BorrowedFd<'_>> {
         Vec::new()
     }
+    /// Whether the server ends its idle connections each at its own point of the idle-close
+    /// window ([`lameduck::Config::idle_close_spread`]). The default, for servers whose
+    /// connections lameduck cannot reach (actix-web's `HttpServer`): no, and the idle
+    /// connections left after the drain are closed together, as without the spread.
+    fn spreads_idle_closes(&self) -> bool {
+        false
+    }
     /// Configures the server, not yet bound, for the lifecycle.
     fn configure(self, setup: ServeSetup) -> Self;
     /// Starts the bound server.
@@ -202,7 +209,12 @@ pub enum ActixServeError {
 ///   when the listener stops (close-listener mode: at `NotAcceptingNewRequest`) and after a
 ///   response that closes its connection (retry-after mode's 429); its TLS handshakes in
 ///   progress are waited for (each bounded by its timeout) before the idle connections are
-///   closed.
+///   closed;
+/// * with the idle-close spread ([`lameduck::Config::idle_close_spread`]), an
+///   [`AutoH2cServer`](crate::AutoH2cServer)'s idle HTTP/1 connections are closed, and its
+///   HTTP/2 connections told GOAWAY, each at its own random point of the window from the
+///   listener's stop (actix-web's own `HttpServer` cannot spread them: a warning says so, and
+///   its idle connections are closed together after the drain, as without the spread).
 ///
 /// ```no_run
 /// # use lameduck_actix::{Server, TokioRuntime};
@@ -213,7 +225,8 @@ pub enum ActixServeError {
 /// ```
 ///
 /// The lifecycle stops the server at the point of the mode (`ServerHandle::stop(true)`),
-/// and closes what is left [`IDLE_CONNECTION_LINGER`] after the drain. Should actix end
+/// and closes what is left [`IDLE_CONNECTION_LINGER`] after the drain (or, spreading, after
+/// the idle-close window's end). Should actix end
 /// connections before the lifecycle allows it anyway, the log says so and the exit code
 /// is 1.
 ///
@@ -232,9 +245,21 @@ pub fn serve<H: ActixServer>(
     }
     let connections = ConnectionTracker::new();
     let handshakes = ConnectionTracker::new();
-    let goaway = Arc::new(GoawayBroadcast::default());
     let shutdown_timeout = actix_shutdown_timeout(lifecycle.shared().config());
     let lifecycle_ref: LifecycleRef = (Arc::clone(lifecycle.shared()), lifecycle.clock());
+    let goaway = Arc::new(GoawayBroadcast::for_lifecycle(
+        Arc::clone(lifecycle.shared()),
+        lifecycle.clock(),
+    ));
+    let spread = lifecycle.shared().config().idle_close_spread();
+    let spreads = http.spreads_idle_closes();
+    if !spread.is_zero() && !spreads {
+        tracing::warn!(
+            listener = %name,
+            idle_close_spread = ?spread,
+            "the idle-close spread needs lameduck_actix::AutoH2cServer: actix-web's own HttpServer closes its idle connections together after the drain"
+        );
+    }
     let http = http.configure(ServeSetup {
         shutdown_timeout,
         connections: connections.clone(),
@@ -294,6 +319,7 @@ pub fn serve<H: ActixServer>(
         ctx.report_listener_stopped();
         let shared = Arc::clone(ctx.shared());
         let drained = Arc::clone(&shared);
+        let goaway_end = Arc::clone(&goaway);
         let idle_after_drain = pin!(async move {
             drained
                 .signal_fired(LifecycleSignal::InFlightRequestsDrained)
@@ -306,6 +332,11 @@ pub fn serve<H: ActixServer>(
                 .await;
             // Idle connections kept for a request their clients may be sending.
             idle_linger(Some(lifecycle_ref)).await;
+            // With the idle-close spread, each connection ends at its own point of the
+            // window: the last of them gets the same linger after the window's end.
+            if let Some(end) = goaway_end.window_end().filter(|_| spreads) {
+                TokioRuntime.sleep_until(end + IDLE_CONNECTION_LINGER).await;
+            }
         });
         let closed = pin!(connections.wait_zero());
         let actix_done = pin!(async {

@@ -24,12 +24,13 @@ use actix_service::{
     fn_service, map_config, IntoServiceFactory, ServiceFactory, ServiceFactoryExt,
 };
 use actix_web::dev::AppConfig;
-use lameduck_hyper::ConnectionTracker;
+use lameduck_hyper::{ConnectionTracker, Runtime as _};
 use lameduck_tls::ServerTls;
+use lameduck_tokio::TokioRuntime;
 
 use crate::goaway::{Announced, GoawayBroadcast, GoawayIo, GoawayRequest};
 use crate::io::ConnectionIo;
-use crate::serve::{idle_linger, note_arrival, ActixServer, LifecycleRef, ServeSetup};
+use crate::serve::{note_arrival, ActixServer, LifecycleRef, ServeSetup};
 use crate::tls::TlsAcceptor;
 
 /// The start of the HTTP/2 preface that marks an h2c (prior knowledge) connection, as actix
@@ -257,12 +258,17 @@ where
     let lifecycle_for_connections = lifecycle.clone();
     let builder = HttpService::<ConnectionIo, _, _>::build()
         .graceful_shutdown_signal(move || {
-            let (announced, lifecycle) = (Announced::new(Arc::clone(&stopping)), lifecycle.clone());
+            let (announced, stopping) =
+                (Announced::new(Arc::clone(&stopping)), Arc::clone(&stopping));
             async move {
                 announced.await;
                 // An idle connection is not closed under a request its client may be
-                // sending; a busy one closes after its response anyway.
-                idle_linger(lifecycle).await;
+                // sending, and with the idle-close spread it waits for its own point of the
+                // window; a busy one closes after its response anyway (`Connection: close`
+                // once keep-alive has ended).
+                if let Some(until) = stopping.close_at(Some(false)) {
+                    TokioRuntime.sleep_until(until).await;
+                }
             }
         })
         .keep_alive(keep_alive)
@@ -316,6 +322,10 @@ where
     fn listening_sockets(&self) -> Vec<std::os::fd::BorrowedFd<'_>> {
         use std::os::fd::AsFd as _;
         self.listeners.iter().map(|l| l.listener.as_fd()).collect()
+    }
+
+    fn spreads_idle_closes(&self) -> bool {
+        true
     }
 
     fn configure(mut self, setup: ServeSetup) -> Self {

@@ -75,7 +75,9 @@ where
 /// passed (see [`Linger`]); HTTP/2 GOAWAY) starts when the run loop broadcasts `StopListening` (the
 /// machine decides when: in close-listener mode at `NotAcceptingNewRequest`, in retry-after mode
 /// after the drain), and for an HTTP/2 connection also when one of its responses asks to close the
-/// connection (retry-after mode's 429). An HTTP/1 connection waiting longer than
+/// connection (retry-after mode's 429). With the idle-close spread on, a connection that is not
+/// busy with an HTTP/1 request ends at its own random point of the window instead (see
+/// [`Linger`]), or sooner when a request comes on it. An HTTP/1 connection waiting longer than
 /// [`HEADER_READ_TIMEOUT`] for a request head is closed. `guard` is dropped when the connection
 /// ends. `protocol` is what a handshake said the connection speaks (TLS ALPN); without it, the
 /// first bytes tell.
@@ -272,6 +274,16 @@ where
         }
     }
 
+    /// At the stop: whether the connection takes its point in the idle-close spread
+    /// ([`Linger::at_stop`]). Every one does but an HTTP/1 connection busy with a request,
+    /// which ends after its response, as without the spread.
+    fn spreads_close(&self, activity: &ConnActivity<R>) -> bool {
+        match self {
+            HttpConnection::Detecting { .. } | HttpConnection::Http2 { .. } => true,
+            HttpConnection::Http1 { .. } => activity.is_idle(),
+        }
+    }
+
     /// Starts a graceful shutdown; `false` when there is nothing to shut down gracefully
     /// (the protocol is not known yet: no request has been read), so the connection ends now.
     fn graceful_shutdown(self: Pin<&mut Self>) -> bool {
@@ -335,10 +347,9 @@ where
                 if stop {
                     *this.shutting_down = true;
                     *this.stop_listener = None;
-                    *this.linger = this
-                        .conn
-                        .waits_for_request(this.activity)
-                        .and_then(|first| Linger::at_stop(this.activity, first));
+                    let waits = this.conn.waits_for_request(this.activity);
+                    let spread = this.conn.spreads_close(this.activity);
+                    *this.linger = Linger::at_stop(this.activity, waits, spread);
                     if this.linger.is_none() {
                         if let Some(ended) = this.conn.as_mut().shut_down(cx, this.activity) {
                             break ended;

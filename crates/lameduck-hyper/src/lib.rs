@@ -71,6 +71,7 @@ pub use builder::{Builder, Hook};
 pub use connection::context::ListenerContext;
 pub use connection::handshake::{Alpn, Handshake};
 pub use connection::head_watch::HEADER_READ_TIMEOUT;
+pub use connection::linger::spread_close_at;
 pub use connection::tracker::{ConnectionGuard, ConnectionTracker};
 pub use connection::HttpService;
 pub use error::{BoxError, ServeError};

@@ -139,6 +139,17 @@ pub(crate) fn stopping_listeners(shutdown_timeout: Option<Duration>) {
     );
 }
 
+/// The listeners are told to stop, with the idle-close spread on: the idle connections end
+/// each at a random point of the next `spread`, not all at once. (A line of its own: the
+/// `stopping listeners` line is unchanged.)
+pub(crate) fn idle_close_spread(spread: Duration) {
+    info!(
+        target: TARGET,
+        idle_close_spread = ?spread,
+        "[graceful-termination] closing idle connections spread over {spread:?}"
+    );
+}
+
 /// The HTTP shutdown timeout passed before every server stopped.
 pub(crate) fn http_shutdown_timed_out() {
     warn!(

@@ -254,6 +254,10 @@ impl<R: Runtime> RunLoop<R> {
                 logging::stopping_listeners(
                     shutdown_deadline.map(|d| d.saturating_duration_since(now)),
                 );
+                let spread = self.shared.config().idle_close_spread();
+                if !spread.is_zero() {
+                    logging::idle_close_spread(spread);
+                }
                 self.succession.release_sockets();
                 self.control.stop.set();
             }

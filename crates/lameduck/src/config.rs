@@ -86,6 +86,7 @@ pub struct Config {
     min_watch_drain_qps: u32,
     exempt_path_prefixes: Vec<String>,
     goaway_chance: GoawayChance,
+    idle_close_spread: Duration,
     late_arrival_percent: u8,
     /// Derived from `exempt_path_prefixes` (by `Default` and `ConfigBuilder::build`): rules
     /// most paths out before the prefixes are compared.
@@ -108,6 +109,7 @@ impl Default for Config {
             min_watch_drain_qps: DEFAULT_MIN_WATCH_DRAIN_QPS,
             exempt_path_prefixes,
             goaway_chance: GoawayChance::OFF,
+            idle_close_spread: Duration::ZERO,
             late_arrival_percent: DEFAULT_LATE_ARRIVAL_PERCENT,
         }
     }
@@ -206,6 +208,32 @@ impl Config {
         self.goaway_chance
     }
 
+    /// The window over which the connections idle when the server stops listening are closed
+    /// (HTTP/1) or told GOAWAY (HTTP/2), each at its own uniformly random point, instead of all
+    /// at once, so that their clients do not all reconnect elsewhere in the same millisecond
+    /// (HAProxy's `close-spread-time`). Default 0: off, every idle connection ends at the stop,
+    /// as kube-apiserver's do. Shorter than the [HTTP shutdown
+    /// timeout](Config::http_shutdown_timeout) when that is set ([`ConfigBuilder::build`]
+    /// checks), so every connection ends before the server stops waiting for them.
+    ///
+    /// A request that arrives on such a connection before its point is admitted as any
+    /// request after the stop ([`Shared::admit_on`](crate::Shared::admit_on)), and the
+    /// connection ends after its response; a connection busy with a request at the stop ends
+    /// after that response, as without the spread. See
+    /// [`Shared::spread_close_at`](crate::Shared::spread_close_at).
+    #[must_use]
+    pub fn idle_close_spread(&self) -> Duration {
+        self.idle_close_spread
+    }
+
+    /// A connection's delay in the [idle-close window](Config::idle_close_spread), from a
+    /// uniformly random `sample`: `spread × sample / 2³²`, so uniform in `[0, spread)` when
+    /// `sample` is; zero when the spread is off.
+    #[must_use]
+    pub fn idle_close_delay(&self, sample: u32) -> Duration {
+        spread_delay(self.idle_close_spread, sample)
+    }
+
     /// The last part of the shutdown delay, in percent, in which a new connection or request
     /// is *late*: the balancer barely stopped in time (see
     /// [`Shared::arrivals`](crate::Shared::arrivals)). Default
@@ -297,6 +325,14 @@ impl ConfigBuilder {
         self
     }
 
+    /// Sets [`Config::idle_close_spread`]; zero turns it off. It must be shorter than the
+    /// HTTP shutdown timeout when that is set, which [`ConfigBuilder::build`] checks.
+    #[must_use]
+    pub fn idle_close_spread(mut self, value: Duration) -> Self {
+        self.config.idle_close_spread = value;
+        self
+    }
+
     /// Sets [`Config::late_arrival_percent`], from 0 to 100 (which [`ConfigBuilder::build`]
     /// checks).
     #[must_use]
@@ -345,6 +381,7 @@ impl ConfigBuilder {
             }
             ConfigOption::RequestTimeout => self.config.request_timeout = duration()?,
             ConfigOption::LivezGracePeriod => self.config.livez_grace_period = duration()?,
+            ConfigOption::IdleCloseSpread => self.config.idle_close_spread = duration()?,
             ConfigOption::ShutdownSendRetryAfter => {
                 self.config.shutdown_send_retry_after =
                     parse_bool(value).ok_or_else(|| ConfigError::InvalidBool {
@@ -376,7 +413,8 @@ impl ConfigBuilder {
     }
 
     /// Validates the values: every duration at most [`MAX_CONFIG_DURATION`], every path prefix
-    /// starting with `/`.
+    /// starting with `/`, the idle-close spread shorter than the HTTP shutdown timeout (when
+    /// that is set).
     ///
     /// # Errors
     ///
@@ -391,6 +429,7 @@ impl ConfigBuilder {
             ),
             (ConfigOption::RequestTimeout, config.request_timeout),
             (ConfigOption::LivezGracePeriod, config.livez_grace_period),
+            (ConfigOption::IdleCloseSpread, config.idle_close_spread),
         ];
         for (option, value) in durations {
             if value > MAX_CONFIG_DURATION {
@@ -402,6 +441,17 @@ impl ConfigBuilder {
             }
         }
         check_prefixes(&config.exempt_path_prefixes)?;
+        let http_shutdown_timeout = config.http_shutdown_timeout();
+        if !config.idle_close_spread.is_zero()
+            && !http_shutdown_timeout.is_zero()
+            && config.idle_close_spread >= http_shutdown_timeout
+        {
+            return Err(ConfigError::SpreadNotShorter {
+                option: ConfigOption::IdleCloseSpread,
+                value: config.idle_close_spread,
+                http_shutdown_timeout,
+            });
+        }
         if config.late_arrival_percent > 100 {
             return Err(ConfigError::LateArrivalPercent {
                 value: config.late_arrival_percent,
@@ -410,6 +460,16 @@ impl ConfigBuilder {
         config.exempt_filter = ExemptFilter::new(&config.exempt_path_prefixes);
         Ok(config)
     }
+}
+
+/// `spread × sample / 2³²`: in `[0, spread)`, uniform when `sample` is.
+fn spread_delay(spread: Duration, sample: u32) -> Duration {
+    let nanos = (spread.as_nanos() * u128::from(sample)) >> 32;
+    // Below `spread`'s nanoseconds, which a `Duration` holds: it fits in `u64` seconds.
+    let secs = u64::try_from(nanos / 1_000_000_000).unwrap_or(u64::MAX);
+    #[allow(clippy::cast_possible_truncation)]
+    let subsec = (nanos % 1_000_000_000) as u32;
+    Duration::new(secs, subsec)
 }
 
 /// `true`/`false`/`1`/`0`, in any case.

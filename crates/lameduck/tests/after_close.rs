@@ -154,3 +154,113 @@ fn an_idle_connection_is_kept_for_its_next_request_only_while_its_client_may_sti
     let now = sim.now;
     assert_eq!(sim.shared().idle_close_at(false, now), now);
 }
+
+/// A simulator past the stop of `mode` (close-listener: `NotAcceptingNewRequest`, 1 s after
+/// the signal; retry-after: the drain's end) with the idle-close spread `spread`, and when
+/// the server stopped listening.
+fn stopped_with_spread(mode: ShutdownMode, spread: Duration) -> (Sim, lameduck::Instant) {
+    let config = config(mode, secs(1))
+        .to_builder()
+        .idle_close_spread(spread)
+        .build()
+        .expect("valid");
+    let mut sim = Sim::serving(config, |_| {});
+    sim.stop();
+    sim.advance(secs(1));
+    let stop = match mode {
+        ShutdownMode::CloseListener => LifecycleSignal::NotAcceptingNewRequest,
+        ShutdownMode::SendRetryAfter => LifecycleSignal::InFlightRequestsDrained,
+    };
+    let at = sim.fired_at(stop).expect("the server stopped listening");
+    (sim, at)
+}
+
+#[test]
+fn without_the_spread_every_connection_ends_when_it_would_have() {
+    let (sim, _) = stopped_with_spread(ShutdownMode::CloseListener, Duration::ZERO);
+    let shared = sim.shared();
+    let now = sim.now;
+    for sample in [0, 1 << 31, u32::MAX] {
+        let start = shared.idle_close_window_start(now);
+        assert_eq!(shared.spread_close_at(None, start, now, sample), now);
+        assert_eq!(shared.spread_close_at(Some(false), start, now, sample), now);
+        assert_eq!(
+            shared.spread_close_at(Some(true), start, now, sample),
+            now + IDLE_CONNECTION_LINGER
+        );
+    }
+}
+
+#[test]
+fn with_the_spread_each_connection_ends_at_its_own_point_of_the_window_from_the_stop() {
+    for mode in [ShutdownMode::CloseListener, ShutdownMode::SendRetryAfter] {
+        let spread = Duration::from_millis(1500);
+        let (mut sim, stop) = stopped_with_spread(mode, spread);
+        // The connection sees the stop a little late (a busy task): its point is still
+        // measured from the stop, so the window is the same for every connection.
+        sim.advance(Duration::from_millis(20));
+        let shared = sim.shared();
+        let now = sim.now;
+        assert!(now > stop, "{mode:?}");
+        assert_eq!(shared.idle_close_window_start(now), stop, "{mode:?}");
+        let start = shared.idle_close_window_start(now);
+        let at = |waits, sample| shared.spread_close_at(waits, start, now, sample);
+        assert_eq!(at(Some(false), 1 << 31), stop + Duration::from_millis(750));
+        assert_eq!(at(None, 1 << 30), stop + Duration::from_millis(375));
+        assert_eq!(
+            at(Some(false), u32::MAX),
+            stop + (spread - Duration::from_nanos(1))
+        );
+        // A point the connection saw too late for is now: never in the past.
+        assert_eq!(at(Some(false), 0), now);
+        // A connection that never carried a request still waits for it at least as long
+        // as without the spread.
+        assert_eq!(at(Some(true), 0), now + IDLE_CONNECTION_LINGER);
+        assert_eq!(
+            at(Some(true), u32::MAX),
+            stop + (spread - Duration::from_nanos(1))
+        );
+        // Uniform samples fall evenly over the window's 100 ms buckets.
+        let mut buckets = [0usize; 15];
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        for _ in 0..15_000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let sample = u32::try_from(state >> 32).expect("32 bits");
+            let point = at(None, sample).saturating_duration_since(stop);
+            assert!(point < spread, "{point:?}");
+            let bucket = usize::try_from(point.as_millis() / 100).expect("small");
+            buckets[bucket] += 1;
+        }
+        // 1,000 expected per bucket; a binomial's deviation is about 30.
+        assert!(
+            buckets.iter().all(|&b| (850..=1150).contains(&b)),
+            "{mode:?}: {buckets:?}"
+        );
+    }
+}
+
+#[test]
+fn before_the_stop_the_window_starts_when_the_connection_sees_it() {
+    // An adapter stopped by other means than the lifecycle's stop (before its signal fired)
+    // measures the window from its own `now`, or from when it told its connections.
+    let config = Config::builder()
+        .idle_close_spread(secs(1))
+        .build()
+        .expect("valid");
+    let sim = Sim::serving(config, |_| {});
+    let now = sim.now;
+    let shared = sim.shared();
+    assert_eq!(shared.idle_close_window_start(now), now);
+    assert_eq!(
+        shared.spread_close_at(None, now, now, 1 << 31),
+        now + Duration::from_millis(500)
+    );
+    let later = now + Duration::from_millis(100);
+    assert_eq!(
+        shared.spread_close_at(None, now, later, 1 << 31),
+        now + Duration::from_millis(500)
+    );
+    assert_eq!(shared.spread_close_at(None, now, later, 1 << 20), later);
+}

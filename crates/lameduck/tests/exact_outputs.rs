@@ -407,6 +407,7 @@ fn config_options_describe_themselves() {
             ConfigOption::ShutdownWatchTerminationGracePeriod,
             ConfigOption::RequestTimeout,
             ConfigOption::LivezGracePeriod,
+            ConfigOption::IdleCloseSpread,
         ]
     );
     assert_eq!(

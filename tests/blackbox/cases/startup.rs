@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::support::*;
 
-const FLAGS: [&str; 9] = [
+const FLAGS: [&str; 10] = [
     "--listen",
     "--shutdown-delay",
     "--shutdown-send-retry-after",
@@ -14,6 +14,7 @@ const FLAGS: [&str; 9] = [
     "--livez-grace-period",
     "--pre-shutdown-hook-duration",
     "--destroy-hook-duration",
+    "--idle-close-spread",
     "--help",
 ];
 
@@ -33,7 +34,7 @@ pub fn help_lists_flags(bin: &'static str) {
 }
 
 pub fn invalid_flags_exit_2(bin: &'static str) {
-    let cases: [(&[&str], &[&str]); 5] = [
+    let cases: [(&[&str], &[&str]); 6] = [
         (
             &["--shutdown-delay", "-1s"],
             &["shutdown-delay", "shutdown_delay"],
@@ -53,6 +54,11 @@ pub fn invalid_flags_exit_2(bin: &'static str) {
         (
             &["--goaway-chance", "0.5"],
             &["goaway-chance", "goaway_chance"],
+        ),
+        // Not shorter than retry-after mode's 2 s HTTP shutdown timeout.
+        (
+            &["--idle-close-spread", "2s", "--shutdown-send-retry-after"],
+            &["idle-close-spread", "idle_close_spread"],
         ),
     ];
     for (flags, names) in cases {

@@ -78,6 +78,12 @@ impl<R: Runtime> ConnActivity<R> {
         self.heads.load(Ordering::Relaxed)
     }
 
+    /// Whether every request head received has had its response end: the connection is
+    /// idle (or has carried nothing yet).
+    pub(crate) fn is_idle(&self) -> bool {
+        self.ended.load(Ordering::Acquire) == self.heads()
+    }
+
     /// Marks the connection as HTTP/2.
     pub(crate) fn set_http2(&self) {
         self.http2.store(true, Ordering::Relaxed);

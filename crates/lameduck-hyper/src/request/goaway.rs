@@ -1,5 +1,6 @@
 //! The draw behind [`Config::goaway_chance`](lameduck::Config::goaway_chance): whether an
-//! admitted request ends its connection gracefully after its response.
+//! admitted request ends its connection gracefully after its response; its generator also
+//! draws each connection's point in the idle-close spread.
 //!
 //! Each thread has its own small generator (xorshift64*), seeded once from the standard
 //! library's per-process random keys: a draw is a few arithmetic instructions on a
@@ -23,8 +24,9 @@ pub(crate) fn draw(chance: GoawayChance) -> bool {
     !chance.is_off() && chance.closes(next_u32())
 }
 
-/// The next number of this thread's generator.
-fn next_u32() -> u32 {
+/// The next number of this thread's generator (also the idle-close spread's draw, see
+/// [`spread_close_at`](crate::connection::linger::spread_close_at)).
+pub(crate) fn next_u32() -> u32 {
     STATE.with(|state| {
         let mut x = state.get();
         if x == 0 {

@@ -34,11 +34,13 @@ pub enum ConfigOption {
     ExemptPathPrefixes,
     /// `--goaway-chance`, [`Config::goaway_chance`](super::Config::goaway_chance).
     GoawayChance,
+    /// `--idle-close-spread`, [`Config::idle_close_spread`](super::Config::idle_close_spread).
+    IdleCloseSpread,
 }
 
 impl ConfigOption {
     /// Every option, in declaration order.
-    pub const ALL: [ConfigOption; 8] = [
+    pub const ALL: [ConfigOption; 9] = [
         ConfigOption::ShutdownDelay,
         ConfigOption::ShutdownSendRetryAfter,
         ConfigOption::ShutdownWatchTerminationGracePeriod,
@@ -47,6 +49,7 @@ impl ConfigOption {
         ConfigOption::MinWatchDrainQps,
         ConfigOption::ExemptPathPrefixes,
         ConfigOption::GoawayChance,
+        ConfigOption::IdleCloseSpread,
     ];
 
     /// The command-line flag, such as `--shutdown-delay`.
@@ -63,6 +66,7 @@ impl ConfigOption {
             ConfigOption::MinWatchDrainQps => "--min-watch-drain-qps",
             ConfigOption::ExemptPathPrefixes => "--exempt-path-prefix",
             ConfigOption::GoawayChance => "--goaway-chance",
+            ConfigOption::IdleCloseSpread => "--idle-close-spread",
         }
     }
 
@@ -80,6 +84,7 @@ impl ConfigOption {
             ConfigOption::MinWatchDrainQps => "min_watch_drain_qps",
             ConfigOption::ExemptPathPrefixes => "exempt_path_prefixes",
             ConfigOption::GoawayChance => "goaway_chance",
+            ConfigOption::IdleCloseSpread => "idle_close_spread",
         }
     }
 
@@ -90,7 +95,8 @@ impl ConfigOption {
         match self {
             ConfigOption::ShutdownDelay
             | ConfigOption::ShutdownWatchTerminationGracePeriod
-            | ConfigOption::LivezGracePeriod => "0s",
+            | ConfigOption::LivezGracePeriod
+            | ConfigOption::IdleCloseSpread => "0s",
             ConfigOption::ShutdownSendRetryAfter => "false",
             ConfigOption::RequestTimeout => "1m0s",
             ConfigOption::MinWatchDrainQps => "200",
@@ -127,6 +133,9 @@ impl ConfigOption {
             ConfigOption::GoawayChance => {
                 "probability (0 to 0.02) that a request ends its connection gracefully, to rebalance behind L4 balancers"
             }
+            ConfigOption::IdleCloseSpread => {
+                "close the connections idle at the stop each at a random point of this window, not all at once; 0 = off"
+            }
         }
     }
 
@@ -145,6 +154,7 @@ impl ConfigOption {
                 | ConfigOption::ShutdownWatchTerminationGracePeriod
                 | ConfigOption::RequestTimeout
                 | ConfigOption::LivezGracePeriod
+                | ConfigOption::IdleCloseSpread
         )
     }
 }
@@ -248,6 +258,22 @@ pub enum ConfigError {
         /// The rejected text.
         value: String,
     },
+    /// [`Config::idle_close_spread`](super::Config::idle_close_spread) is not shorter than the
+    /// HTTP shutdown timeout ([`Config::http_shutdown_timeout`](super::Config::http_shutdown_timeout)):
+    /// the window must end before the server stops waiting for its connections.
+    #[error(
+        "{option} ({}) must be shorter than the HTTP shutdown timeout ({}: --request-timeout, or 2s in retry-after mode)",
+        GoDuration(*.value),
+        GoDuration(*.http_shutdown_timeout)
+    )]
+    SpreadNotShorter {
+        /// The option ([`ConfigOption::IdleCloseSpread`]).
+        option: ConfigOption,
+        /// The rejected spread.
+        value: Duration,
+        /// The HTTP shutdown timeout it must be shorter than.
+        http_shutdown_timeout: Duration,
+    },
     /// [`ConfigOption::from_str`] was given a name that is no option.
     #[error("unknown option {name:?}")]
     UnknownOption {
@@ -267,7 +293,8 @@ impl ConfigError {
             | ConfigError::InvalidBool { option, .. }
             | ConfigError::InvalidNumber { option, .. }
             | ConfigError::InvalidPathPrefix { option, .. }
-            | ConfigError::InvalidChance { option, .. } => Some(*option),
+            | ConfigError::InvalidChance { option, .. }
+            | ConfigError::SpreadNotShorter { option, .. } => Some(*option),
             ConfigError::UnknownOption { .. } | ConfigError::LateArrivalPercent { .. } => None,
         }
     }

@@ -1,10 +1,12 @@
-//! What a request that finds the gate closed gets, by the connection it came on, and how
-//! long a connection that may be about to carry a request is kept at the stop.
+//! What a request that finds the gate closed gets, by the connection it came on, and when a
+//! connection that may be about to carry a request (or, with the idle-close spread, any idle
+//! one) is ended at the stop.
 
 use alloc::sync::Arc;
 
 use super::{Admission, Shared};
 use crate::classify::RequestClass;
+use crate::config::ShutdownMode;
 use crate::connection::{ConnectionKind, IDLE_CONNECTION_LINGER};
 use crate::gate::{LongRunningTicketOf, NormalTicketOf, Rejection};
 use crate::signal::LifecycleSignal;
@@ -103,5 +105,50 @@ impl Shared {
             Some(at) if self.sockets_outlive() => core::cmp::max(now, at + IDLE_CONNECTION_LINGER),
             _ => now,
         }
+    }
+
+    /// When an adapter stopping at `now` ends a connection (closes it, or says GOAWAY), with
+    /// the [idle-close spread](crate::Config::idle_close_spread) drawn from `sample`, a
+    /// uniformly random `u32` of the connection's own. `waits` is [`Shared::idle_close_at`]'s
+    /// `first` for a connection that waits for a request, `None` for one that would end at
+    /// once without the spread (an HTTP/2 connection that has carried a stream).
+    /// `window_start` is when the adapter told its connections to end (at the latest `now`;
+    /// [`Shared::idle_close_window_start`] when it does so at the lifecycle's stop).
+    ///
+    /// Without the spread this is [`Shared::idle_close_at`] (or `now`). With it, the
+    /// connection's point in the window, `window_start + idle_close_delay(sample)`, or the
+    /// time above if that is later: never in the past, and never sooner than a connection
+    /// that waits for a request would be closed without the spread. (An HTTP/1 connection
+    /// busy with a request at the stop is not spread: it ends after its response, as without
+    /// the spread.)
+    #[must_use]
+    pub fn spread_close_at(
+        &self,
+        waits: Option<bool>,
+        window_start: Instant,
+        now: Instant,
+        sample: u32,
+    ) -> Instant {
+        let unspread = waits.map_or(now, |first| self.idle_close_at(first, now));
+        let config = self.config();
+        if config.idle_close_spread().is_zero() {
+            return unspread;
+        }
+        core::cmp::max(unspread, window_start + config.idle_close_delay(sample))
+    }
+
+    /// When the server stopped listening, the start of the idle-close window of an adapter
+    /// that tells its connections to end at the lifecycle's stop: the mode's signal
+    /// (`NotAcceptingNewRequest` in close-listener mode, `InFlightRequestsDrained` in
+    /// retry-after mode), or `now` if it has not fired. Measured from it, the window is the
+    /// same for every connection, however late each sees the stop.
+    #[must_use]
+    pub fn idle_close_window_start(&self, now: Instant) -> Instant {
+        let stop = match self.config().mode() {
+            ShutdownMode::CloseListener => LifecycleSignal::NotAcceptingNewRequest,
+            ShutdownMode::SendRetryAfter => LifecycleSignal::InFlightRequestsDrained,
+        };
+        self.fired_at(stop)
+            .map_or(now, |at| core::cmp::min(at, now))
     }
 }

@@ -1,0 +1,197 @@
+//! The idle-close spread on actix-web through `AutoH2cServer` (loopback, real time, generous
+//! bounds): with a 1 s spread, the idle HTTP/1 keep-alive connections are closed and the idle
+//! h2c connections told GOAWAY each at its own point of the window, not in one burst, and the
+//! lifecycle waits for them and exits 0; without it, the idle HTTP/1 connections are closed
+//! together.
+
+use std::net::{SocketAddr, TcpListener};
+use std::time::Duration;
+
+use actix_web::{web, App};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use lameduck::Config;
+use lameduck_actix::AutoH2cServer;
+use lameduck_hyper::Handle;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+/// A running lifecycle (shutdown delay 0, the idle-close spread `spread`) on one loopback
+/// listener.
+fn start(spread: Duration) -> (SocketAddr, Handle, tokio::task::JoinHandle<u8>) {
+    let config = Config::builder().idle_close_spread(spread).build().unwrap();
+    let mut builder = lameduck_actix::builder(config);
+    builder.without_signals();
+    let mut server = builder.prepare();
+    let (shared, clock) = (server.shared().clone(), server.clock());
+    let admission = lameduck_actix::AdmissionMiddleware::new(shared, clock);
+    let http = AutoH2cServer::new(move || {
+        App::new()
+            .wrap(admission.clone())
+            .route("/", web::get().to(|| async { "ok" }))
+    });
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    lameduck_actix::serve(&mut server, "api", http, |http| {
+        http.workers(2).listen(listener)
+    })
+    .unwrap();
+    let handle = server.handle();
+    let run = actix_rt::spawn(async move { server.run().await.unwrap() });
+    (addr, handle, run)
+}
+
+const GET: &[u8] = b"GET / HTTP/1.1\r\nhost: x\r\n\r\n";
+
+/// One response on `conn` (head and `content-length` body), within 5 s; what was read.
+async fn response(conn: &mut TcpStream) -> String {
+    let mut all = Vec::new();
+    let mut buf = [0u8; 1024];
+    let _ = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            let text = String::from_utf8_lossy(&all).to_string();
+            if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                let len = head
+                    .lines()
+                    .filter_map(|l| {
+                        l.to_ascii_lowercase()
+                            .strip_prefix("content-length: ")
+                            .map(str::to_string)
+                    })
+                    .find_map(|v| v.trim().parse::<usize>().ok())
+                    .unwrap_or(0);
+                if body.len() >= len {
+                    return;
+                }
+            }
+            match conn.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => all.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    String::from_utf8_lossy(&all).to_string()
+}
+
+/// The number of instants in each 100 ms bucket from `start`.
+fn buckets(start: Instant, at: &[Instant]) -> Vec<usize> {
+    let mut buckets = Vec::new();
+    for t in at {
+        let bucket = usize::try_from(t.duration_since(start).as_millis() / 100).unwrap();
+        if buckets.len() <= bucket {
+            buckets.resize(bucket + 1, 0);
+        }
+        buckets[bucket] += 1;
+    }
+    buckets
+}
+
+/// Serves with `spread`; opens `http1` keep-alive and `h2c` HTTP/2 connections, each
+/// carrying one request and then idle; stops the server. When the stop was asked for, and
+/// when each HTTP/1 connection was closed and each HTTP/2 connection ended (its client's
+/// connection task, which ends once the server's final GOAWAY came and the server closed).
+async fn closes(
+    spread: Duration,
+    http1: usize,
+    h2c: usize,
+) -> (Instant, Vec<Instant>, Vec<Instant>) {
+    let (addr, handle, run) = start(spread);
+    let mut waits = Vec::new();
+    for _ in 0..http1 {
+        let mut conn = TcpStream::connect(addr).await.unwrap();
+        conn.write_all(GET).await.unwrap();
+        let reply = response(&mut conn).await;
+        assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+        waits.push(tokio::spawn(async move {
+            let mut buf = [0u8; 64];
+            tokio::time::timeout(Duration::from_secs(10), async {
+                loop {
+                    if matches!(conn.read(&mut buf).await, Ok(0) | Err(_)) {
+                        return Instant::now();
+                    }
+                }
+            })
+            .await
+            .expect("the server closes the connection")
+        }));
+    }
+    let mut h2 = Vec::new();
+    for _ in 0..h2c {
+        let io = TokioIo::new(TcpStream::connect(addr).await.unwrap());
+        let (mut sender, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
+            .await
+            .unwrap();
+        let ended = tokio::spawn(async move {
+            let _ = tokio::time::timeout(Duration::from_secs(10), conn).await;
+            Instant::now()
+        });
+        let request = hyper::Request::builder()
+            .uri(format!("http://{addr}/"))
+            .body(Empty::<Bytes>::new())
+            .unwrap();
+        let response = sender.send_request(request).await.unwrap();
+        assert_eq!(response.status(), 200);
+        let _ = response.into_body().collect().await.unwrap();
+        h2.push((sender, ended));
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let stop = Instant::now();
+    assert!(handle.request_shutdown());
+    let mut http1_closes = Vec::new();
+    for w in waits {
+        http1_closes.push(w.await.unwrap());
+    }
+    let mut h2_ends = Vec::new();
+    for (sender, ended) in h2 {
+        h2_ends.push(ended.await.unwrap());
+        drop(sender);
+    }
+    let code = tokio::time::timeout(Duration::from_secs(10), run)
+        .await
+        .expect("the server exits")
+        .unwrap();
+    assert_eq!(code, 0);
+    (stop, http1_closes, h2_ends)
+}
+
+#[actix_web::test]
+async fn idle_connections_end_spread_over_the_window_or_together_without_it() {
+    let spread = Duration::from_secs(1);
+    let (stop, http1, h2) = closes(spread, 100, 30).await;
+    let all: Vec<Instant> = http1.iter().chain(&h2).copied().collect();
+    let per_bucket = buckets(stop, &all);
+    // 130 ends over ten 100 ms buckets: about 13 each; never most of them at once. actix
+    // stops accepting 100 ms after the signal, then the window starts: slack for that.
+    assert!(
+        per_bucket.iter().copied().max().unwrap() <= all.len() / 3,
+        "{per_bucket:?}"
+    );
+    assert!(
+        per_bucket.iter().filter(|&&b| b > 0).count() >= 8,
+        "{per_bucket:?}"
+    );
+    let last = all.iter().max().unwrap().duration_since(stop);
+    assert!(last < spread + Duration::from_millis(700), "{last:?}");
+    for (what, ends) in [("HTTP/1", &http1), ("h2c", &h2)] {
+        let first = ends.iter().min().unwrap().duration_since(stop);
+        let last = ends.iter().max().unwrap().duration_since(stop);
+        assert!(
+            last - first > spread / 2,
+            "{what}: ends from {first:?} to {last:?} after the stop"
+        );
+    }
+
+    // Without the spread: the idle HTTP/1 connections close together at the stop.
+    let (stop, http1, _) = closes(Duration::ZERO, 100, 0).await;
+    let first = http1.iter().min().unwrap();
+    let last = http1.iter().max().unwrap();
+    assert!(
+        last.duration_since(*first) < Duration::from_millis(100),
+        "closes from {:?} to {:?} after the stop",
+        first.duration_since(stop),
+        last.duration_since(stop)
+    );
+}
