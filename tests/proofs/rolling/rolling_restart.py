@@ -55,6 +55,8 @@ def run_one(binary, runtime, mode, delay_ms, args, keep_dir):
     flags = ["--shutdown-delay", h.fmt_ms(delay_ms)]
     if mode == "B":
         flags.append("--shutdown-send-retry-after")
+    if args.idle_close_spread and delay_ms > 0:
+        flags += ["--idle-close-spread", args.idle_close_spread]
     instances = [h.Instance(binary, name, h.free_port(), flags, workdir) for name in ("a", "b")]
     fe_port = h.free_port()
     haproxy = h.HAProxy(workdir, fe_port, [(i.name, i.port) for i in instances], inter_ms=INTER_MS,
@@ -207,6 +209,12 @@ def main(argv=None):
     p.add_argument("--connections", type=int, default=16, help="wrk connections per path")
     p.add_argument("--warmup", type=float, default=1.5, help="seconds of load before the first SIGTERM")
     p.add_argument("--settle", type=float, default=1.0, help="seconds between an UP and the next SIGTERM")
+    p.add_argument(
+        "--idle-close-spread",
+        metavar="D",
+        help="also pass --idle-close-spread D to the lameduck runs (not the baseline): the keep-alive "
+        "race must stay at 0 failed requests with the idle connections ended spread out",
+    )
     p.add_argument("--no-build", action="store_true", help="use the existing release build")
     p.add_argument("--keep", action="store_true", help="keep every run's logs (failed runs always keep them)")
     p.add_argument("--markdown", help="also write the table as Markdown to this file")
