@@ -8,5 +8,6 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod response;
 pub mod routes;
 pub mod websocket;

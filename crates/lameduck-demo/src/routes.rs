@@ -12,16 +12,13 @@ use bytes::Bytes;
 use futures_util::future::{select, Either};
 use http::{Method, Request, Response, StatusCode};
 use http_body::Frame;
-use http_body_util::combinators::UnsyncBoxBody;
-use http_body_util::{BodyExt, Full, StreamBody};
+use http_body_util::{BodyExt, StreamBody};
 use lameduck::{RequestInfo, Shared};
 use lameduck_hyper::{Runtime, ShutdownNotice};
 
+pub use crate::response::{text, RouteBody};
 pub use crate::websocket::echo_until_turn;
 use crate::websocket::WebSocketRuntime;
-
-/// The body type of every route.
-pub type RouteBody = UnsyncBoxBody<Bytes, Infallible>;
 
 /// How often `/watch` sends a line.
 pub const WATCH_INTERVAL: Duration = Duration::from_millis(500);
@@ -59,18 +56,6 @@ impl std::fmt::Debug for MetricsSource {
 #[must_use]
 pub fn is_long_running(info: &RequestInfo<'_>) -> bool {
     matches!(info.path, "/watch" | "/events") || lameduck::default_is_long_running(info)
-}
-
-/// A text response.
-#[must_use]
-pub fn text(status: StatusCode, body: impl Into<Bytes>) -> Response<RouteBody> {
-    let mut res = Response::new(Full::new(body.into()).boxed_unsync());
-    *res.status_mut() = status;
-    res.headers_mut().insert(
-        http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    res
 }
 
 /// The raw value of query parameter `name` (the first one), if present.

@@ -14,7 +14,7 @@ use hyper::upgrade::Upgraded;
 use lameduck_hyper::websocket::{GoingAway, MessageKind, WebSocketShutdown};
 use lameduck_hyper::Runtime;
 
-use crate::routes::{text, RouteBody};
+use crate::response::{text, RouteBody};
 
 /// A runtime whose example servers serve `/ws`: how an upgraded connection becomes a
 /// WebSocket and is echoed.
