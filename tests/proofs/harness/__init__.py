@@ -12,7 +12,9 @@
              its runtime API;
   summary    the termination summary and arrival warnings an example server logged;
   paced_ends the ends of long-running streams at shutdown: the pacing the server should
-             follow and the checks of when the ends came.
+             follow and the checks of when the ends came;
+  setup      the example servers' build before a proof's runs, the open-files limit, and
+             the setup error (exit status 2).
 
 Stdlib only. Loopback only.
 """
@@ -78,3 +80,4 @@ from harness.servers import (  # noqa: F401
 )
 from harness.summary import seconds, termination_summary, warning_counts  # noqa: F401
 from harness.tls import Tls, connect, run_tls, use_tls  # noqa: F401
+from harness.setup import SPARE_FDS, SetupError, raise_fd_limit, ready_examples  # noqa: F401

@@ -57,7 +57,6 @@ import argparse
 import codecs
 import os
 import re
-import resource
 import selectors
 import shutil
 import signal
@@ -76,17 +75,12 @@ EVENT_INTERVAL_S = 0.1
 START_TIMEOUT_S = 30
 CONNECT_TIMEOUT_S = 10
 FIRST_EVENT_TIMEOUT_S = 30
-# Descriptors this process needs besides the streams' (logs, pipes, the selector...).
-SPARE_FDS = 64
 # Limits on what a well-formed response can hold before its body (and a chunk-size line).
 MAX_HEAD = 16384
 MAX_SIZE_LINE = 1024
 
 DATA_EVENT = re.compile(r"^id: (\d+)\ndata: event (\d+)$")
 
-
-class SetupError(Exception):
-    """A setup problem (exit status 2), not a failed assertion."""
 
 
 class StreamError(Exception):
@@ -252,7 +246,7 @@ class Reader:
                 sock = socket.create_connection(("127.0.0.1", port), timeout=CONNECT_TIMEOUT_S)
                 sock.sendall(request)
             except OSError as e:
-                raise SetupError(f"stream {i}: cannot connect to 127.0.0.1:{port}: {e}") from e
+                raise h.SetupError(f"stream {i}: cannot connect to 127.0.0.1:{port}: {e}") from e
             sock.setblocking(False)
             s.sock = sock
             self.streams.append(s)
@@ -320,15 +314,6 @@ class Reader:
         self.sel.close()
 
 
-def raise_fd_limit(n):
-    """Raises this process's soft limit on open files to hold `n` streams; SetupError when
-    the hard limit is too low."""
-    need = n + SPARE_FDS
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != resource.RLIM_INFINITY and soft < need:
-        if hard != resource.RLIM_INFINITY and hard < need:
-            raise SetupError(f"{n} streams need {need} open files; the hard limit is {hard} (ulimit -Hn)")
-        resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
 
 
 # --- one run -------------------------------------------------------------------------------------
@@ -355,7 +340,7 @@ def run(binary, runtime, mode, args):
         try:
             inst.start(timeout=START_TIMEOUT_S)
         except RuntimeError as e:
-            raise SetupError(str(e)) from e
+            raise h.SetupError(str(e)) from e
         note(f"{runtime} listening on 127.0.0.1:{inst.port} (pid {inst.proc.pid}): {' '.join(flags)}")
         reader.connect(inst.port, n)
         note(f"{n} streams connected")
@@ -371,7 +356,7 @@ def run(binary, runtime, mode, args):
                 f"({broken} ended already); SIGTERM sent anyway"
             )
         if inst.proc.poll() is not None:
-            raise SetupError(f"{runtime} exited {inst.proc.returncode} before SIGTERM:\n{inst.stderr_tail()}")
+            raise h.SetupError(f"{runtime} exited {inst.proc.returncode} before SIGTERM:\n{inst.stderr_tail()}")
         t_term = time.monotonic()
         os.kill(inst.proc.pid, signal.SIGTERM)
         note(f"SIGTERM to {runtime} (pid {inst.proc.pid})")
@@ -395,7 +380,7 @@ def run(binary, runtime, mode, args):
             h.reap(inst.proc, 5)
         if exit_at is not None:
             note(f"{runtime} exited {code}, +{exit_at - t_term:.3f}s after SIGTERM")
-    except SetupError as e:
+    except h.SetupError as e:
         result["setup_error"] = str(e)
     except Exception as e:  # noqa: BLE001 (reported as a failed run, with the logs kept)
         failures.append(f"{type(e).__name__}: {e}")
@@ -570,19 +555,12 @@ def main(argv=None):
     modes = h.drain_modes(p, args)
 
     try:
-        raise_fd_limit(args.streams)
-    except SetupError as e:
+        h.raise_fd_limit(args.streams, "streams")
+    except h.SetupError as e:
         h.log(f"error: {e}")
         return 2
-    if not args.no_build:
-        targets = [flag for r in runtimes for flag in ("--example", r)]
-        if not h.cargo_build("-p", "lameduck-suite", *targets):
-            return 2
-    examples = h.examples_dir()
-    for runtime in runtimes:
-        if not os.path.isfile(os.path.join(examples, runtime)):
-            h.log(f"error: {os.path.join(examples, runtime)} does not exist (build without --no-build)")
-            return 2
+    if not h.ready_examples(runtimes, args.no_build):
+        return 2
 
     interval = h.pacing_interval(args.streams, args.grace)
     h.log(
@@ -598,7 +576,7 @@ def main(argv=None):
     started = time.monotonic()
     results = []
     for runtime in runtimes:
-        binary = os.path.join(examples, runtime)
+        binary = os.path.join(h.examples_dir(), runtime)
         for mode in modes:
             h.log(f"\n==> {runtime}, mode {mode} ({h.MODE_NAMES[mode]})")
             r = run(binary, runtime, mode, args)

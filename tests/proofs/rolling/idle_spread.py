@@ -49,7 +49,6 @@ import argparse
 import json
 import os
 import re
-import resource
 import selectors
 import shutil
 import signal
@@ -72,8 +71,6 @@ BUCKET_S = 0.1
 PEAK_FACTOR = 1.5
 # How long after SIGTERM, beyond delay + spread, the server may take to exit.
 EXIT_SLACK_S = 5.0
-# Descriptors this process needs besides the connections' (logs, pipes, the selector...).
-SPARE_FDS = 64
 MAX_HEAD = 16384
 
 NOT_ACCEPTING = re.compile(r"name=\"?NotAcceptingNewRequest\"? elapsed=(\S+)")
@@ -85,9 +82,6 @@ END_STREAM, ACK, END_HEADERS = 0x1, 0x1, 0x4
 # HPACK's static table: index 8 is `:status: 200`.
 STATUS_200 = 0x88
 
-
-class SetupError(Exception):
-    """A setup problem (exit status 2), not a failed assertion."""
 
 
 def h2_frame(kind, flags, stream, payload=b""):
@@ -206,7 +200,7 @@ class Clients:
             try:
                 c.sock = socket.create_connection(("127.0.0.1", port), timeout=CONNECT_TIMEOUT_S)
             except OSError as e:
-                raise SetupError(f"connection {i}: cannot connect to 127.0.0.1:{port}: {e}") from e
+                raise h.SetupError(f"connection {i}: cannot connect to 127.0.0.1:{port}: {e}") from e
             c.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self.conns.append(c)
             self.open += 1
@@ -218,7 +212,7 @@ class Clients:
             try:
                 c.sock.sendall(http1 if c.proto == "http1" else h2)
             except OSError as e:
-                raise SetupError(f"connection {c.index} ({c.proto}): cannot send its request: {e}") from e
+                raise h.SetupError(f"connection {c.index} ({c.proto}): cannot send its request: {e}") from e
             c.sock.setblocking(False)
             self.sel.register(c.sock, selectors.EVENT_READ, c)
 
@@ -282,15 +276,6 @@ class Clients:
         self.sel.close()
 
 
-def raise_fd_limit(n):
-    """Raises this process's soft limit on open files (the servers inherit it) to hold `n`
-    connections; SetupError when the hard limit is too low."""
-    need = n + SPARE_FDS
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != resource.RLIM_INFINITY and soft < need:
-        if hard != resource.RLIM_INFINITY and hard < need:
-            raise SetupError(f"{n} connections need {need} open files; the hard limit is {hard} (ulimit -Hn)")
-        resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
 
 
 # --- one run -------------------------------------------------------------------------------------
@@ -343,7 +328,7 @@ def run(binary, runtime, spread_s, args):
         try:
             inst.start(timeout=START_TIMEOUT_S)
         except RuntimeError as e:
-            raise SetupError(str(e)) from e
+            raise h.SetupError(str(e)) from e
         note(f"{runtime} listening on 127.0.0.1:{inst.port} (pid {inst.proc.pid}): {' '.join(flags)}")
         clients.connect(inst.port, args.http1, args.h2c)
         note(f"{args.http1} HTTP/1.1 and {args.h2c} h2c connections open")
@@ -351,7 +336,7 @@ def run(binary, runtime, spread_s, args):
         clients.pump(time.monotonic() + ANSWER_TIMEOUT_S, lambda: clients.answered + clients.ended >= total)
         note(f"{clients.answered} of {total} connections answered, then idle")
         if inst.proc.poll() is not None:
-            raise SetupError(f"{runtime} exited {inst.proc.returncode} before SIGTERM:\n{inst.stderr_tail()}")
+            raise h.SetupError(f"{runtime} exited {inst.proc.returncode} before SIGTERM:\n{inst.stderr_tail()}")
         if clients.answered < total:
             failures.append(f"only {clients.answered} of {total} connections answered within {ANSWER_TIMEOUT_S}s")
         before = [c for c in clients.conns if c.ended is not None]
@@ -370,7 +355,7 @@ def run(binary, runtime, spread_s, args):
         else:
             exit_at = time.monotonic()
             note(f"{runtime} exited {code}, +{exit_at - t_term:.3f}s after SIGTERM")
-    except SetupError as e:
+    except h.SetupError as e:
         result["setup_error"] = str(e)
     except Exception as e:  # noqa: BLE001 (reported as a failed run, with the logs kept)
         failures.append(f"{type(e).__name__}: {e}")
@@ -514,19 +499,12 @@ def main(argv=None):
         p.error("--delay and --slack must be 0 or more")
 
     try:
-        raise_fd_limit(args.http1 + args.h2c)
-    except SetupError as e:
+        h.raise_fd_limit(args.http1 + args.h2c, "connections")
+    except h.SetupError as e:
         h.log(f"error: {e}")
         return 2
-    if not args.no_build:
-        targets = [flag for r in runtimes for flag in ("--example", r)]
-        if not h.cargo_build("-p", "lameduck-suite", *targets):
-            return 2
-    examples = h.examples_dir()
-    for runtime in runtimes:
-        if not os.path.isfile(os.path.join(examples, runtime)):
-            h.log(f"error: {os.path.join(examples, runtime)} does not exist (build without --no-build)")
-            return 2
+    if not h.ready_examples(runtimes, args.no_build):
+        return 2
 
     total = args.http1 + args.h2c
     even = total / (args.spread / BUCKET_S)
@@ -541,7 +519,7 @@ def main(argv=None):
     started = time.monotonic()
     results = []
     for runtime in runtimes:
-        binary = os.path.join(examples, runtime)
+        binary = os.path.join(h.examples_dir(), runtime)
         for spread_s in (args.spread, 0.0):
             if time.monotonic() - started > args.timeout:
                 h.log(f"\nerror: the proof took longer than --timeout {args.timeout:g}s: stopped")

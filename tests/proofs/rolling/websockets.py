@@ -108,7 +108,6 @@ import collections
 import hashlib
 import inspect
 import os
-import resource
 import shutil
 import signal
 import tempfile
@@ -132,8 +131,6 @@ CONNECT_TIMEOUT_S = 10
 FIRST_ECHO_TIMEOUT_S = 60
 # Opening handshakes in flight at once (the listener's backlog is not flooded).
 CONNECT_CONCURRENCY = 64
-# Descriptors this process needs besides the sockets' (logs, pipes, the event loop...).
-SPARE_FDS = 64
 # A client's last echo comes at most its echo interval and this much before its Close.
 ECHO_GAP_SLACK_S = 0.5
 # The server ends a connection at most this long after the Close the client answered (the
@@ -169,9 +166,6 @@ BAD_ANSWER_S = 5.0
 BAD_REPEAT = 2
 MAX_HEAD = 16384
 
-
-class SetupError(Exception):
-    """A setup problem (exit status 2), not a failed assertion."""
 
 
 class ClientError(Exception):
@@ -520,15 +514,6 @@ async def silent_client(c, port, sem):
         c.error = str(e)
 
 
-def raise_fd_limit(n):
-    """Raises this process's soft limit on open files (and so the server's, started from it)
-    to hold `n` sockets; SetupError when the hard limit is too low."""
-    need = n + SPARE_FDS
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != resource.RLIM_INFINITY and soft < need:
-        if hard != resource.RLIM_INFINITY and hard < need:
-            raise SetupError(f"{n} sockets need {need} open files; the hard limit is {hard} (ulimit -Hn)")
-        resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
 
 
 # --- what a run shares -----------------------------------------------------------------------
@@ -561,7 +546,7 @@ class Run:
         try:
             self.inst.start(timeout=START_TIMEOUT_S)
         except RuntimeError as e:
-            raise SetupError(str(e)) from e
+            raise h.SetupError(str(e)) from e
         self.note(
             f"{runtime} listening on 127.0.0.1:{self.inst.port} (pid {self.inst.proc.pid}): {' '.join(self.flags)}"
         )
@@ -572,7 +557,7 @@ class Run:
     def sigterm(self):
         runtime = self.result["runtime"]
         if not self.alive():
-            raise SetupError(f"{runtime} exited {self.inst.proc.returncode} before SIGTERM:\n{self.inst.stderr_tail()}")
+            raise h.SetupError(f"{runtime} exited {self.inst.proc.returncode} before SIGTERM:\n{self.inst.stderr_tail()}")
         self.t_term = time.monotonic()
         os.kill(self.inst.proc.pid, signal.SIGTERM)
         self.note(f"SIGTERM to {runtime} (pid {self.inst.proc.pid})")
@@ -750,7 +735,7 @@ def run_drain(binary, runtime, mode, args):
     try:
         asyncio.run(drive_drain(run, normals, silents))
         run.reap()
-    except SetupError as e:
+    except h.SetupError as e:
         run.result["setup_error"] = str(e)
     except Exception as e:  # noqa: BLE001 (reported as a failed run, with the logs kept)
         run.failures.append(f"{type(e).__name__}: {e}")
@@ -785,7 +770,7 @@ async def drive_drain(run, normals, silents):
         got = ready()
         run.note(f"{got} of {n} sockets open and echoed ({len(normals)} of the library, {len(silents)} silent)")
         if got == 0:
-            raise SetupError("no socket opened: " + next((c.error for c in normals + silents if c.error), "?"))
+            raise h.SetupError("no socket opened: " + next((c.error for c in normals + silents if c.error), "?"))
         if got < n:
             run.failures.append(
                 f"only {got} of {n} sockets opened and echoed within {FIRST_ECHO_TIMEOUT_S}s; SIGTERM sent anyway"
@@ -1002,7 +987,7 @@ def run_bad(binary, runtime, mode, args):
     try:
         asyncio.run(drive_bad(run, normals, bads))
         run.reap()
-    except SetupError as e:
+    except h.SetupError as e:
         run.result["setup_error"] = str(e)
     except Exception as e:  # noqa: BLE001
         run.failures.append(f"{type(e).__name__}: {e}")
@@ -1035,7 +1020,7 @@ async def drive_bad(run, normals, bads):
         echoing = sum(1 for c in normals if c.echoes)
         run.note(f"{echoing} of {len(normals)} clients of the library and {opened} of {len(bads)} raw sockets echoed")
         if opened < len(bads) or echoing < len(normals):
-            raise SetupError(
+            raise h.SetupError(
                 "not every socket opened and echoed: "
                 + next((c.error for c in normals + bads if c.error), "no echo in time")
             )
@@ -1265,19 +1250,12 @@ def main(argv=None):
     if "proxy" in inspect.signature(connect).parameters:
         NO_PROXY["proxy"] = None
     try:
-        raise_fd_limit(max(args.streams + args.silent, args.bad_normal + BAD_REPEAT * len(_bad_kinds())))
-    except SetupError as e:
+        h.raise_fd_limit(max(args.streams + args.silent, args.bad_normal + BAD_REPEAT * len(_bad_kinds())), "sockets")
+    except h.SetupError as e:
         h.log(f"error: {e}")
         return 2
-    if not args.no_build:
-        targets = [flag for r in runtimes for flag in ("--example", r)]
-        if not h.cargo_build("-p", "lameduck-suite", *targets):
-            return 2
-    examples = h.examples_dir()
-    for runtime in runtimes:
-        if not os.path.isfile(os.path.join(examples, runtime)):
-            h.log(f"error: {os.path.join(examples, runtime)} does not exist (build without --no-build)")
-            return 2
+    if not h.ready_examples(runtimes, args.no_build):
+        return 2
 
     n = args.streams + args.silent
     interval = h.pacing_interval(n, args.grace)
@@ -1298,7 +1276,7 @@ def main(argv=None):
     results = []
     if not args.bad_input:
         for runtime in runtimes:
-            binary = os.path.join(examples, runtime)
+            binary = os.path.join(h.examples_dir(), runtime)
             for mode in modes:
                 h.log(f"\n==> drain: {runtime}, mode {mode} ({h.MODE_NAMES[mode]})")
                 r = run_drain(binary, runtime, mode, args)
@@ -1308,7 +1286,7 @@ def main(argv=None):
     if not args.no_bad_input:
         mode = modes[0]
         for runtime in runtimes:
-            binary = os.path.join(examples, runtime)
+            binary = os.path.join(h.examples_dir(), runtime)
             h.log(f"\n==> bad input: {runtime}, mode {mode} ({h.MODE_NAMES[mode]})")
             r = run_bad(binary, runtime, mode, args)
             h.log_result(r, lambda r: None)
