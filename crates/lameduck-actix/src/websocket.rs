@@ -1,7 +1,8 @@
 //! WebSockets at shutdown on actix-web, for [`actix_ws`] sessions: a socket keeps serving
 //! until its turn in the paced long-running drain, then the server sends Close 1001 (Going
 //! Away) with [`GOING_AWAY_REASON`], waits for the client's Close until
-//! [`WebSocketShutdown::answer_deadline`] and lets the connection go. A client that never
+//! [`WebSocketShutdown::answer_deadline`] less actix's [`DISCONNECT_LINGER`] and lets the
+//! connection go. A client that never
 //! answers is cut at that bound and counted (`websocket_unanswered` in the termination
 //! summary). See [`lameduck_hyper::websocket`] for the parts shared with the other adapters.
 //!
@@ -46,6 +47,7 @@ use std::future::{poll_fn, Future};
 use std::pin::{pin, Pin};
 use std::sync::Arc;
 use std::task::Poll;
+use std::time::{Duration, Instant};
 
 use actix_web::{HttpMessage, HttpRequest};
 use actix_ws::{CloseCode, CloseReason, Message, MessageStream, ProtocolError, Session};
@@ -70,6 +72,19 @@ pub fn shutdown(req: &HttpRequest) -> Option<WebSocketShutdown> {
         notice,
         extensions.get::<UpgradeTicketSlot>(),
     ))
+}
+
+/// How much sooner than on the other adapters a client that never answers is cut on
+/// actix-web: actix keeps a connection whose response is over until the client closes it or
+/// its client-disconnect timeout passes (1 s by default, on its 500 ms clock), so the cut
+/// comes that much earlier for the connection, and the exit, to come within the grace period.
+pub const DISCONNECT_LINGER: Duration = Duration::from_secs(1);
+
+/// When a client told goodbye at `now` is cut, given the adapters' `bound`: the bound less
+/// [`DISCONNECT_LINGER`], but never less than half of the time to the bound.
+fn cut_at(now: Instant, bound: Instant) -> Instant {
+    let left = bound.saturating_duration_since(now);
+    now + left.saturating_sub(DISCONNECT_LINGER).max(left / 2)
 }
 
 /// Where the socket stands.
@@ -206,7 +221,7 @@ impl GoingAway {
     }
 
     /// Says goodbye: sends Close 1001 with [`GOING_AWAY_REASON`], waits for the client's
-    /// Close until [`WebSocketShutdown::answer_deadline`] (messages received meanwhile are
+    /// Close until [`WebSocketShutdown::answer_deadline`] less [`DISCONNECT_LINGER`] (messages received meanwhile are
     /// dropped), then lets the connection go. A client that closed first gets its answer
     /// instead (its own close reason, echoed). Never fails: how it went is the outcome
     /// ([`CloseOutcome::Failed`] after a protocol error or the end of the client's stream,
@@ -232,7 +247,8 @@ impl GoingAway {
             State::Ended | State::Failed => return CloseOutcome::Failed,
         }
         let shared = Arc::clone(shutdown.shared());
-        let deadline = shutdown.answer_deadline(TokioRuntime.now());
+        let now = TokioRuntime.now();
+        let deadline = cut_at(now, shutdown.answer_deadline(now));
         let sent = Cell::new(false);
         let goodbye = async {
             let reason = CloseReason {
@@ -268,5 +284,19 @@ impl GoingAway {
         // The last session goes: the response ends and actix closes the connection.
         drop((session, stream, shutdown));
         outcome
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cut_comes_the_linger_sooner_but_leaves_half_the_time() {
+        let now = Instant::now();
+        let s = Duration::from_millis;
+        assert_eq!(cut_at(now, now + s(9_800)), now + s(8_800));
+        assert_eq!(cut_at(now, now + s(1_000)), now + s(500));
+        assert_eq!(cut_at(now, now), now);
     }
 }

@@ -209,9 +209,10 @@ async fn a_client_that_never_answers_is_cut_within_the_grace_period() {
     assert!(running.handle.request_shutdown());
     // The client keeps its connection open and never reads again.
     assert_eq!(running.outcome().await, Some(CloseOutcome::Cut));
-    // Cut ahead of the grace period's end, not before the client had time to answer.
+    // Cut ahead of the grace period's end (by actix's disconnect linger, or half of what was
+    // left), not before the client had time to answer.
     let cut = since.elapsed();
-    assert!(cut >= GRACE / 2 && cut < GRACE, "cut after {cut:?}");
+    assert!(cut >= GRACE / 4 && cut < GRACE, "cut after {cut:?}");
     let (code, took) = running.exit(since).await;
     assert_eq!(code, 0);
     // Shutdown delay 0 + the grace period + a generous bound.
