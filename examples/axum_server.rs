@@ -51,6 +51,20 @@ async fn events(signal: Option<Extension<ShutdownNotice>>) -> Response {
     routes::events_response(TokioRuntime, signal.map(|Extension(s)| s)).map(axum::body::Body::new)
 }
 
+/// axum's `ws` messages, for the goodbye (`lameduck_tokio::websocket::AXUM` with the feature
+/// `axum`; defined here so that the demo, which shares lameduck-tokio's features with the
+/// example servers, does not build axum).
+const AXUM_MESSAGES: lameduck_tokio::websocket::MessageKind<Message> =
+    lameduck_tokio::websocket::MessageKind {
+        close: |code, reason| {
+            Message::Close(Some(axum::extract::ws::CloseFrame {
+                code,
+                reason: reason.into(),
+            }))
+        },
+        is_close: |m| matches!(m, Message::Close(_)),
+    };
+
 /// `GET /ws`: an echo through axum's `ws`, which says goodbye (Close 1001) at the socket's turn
 /// in the drain.
 async fn ws(req: Request) -> Response {
@@ -60,7 +74,7 @@ async fn ws(req: Request) -> Response {
         Err(rejection) => return rejection.into_response(),
     };
     upgrade.on_upgrade(move |socket| {
-        let kind = lameduck_tokio::websocket::AXUM;
+        let kind = AXUM_MESSAGES;
         let is_data = |m: &Message| matches!(m, Message::Text(_) | Message::Binary(_));
         lameduck_suite::routes::echo_until_turn(TokioRuntime, shutdown, socket, kind, is_data)
     })

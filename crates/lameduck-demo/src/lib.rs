@@ -4,7 +4,7 @@
 //!
 //! This package is never published. It is separate from the example servers' package so that
 //! the demo builds only the core, lameduck-hyper, lameduck-tokio, tokio, hyper and
-//! tokio-tungstenite; the feature `smol` adds the smol runtime's `/ws` for the example servers.
+//! tokio-tungstenite.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 

@@ -18,7 +18,6 @@ use lameduck_hyper::{Runtime, ShutdownNotice};
 
 pub use crate::response::{text, RouteBody};
 pub use crate::websocket::echo_until_turn;
-use crate::websocket::WebSocketRuntime;
 
 /// How often `/watch` sends a line.
 pub const WATCH_INTERVAL: Duration = Duration::from_millis(500);
@@ -105,7 +104,7 @@ pub fn deadline_after(now: Instant, d: Duration) -> Instant {
 
 /// The routes as a tower service on runtime `runtime`, without `/metrics` (there is no
 /// lifecycle to report on; the bare baselines of the benchmarks use this).
-pub fn service<R: WebSocketRuntime>(
+pub fn service<R: Runtime + Unpin>(
     runtime: R,
 ) -> impl tower::Service<
     Request<hyper::body::Incoming>,
@@ -120,7 +119,7 @@ pub fn service<R: WebSocketRuntime>(
 
 /// The routes as a tower service on runtime `runtime`, with `/metrics` reporting on the
 /// lifecycle whose shared state is `shared` (`server.shared().clone()`), rendered by `render`.
-pub fn service_with_metrics<R: WebSocketRuntime>(
+pub fn service_with_metrics<R: Runtime + Unpin>(
     runtime: R,
     shared: Arc<Shared>,
     render: RenderMetrics,
@@ -135,7 +134,7 @@ pub fn service_with_metrics<R: WebSocketRuntime>(
     service_inner(runtime, Some(MetricsSource { shared, render }))
 }
 
-fn service_inner<R: WebSocketRuntime>(
+fn service_inner<R: Runtime + Unpin>(
     runtime: R,
     metrics: Option<MetricsSource>,
 ) -> impl tower::Service<
@@ -153,7 +152,7 @@ fn service_inner<R: WebSocketRuntime>(
     })
 }
 
-async fn route<R: WebSocketRuntime, B: Send + 'static>(
+async fn route<R: Runtime + Unpin, B: Send + 'static>(
     runtime: R,
     metrics: Option<MetricsSource>,
     req: Request<B>,

@@ -3,10 +3,8 @@
 //! (`lameduck_hyper::websocket`). Text and binary messages come back as they were sent.
 //!
 //! The handshake (RFC 6455, section 4.2) is checked here; the upgraded connection is served
-//! by the runtime's WebSocket crate ([`WebSocketRuntime`]): tokio-tungstenite on tokio,
-//! async-tungstenite on smol (feature `smol`).
+//! with tokio-tungstenite on every runtime ([`serve_echo`]).
 
-use std::future::Future;
 
 use futures_util::{Sink, SinkExt, Stream, StreamExt};
 use http::{header, HeaderMap, HeaderValue, Request, Response, StatusCode};
@@ -16,44 +14,22 @@ use lameduck_hyper::Runtime;
 
 use crate::response::{text, RouteBody};
 
-/// A runtime whose example servers serve `/ws`: how an upgraded connection becomes a
-/// WebSocket and is echoed.
-pub trait WebSocketRuntime: Runtime {
-    /// Serves the upgraded connection as an echo; with `shutdown`, says goodbye at its turn.
-    fn serve_echo(
-        self,
-        upgraded: Upgraded,
-        shutdown: Option<WebSocketShutdown>,
-    ) -> impl Future<Output = ()> + Send + 'static;
-}
-
-impl WebSocketRuntime for lameduck_tokio::TokioRuntime {
-    async fn serve_echo(self, upgraded: Upgraded, shutdown: Option<WebSocketShutdown>) {
-        use tokio_tungstenite::tungstenite::protocol::Role;
-        let io = hyper_util::rt::TokioIo::new(upgraded);
-        let socket =
-            tokio_tungstenite::WebSocketStream::from_raw_socket(io, Role::Server, None).await;
-        let kind = lameduck_tokio::websocket::TUNGSTENITE;
-        echo_until_turn(self, shutdown, socket, kind, |m| {
-            m.is_text() || m.is_binary()
-        })
-        .await;
-    }
-}
-
-#[cfg(feature = "smol")]
-impl WebSocketRuntime for lameduck_smol::SmolRuntime {
-    async fn serve_echo(self, upgraded: Upgraded, shutdown: Option<WebSocketShutdown>) {
-        use async_tungstenite::tungstenite::protocol::Role;
-        let io = lameduck_smol::websocket::UpgradedIo(upgraded);
-        let socket =
-            async_tungstenite::WebSocketStream::from_raw_socket(io, Role::Server, None).await;
-        let kind = lameduck_smol::websocket::TUNGSTENITE;
-        echo_until_turn(self, shutdown, socket, kind, |m| {
-            m.is_text() || m.is_binary()
-        })
-        .await;
-    }
+/// Serves an upgraded connection as an echo with tokio-tungstenite (over `hyper-util`'s
+/// `TokioIo`, which only adapts the I/O traits: it needs no tokio runtime, so this serves
+/// smol's upgrades too); with `shutdown`, says goodbye at the socket's turn.
+pub async fn serve_echo<R: Runtime + Unpin>(
+    runtime: R,
+    upgraded: Upgraded,
+    shutdown: Option<WebSocketShutdown>,
+) {
+    use tokio_tungstenite::tungstenite::protocol::Role;
+    let io = hyper_util::rt::TokioIo::new(upgraded);
+    let socket = tokio_tungstenite::WebSocketStream::from_raw_socket(io, Role::Server, None).await;
+    let kind = lameduck_hyper::websocket::TUNGSTENITE;
+    echo_until_turn(runtime, shutdown, socket, kind, |m| {
+        m.is_text() || m.is_binary()
+    })
+    .await;
 }
 
 /// Echoes the data messages (`is_data`) of `socket`; with `shutdown`, until the socket's turn,
@@ -161,7 +137,7 @@ pub fn accept_key(headers: &HeaderMap) -> Result<String, HandshakeError> {
 /// `GET /ws`: checks the opening handshake, answers `101 Switching Protocols`, and serves
 /// the upgraded connection in a task of `runtime`. The upgrade's place in the drain is taken
 /// from the request before the answer.
-pub fn ws_route<R: WebSocketRuntime, B: Send + 'static>(
+pub fn ws_route<R: Runtime + Unpin, B: Send + 'static>(
     runtime: R,
     mut req: Request<B>,
 ) -> Response<RouteBody> {
@@ -174,7 +150,7 @@ pub fn ws_route<R: WebSocketRuntime, B: Send + 'static>(
     let serve = runtime.clone();
     runtime.spawn(async move {
         if let Ok(upgraded) = on_upgrade.await {
-            serve.serve_echo(upgraded, shutdown).await;
+            serve_echo(serve, upgraded, shutdown).await;
         }
     });
     let mut response = text(StatusCode::SWITCHING_PROTOCOLS, "");
