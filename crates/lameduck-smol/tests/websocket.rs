@@ -9,7 +9,7 @@ use std::time::Duration;
 use async_tungstenite::tungstenite::protocol::Role;
 use async_tungstenite::tungstenite::Message;
 use async_tungstenite::WebSocketStream;
-use futures_util::{SinkExt, StreamExt};
+use futures_util::StreamExt;
 use lameduck_smol::websocket::{UpgradedIo, GOING_AWAY, GOING_AWAY_REASON, TUNGSTENITE};
 use smol_hyper::rt::FuturesIo;
 
