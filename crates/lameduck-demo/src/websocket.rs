@@ -5,7 +5,6 @@
 //! The handshake (RFC 6455, section 4.2) is checked here; the upgraded connection is served
 //! with tokio-tungstenite on every runtime ([`serve_echo`]).
 
-
 use futures_util::{Sink, SinkExt, Stream, StreamExt};
 use http::{header, HeaderMap, HeaderValue, Request, Response, StatusCode};
 use hyper::upgrade::Upgraded;
