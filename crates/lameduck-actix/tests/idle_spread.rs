@@ -4,18 +4,16 @@
 //! lifecycle waits for them and exits 0; without it, the idle HTTP/1 connections are closed
 //! together.
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 mod support;
-use support::{response, GET};
+use support::{prepare_ok_server, response, GET};
 
-use actix_web::{web, App};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use lameduck::Config;
-use lameduck_actix::AutoH2cServer;
 use lameduck_hyper::Handle;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -24,23 +22,10 @@ use tokio::time::Instant;
 /// A running lifecycle (shutdown delay 0, the idle-close spread `spread`) on one loopback
 /// listener.
 fn start(spread: Duration) -> (SocketAddr, Handle, tokio::task::JoinHandle<u8>) {
-    let config = Config::builder().idle_close_spread(spread).build().unwrap();
-    let mut builder = lameduck_actix::builder(config);
-    builder.without_signals();
-    let mut server = builder.prepare();
-    let (shared, clock) = (server.shared().clone(), server.clock());
-    let admission = lameduck_actix::AdmissionMiddleware::new(shared, clock);
-    let http = AutoH2cServer::new(move || {
-        App::new()
-            .wrap(admission.clone())
-            .route("/", web::get().to(|| async { "ok" }))
-    });
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    lameduck_actix::serve(&mut server, "api", http, |http| {
-        http.workers(2).listen(listener)
-    })
-    .unwrap();
+    let (addr, server) = prepare_ok_server(
+        Config::builder().idle_close_spread(spread).build().unwrap(),
+        2,
+    );
     let handle = server.handle();
     let run = actix_rt::spawn(async move { server.run().await.unwrap() });
     (addr, handle, run)

@@ -4,15 +4,13 @@
 //! `Connection: close`, and an idle connection is not closed under it; behind a balancer,
 //! a request after the close gets the 503 with `Retry-After` and `Connection: close`.
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 mod support;
-use support::{response, GET};
+use support::{prepare_ok_server, response, GET};
 
-use actix_web::{web, App};
 use lameduck::Config;
-use lameduck_actix::AutoH2cServer;
 use lameduck_hyper::Handle;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -20,22 +18,7 @@ use tokio::net::TcpStream;
 /// A running lifecycle (shutdown delay 0) on one loopback listener, its sockets outliving
 /// it or not.
 fn start(outlive: bool) -> (SocketAddr, Handle, tokio::task::JoinHandle<u8>) {
-    let mut builder = lameduck_actix::builder(Config::default());
-    builder.without_signals();
-    let mut server = builder.prepare();
-    let (shared, clock) = (server.shared().clone(), server.clock());
-    let admission = lameduck_actix::AdmissionMiddleware::new(shared, clock);
-    let http = AutoH2cServer::new(move || {
-        App::new()
-            .wrap(admission.clone())
-            .route("/", web::get().to(|| async { "ok" }))
-    });
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    lameduck_actix::serve(&mut server, "api", http, |http| {
-        http.workers(1).listen(listener)
-    })
-    .unwrap();
+    let (addr, mut server) = prepare_ok_server(Config::default(), 1);
     if outlive {
         server.sockets_outlive_process();
     }

@@ -24,7 +24,7 @@ use tokio::time::Instant;
 
 mod support;
 
-use support::Connections;
+use support::{read_response, Connections};
 
 const GET: &[u8] = b"GET / HTTP/1.1\r\nhost: x\r\n\r\n";
 
@@ -34,33 +34,6 @@ fn config(spread: Duration) -> Config {
         .idle_close_spread(spread)
         .build()
         .expect("valid")
-}
-
-/// Reads one HTTP/1 response with a `content-length` body; its text.
-async fn read_response(client: &mut (impl AsyncReadExt + Unpin)) -> String {
-    let mut all = Vec::new();
-    let mut buf = [0u8; 1024];
-    loop {
-        let text = String::from_utf8_lossy(&all).to_string();
-        if let Some((head, body)) = text.split_once("\r\n\r\n") {
-            let len = head
-                .lines()
-                .find_map(|l| {
-                    l.to_ascii_lowercase()
-                        .strip_prefix("content-length: ")
-                        .map(str::to_string)
-                })
-                .and_then(|v| v.trim().parse::<usize>().ok())
-                .unwrap_or(0);
-            if body.len() >= len {
-                return text;
-            }
-        }
-        match client.read(&mut buf).await {
-            Ok(0) | Err(_) => return text,
-            Ok(n) => all.extend_from_slice(&buf[..n]),
-        }
-    }
 }
 
 /// Waits for the server to close `client` (end of stream, or a reset), bounded by `within`;

@@ -17,7 +17,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 
 mod support;
 
-use support::Connections;
+use support::{read_response, Connections};
 
 /// A server (no signal handlers, shutdown delay 0) serving `n` in-memory connections, its
 /// sockets outliving it or not: the clients' ends, the handle and the running server.
@@ -66,38 +66,6 @@ async fn assert_served_then_closed(client: &mut DuplexStream, reply: &str) {
 }
 
 const GET: &[u8] = b"GET / HTTP/1.1\r\nhost: x\r\n\r\n";
-
-/// Reads one HTTP/1 response (head and a body of `content-length`), bounded by 5 virtual
-/// seconds; the text, or what was read when the connection closed first.
-async fn read_response(client: &mut DuplexStream) -> String {
-    let mut all = Vec::new();
-    let mut buf = [0u8; 1024];
-    let _ = tokio::time::timeout(Duration::from_secs(5), async {
-        loop {
-            let text = String::from_utf8_lossy(&all).to_string();
-            if let Some((head, body)) = text.split_once("\r\n\r\n") {
-                let len = head
-                    .lines()
-                    .find_map(|l| {
-                        l.to_ascii_lowercase()
-                            .strip_prefix("content-length: ")
-                            .map(str::to_string)
-                    })
-                    .and_then(|v| v.trim().parse::<usize>().ok())
-                    .unwrap_or(0);
-                if body.len() >= len {
-                    return;
-                }
-            }
-            match client.read(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => all.extend_from_slice(&buf[..n]),
-            }
-        }
-    })
-    .await;
-    String::from_utf8_lossy(&all).to_string()
-}
 
 /// Whether the server closes `client` within `within` (virtual time).
 async fn closed_within(client: &mut DuplexStream, within: Duration) -> bool {

@@ -1,5 +1,5 @@
-//! What the driver's tests share: a handler that answers with a fixed body, and listeners
-//! that hand out in-memory connections.
+//! What the driver's tests share: a handler that answers with a fixed body, listeners that
+//! hand out in-memory connections, and a reader of one HTTP/1 response.
 
 // Each test file uses the part it needs.
 #![allow(dead_code)]
@@ -7,13 +7,14 @@
 use std::convert::Infallible;
 use std::io;
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::Full;
 use hyper_util::rt::TokioIo;
 use lameduck_hyper::Listener;
-use tokio::io::DuplexStream;
+use tokio::io::{AsyncRead, AsyncReadExt, DuplexStream};
 use tower::service_fn;
 
 /// A handler that answers every request with `body`.
@@ -68,4 +69,36 @@ impl Listener for Connections {
     fn local_addr(&self) -> io::Result<SocketAddr> {
         Ok(([127, 0, 0, 1], 1).into())
     }
+}
+
+/// Reads one HTTP/1 response (head and a body of `content-length`), bounded by 5 seconds
+/// (of tokio's clock, virtual when paused); the text, or what was read when the connection closed first.
+pub async fn read_response(client: &mut (impl AsyncRead + Unpin)) -> String {
+    let mut all = Vec::new();
+    let mut buf = [0u8; 1024];
+    let _ = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            let text = String::from_utf8_lossy(&all).to_string();
+            if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                let len = head
+                    .lines()
+                    .find_map(|l| {
+                        l.to_ascii_lowercase()
+                            .strip_prefix("content-length: ")
+                            .map(str::to_string)
+                    })
+                    .and_then(|v| v.trim().parse::<usize>().ok())
+                    .unwrap_or(0);
+                if body.len() >= len {
+                    return;
+                }
+            }
+            match client.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => all.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    String::from_utf8_lossy(&all).to_string()
 }
