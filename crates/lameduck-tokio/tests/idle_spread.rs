@@ -207,7 +207,9 @@ async fn http2_connections_get_their_goaway_spread_over_the_window_and_are_waite
     // The lifecycle waited for every connection, and ended cleanly.
     assert_eq!(run.await.unwrap().unwrap(), 0);
     let last = closes.iter().max().unwrap().duration_since(stop);
-    assert!(last < spread, "{last:?}");
+    // Each point lies inside the window; the timer rounds a deadline up to its next
+    // millisecond, so the last close may come at the window's very end.
+    assert!(last <= spread, "{last:?}");
     let per_bucket = buckets(stop, &closes);
     assert!(
         per_bucket.iter().copied().max().unwrap() <= n / 3,
