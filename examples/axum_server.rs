@@ -54,7 +54,7 @@ async fn events(signal: Option<Extension<ShutdownNotice>>) -> Response {
 /// axum's `ws` messages, for the goodbye (`lameduck_tokio::websocket::AXUM` with the feature
 /// `axum`; defined here so that the demo, which shares lameduck-tokio's features with the
 /// example servers, does not build axum).
-const AXUM_MESSAGES: lameduck_tokio::websocket::MessageKind<Message> =
+const AXUM_MESSAGES: lameduck_tokio::websocket::MessageKind<Message, axum::Error> =
     lameduck_tokio::websocket::MessageKind {
         close: |code, reason| {
             Message::Close(Some(axum::extract::ws::CloseFrame {
@@ -63,6 +63,16 @@ const AXUM_MESSAGES: lameduck_tokio::websocket::MessageKind<Message> =
             }))
         },
         is_close: |m| matches!(m, Message::Close(_)),
+        // The tungstenite error inside axum's says which close status answers it.
+        error_status: |e| {
+            use std::error::Error as _;
+            e.source()
+                .and_then(|inner| inner.downcast_ref::<tokio_tungstenite::tungstenite::Error>())
+                .map_or(
+                    lameduck_tokio::websocket::PROTOCOL_ERROR,
+                    lameduck_tokio::websocket::tungstenite_error_status,
+                )
+        },
     };
 
 /// `GET /ws`: an echo through axum's `ws`, which says goodbye (Close 1001) at the socket's turn

@@ -1,10 +1,10 @@
 //! The example server on smol + hyper (`docs/design.md#example-servers`), on a two-thread
-//! smol executor.
+//! smol executor; its `/ws` sockets are async-tungstenite's.
 //!
 //! `cargo run --release --example smol_server -- --listen 127.0.0.1:8080 --shutdown-delay 5s`
 
 use lameduck_smol::SmolRuntime;
-use lameduck_suite::{flags, logging, metrics, routes, server, tls};
+use lameduck_suite::{flags, logging, metrics, routes, server, tls, websocket};
 
 fn main() {
     let flags = flags::from_env_or_exit();
@@ -18,7 +18,9 @@ fn main() {
         let tls = tls.as_ref().map(lameduck_smol::TlsAcceptor::new);
         server::run(&flags, runtime.clone(), sockets, adopt, tls, |server| {
             server.long_running(routes::is_long_running);
-            routes::service_with_metrics(runtime, server.shared().clone(), metrics::render)
+            let shared = server.shared().clone();
+            let sockets = websocket::async_tungstenite_echo;
+            routes::service_with_metrics_and_sockets(runtime, shared, metrics::render, sockets)
         })
         .await
     })

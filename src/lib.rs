@@ -17,3 +17,4 @@ pub mod metrics;
 pub use lameduck_demo::routes;
 pub mod server;
 pub mod tls;
+pub mod websocket;

@@ -57,7 +57,8 @@ use lameduck_hyper::{Runtime, ShutdownNotice, UpgradeTicketSlot};
 use lameduck_tokio::TokioRuntime;
 
 pub use lameduck_hyper::websocket::{
-    CloseOutcome, WebSocketShutdown, GOING_AWAY, GOING_AWAY_REASON,
+    CloseOutcome, WebSocketShutdown, GOING_AWAY, GOING_AWAY_REASON, INVALID_PAYLOAD,
+    MESSAGE_TOO_BIG, PROTOCOL_ERROR,
 };
 
 /// The upgrade's place in the drain, from the extensions the [`crate::AdmissionMiddleware`]
@@ -87,6 +88,27 @@ fn cut_at(now: Instant, bound: Instant) -> Instant {
     now + left.saturating_sub(DISCONNECT_LINGER).max(left / 2)
 }
 
+/// The Close that answers actix-ws's `error`: [`INVALID_PAYLOAD`] (1007) for a text
+/// message that is not UTF-8, [`MESSAGE_TOO_BIG`] (1009) for a frame over the size limit,
+/// [`PROTOCOL_ERROR`] (1002) for the rest.
+#[must_use]
+pub fn error_close(error: &ProtocolError) -> CloseReason {
+    let (code, description) = match error {
+        ProtocolError::Io(io)
+            if io.kind() == std::io::ErrorKind::InvalidData
+                && io.get_ref().is_some_and(|e| e.is::<std::str::Utf8Error>()) =>
+        {
+            (CloseCode::Invalid, "invalid payload data")
+        }
+        ProtocolError::Overflow => (CloseCode::Size, "message too big"),
+        _ => (CloseCode::Protocol, "protocol error"),
+    };
+    CloseReason {
+        code,
+        description: Some(description.to_owned()),
+    }
+}
+
 /// Where the socket stands.
 #[derive(Debug)]
 enum State {
@@ -98,7 +120,7 @@ enum State {
     ClientClosed(Option<CloseReason>),
     /// The client's stream ended without a Close, or the session can no longer send.
     Ended,
-    /// The client broke the protocol: the server sent Close 1002.
+    /// The client broke the protocol: the server sent its error close ([`error_close`]).
     Failed,
 }
 
@@ -107,7 +129,8 @@ enum State {
 ///
 /// [`GoingAway::next`] also ends when the client sends Close (the Close is not passed on;
 /// `close` answers it), answers pings itself, and ends after passing on a protocol error,
-/// which it answers with Close 1002 (protocol error). Send with [`GoingAway::session`].
+/// which it answers with its error close ([`error_close`]: 1002, 1007 or 1009). Send with
+/// [`GoingAway::session`].
 /// Serve it from a task of the worker (`actix_web::rt::spawn`): actix-ws's stream is not
 /// `Send`.
 pub struct GoingAway {
@@ -175,7 +198,8 @@ impl GoingAway {
     /// The client's next message; `None` once the socket's turn has come, the client sent
     /// Close, or the stream ended: call [`GoingAway::close`] then. Pings are answered with a
     /// pong and not passed on. A protocol error (a malformed frame, an unmasked one, one too
-    /// large) is passed on once, after the server sent Close 1002; `None` follows.
+    /// large, text that is not UTF-8) is passed on once, after the server sent its error close
+    /// ([`error_close`]); `None` follows.
     ///
     /// Cancel-safe (the turn and the stream are kept in `self`), but for the pong of a ping
     /// being answered.
@@ -211,7 +235,7 @@ impl GoingAway {
                 Event::Message(Some(Err(error))) => {
                     // A clone sends the Close; the session itself stays (and with it the
                     // response) until the socket is closed or dropped.
-                    let reason = CloseReason::from(CloseCode::Protocol);
+                    let reason = error_close(&error);
                     let _ = self.session.clone().close(Some(reason)).await;
                     self.state = State::Failed;
                     return Some(Err(error));
@@ -290,6 +314,23 @@ impl GoingAway {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn errors_get_the_close_status_rfc_6455_gives_them() {
+        let bytes = vec![b'a', 0xff];
+        let not_utf8 = std::str::from_utf8(&bytes).unwrap_err();
+        let text = ProtocolError::Io(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            not_utf8,
+        ));
+        assert_eq!(error_close(&text).code, CloseCode::Invalid);
+        assert_eq!(error_close(&ProtocolError::Overflow).code, CloseCode::Size);
+        let garbage = ProtocolError::InvalidOpcode(3);
+        assert_eq!(error_close(&garbage).code, CloseCode::Protocol);
+        let reset = ProtocolError::Io(std::io::ErrorKind::ConnectionReset.into());
+        assert_eq!(error_close(&reset).code, CloseCode::Protocol);
+        assert_eq!(u16::from(error_close(&text).code), INVALID_PAYLOAD);
+    }
 
     #[test]
     fn the_cut_comes_the_linger_sooner_but_leaves_half_the_time() {

@@ -17,7 +17,7 @@ use lameduck::{RequestInfo, Shared};
 use lameduck_hyper::{Runtime, ShutdownNotice};
 
 pub use crate::response::{text, RouteBody};
-pub use crate::websocket::echo_until_turn;
+pub use crate::websocket::{echo_until_turn, tokio_tungstenite_echo, ServeSocket};
 
 /// How often `/watch` sends a line.
 pub const WATCH_INTERVAL: Duration = Duration::from_millis(500);
@@ -114,7 +114,7 @@ pub fn service<R: Runtime + Unpin>(
 > + Clone
        + Send
        + 'static {
-    service_inner(runtime, None)
+    service_inner(runtime, None, tokio_tungstenite_echo::<R>)
 }
 
 /// The routes as a tower service on runtime `runtime`, with `/metrics` reporting on the
@@ -131,12 +131,36 @@ pub fn service_with_metrics<R: Runtime + Unpin>(
 > + Clone
        + Send
        + 'static {
-    service_inner(runtime, Some(MetricsSource { shared, render }))
+    let metrics = Some(MetricsSource { shared, render });
+    service_inner(runtime, metrics, tokio_tungstenite_echo::<R>)
+}
+
+/// [`service_with_metrics`] whose `/ws` sockets `serve_socket` serves, with the WebSocket
+/// crate of the server's ecosystem.
+pub fn service_with_metrics_and_sockets<R: Runtime + Unpin>(
+    runtime: R,
+    shared: Arc<Shared>,
+    render: RenderMetrics,
+    serve_socket: ServeSocket<R>,
+) -> impl tower::Service<
+    Request<hyper::body::Incoming>,
+    Response = Response<RouteBody>,
+    Error = Infallible,
+    Future = impl Future<Output = Result<Response<RouteBody>, Infallible>> + Send,
+> + Clone
+       + Send
+       + 'static {
+    service_inner(
+        runtime,
+        Some(MetricsSource { shared, render }),
+        serve_socket,
+    )
 }
 
 fn service_inner<R: Runtime + Unpin>(
     runtime: R,
     metrics: Option<MetricsSource>,
+    serve_socket: ServeSocket<R>,
 ) -> impl tower::Service<
     Request<hyper::body::Incoming>,
     Response = Response<RouteBody>,
@@ -148,13 +172,14 @@ fn service_inner<R: Runtime + Unpin>(
     tower::service_fn(move |req: Request<hyper::body::Incoming>| {
         let runtime = runtime.clone();
         let metrics = metrics.clone();
-        async move { Ok::<_, Infallible>(route(runtime, metrics, req).await) }
+        async move { Ok::<_, Infallible>(route(runtime, metrics, serve_socket, req).await) }
     })
 }
 
 async fn route<R: Runtime + Unpin, B: Send + 'static>(
     runtime: R,
     metrics: Option<MetricsSource>,
+    serve_socket: ServeSocket<R>,
     req: Request<B>,
 ) -> Response<RouteBody> {
     if req.method() != Method::GET {
@@ -178,7 +203,7 @@ async fn route<R: Runtime + Unpin, B: Send + 'static>(
             events_response(runtime, signal)
         }
         "/stream" => stream_route(runtime, req.uri().query()),
-        "/ws" => crate::websocket::ws_route(runtime, req),
+        "/ws" => crate::websocket::ws_route(runtime, serve_socket, req),
         "/metrics" => match metrics {
             Some(metrics) => metrics_route(runtime, metrics, req.uri().query()).await,
             None => text(StatusCode::NOT_FOUND, "404 page not found\n"),

@@ -3,8 +3,10 @@
 //! (`lameduck_hyper::websocket`). Text and binary messages come back as they were sent.
 //!
 //! The handshake (RFC 6455, section 4.2) is checked here; the upgraded connection is served
-//! with tokio-tungstenite on every runtime ([`serve_echo`]).
+//! by a [`ServeSocket`]: tokio-tungstenite's ([`serve_echo`]) unless the server brings its
+//! ecosystem's own (smol_server serves it with async-tungstenite).
 
+use futures_util::future::BoxFuture;
 use futures_util::{Sink, SinkExt, Stream, StreamExt};
 use http::{header, HeaderMap, HeaderValue, Request, Response, StatusCode};
 use hyper::upgrade::Upgraded;
@@ -12,6 +14,19 @@ use lameduck_hyper::websocket::{GoingAway, MessageKind, WebSocketShutdown};
 use lameduck_hyper::Runtime;
 
 use crate::response::{text, RouteBody};
+
+/// Serves an upgraded `/ws` connection as an echo, with its place in the drain (`None` when
+/// the request was not admitted as long-running).
+pub type ServeSocket<R> = fn(R, Upgraded, Option<WebSocketShutdown>) -> BoxFuture<'static, ()>;
+
+/// The default [`ServeSocket`]: [`serve_echo`], with tokio-tungstenite.
+pub fn tokio_tungstenite_echo<R: Runtime + Unpin>(
+    runtime: R,
+    upgraded: Upgraded,
+    shutdown: Option<WebSocketShutdown>,
+) -> BoxFuture<'static, ()> {
+    Box::pin(serve_echo(runtime, upgraded, shutdown))
+}
 
 /// Serves an upgraded connection as an echo with tokio-tungstenite (over `hyper-util`'s
 /// `TokioIo`, which only adapts the I/O traits: it needs no tokio runtime, so this serves
@@ -37,7 +52,7 @@ pub async fn echo_until_turn<R, S, M, E>(
     runtime: R,
     shutdown: Option<WebSocketShutdown>,
     socket: S,
-    kind: MessageKind<M>,
+    kind: MessageKind<M, E>,
     is_data: fn(&M) -> bool,
 ) where
     R: Runtime + Unpin,
@@ -134,10 +149,11 @@ pub fn accept_key(headers: &HeaderMap) -> Result<String, HandshakeError> {
 }
 
 /// `GET /ws`: checks the opening handshake, answers `101 Switching Protocols`, and serves
-/// the upgraded connection in a task of `runtime`. The upgrade's place in the drain is taken
-/// from the request before the answer.
+/// the upgraded connection with `serve_socket` in a task of `runtime`. The upgrade's place in
+/// the drain is taken from the request before the answer.
 pub fn ws_route<R: Runtime + Unpin, B: Send + 'static>(
     runtime: R,
+    serve_socket: ServeSocket<R>,
     mut req: Request<B>,
 ) -> Response<RouteBody> {
     let accept = match accept_key(req.headers()) {
@@ -149,7 +165,7 @@ pub fn ws_route<R: Runtime + Unpin, B: Send + 'static>(
     let serve = runtime.clone();
     runtime.spawn(async move {
         if let Ok(upgraded) = on_upgrade.await {
-            serve_echo(serve, upgraded, shutdown).await;
+            serve_socket(serve, upgraded, shutdown).await;
         }
     });
     let mut response = text(StatusCode::SWITCHING_PROTOCOLS, "");

@@ -22,7 +22,7 @@
 //!     runtime: R,
 //!     shutdown: WebSocketShutdown,
 //!     socket: S,
-//!     kind: MessageKind<M>,
+//!     kind: MessageKind<M, E>,
 //! )
 //! where
 //!     R: Runtime + Unpin,
@@ -63,6 +63,22 @@ pub const GOING_AWAY_REASON: &str = "server shutting down";
 
 /// The close status for a client that broke the protocol (RFC 6455, section 7.4.1).
 pub const PROTOCOL_ERROR: u16 = 1002;
+
+/// The close status for a message whose data is not of its type: a text message that is not
+/// UTF-8 (RFC 6455, sections 7.4.1 and 8.1).
+pub const INVALID_PAYLOAD: u16 = 1007;
+
+/// The close status for a message too big to process (RFC 6455, section 7.4.1).
+pub const MESSAGE_TOO_BIG: u16 = 1009;
+
+/// The reason sent with the close status that answers a socket's error.
+fn error_reason(status: u16) -> &'static str {
+    match status {
+        INVALID_PAYLOAD => "invalid payload data",
+        MESSAGE_TOO_BIG => "message too big",
+        _ => "protocol error",
+    }
+}
 
 /// How long before the end of the grace period a silent client is cut, so that the drain
 /// ends with the socket, not by its timer: 100 ms, or half of what is left after the Close
@@ -166,22 +182,26 @@ impl WebSocketShutdown {
 /// a status and a reason, and how to tell a Close apart: `TUNGSTENITE` (feature
 /// `tungstenite`) for tokio-tungstenite and async-tungstenite, `lameduck_tokio::websocket::AXUM`
 /// for axum's `ws`.
-pub struct MessageKind<M> {
+pub struct MessageKind<M, E> {
     /// A Close message with this status and reason.
     pub close: fn(u16, &'static str) -> M,
     /// Whether a message is a Close.
     pub is_close: fn(&M) -> bool,
+    /// The close status that answers an error of the socket (`E`): [`INVALID_PAYLOAD`] for a
+    /// text message that is not UTF-8, [`MESSAGE_TOO_BIG`] for one over the crate's limit,
+    /// [`PROTOCOL_ERROR`] for the rest.
+    pub error_status: fn(&E) -> u16,
 }
 
-impl<M> Clone for MessageKind<M> {
+impl<M, E> Clone for MessageKind<M, E> {
     fn clone(&self) -> Self {
         *self
     }
 }
 
-impl<M> Copy for MessageKind<M> {}
+impl<M, E> Copy for MessageKind<M, E> {}
 
-impl<M> fmt::Debug for MessageKind<M> {
+impl<M, E> fmt::Debug for MessageKind<M, E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("MessageKind")
     }
@@ -190,10 +210,22 @@ impl<M> fmt::Debug for MessageKind<M> {
 /// tungstenite's messages: the sockets of tokio-tungstenite and async-tungstenite (feature
 /// `tungstenite`).
 #[cfg(feature = "tungstenite")]
-pub const TUNGSTENITE: MessageKind<tungstenite::Message> = MessageKind {
+pub const TUNGSTENITE: MessageKind<tungstenite::Message, tungstenite::Error> = MessageKind {
     close: tungstenite_close,
     is_close: tungstenite::Message::is_close,
+    error_status: tungstenite_error_status,
 };
+
+/// The close status that answers tungstenite's `error` (see [`MessageKind::error_status`]).
+#[cfg(feature = "tungstenite")]
+#[must_use]
+pub fn tungstenite_error_status(error: &tungstenite::Error) -> u16 {
+    match error {
+        tungstenite::Error::Utf8(_) => INVALID_PAYLOAD,
+        tungstenite::Error::Capacity(_) => MESSAGE_TOO_BIG,
+        _ => PROTOCOL_ERROR,
+    }
+}
 
 #[cfg(feature = "tungstenite")]
 fn tungstenite_close(code: u16, reason: &'static str) -> tungstenite::Message {
@@ -237,20 +269,20 @@ enum Turn<S> {
 /// The stream also ends when the client sends Close (the Close is not passed on; `close`
 /// answers it). Errors of the socket pass on as they are; after one, end the loop and call
 /// `close`, which answers it with the protocol's error close.
-pub struct GoingAway<R: Runtime, S, M> {
+pub struct GoingAway<R: Runtime, S, M, E> {
     runtime: R,
     shutdown: WebSocketShutdown,
     socket: S,
-    kind: MessageKind<M>,
+    kind: MessageKind<M, E>,
     turn: Turn<R::Sleep>,
     client_closed: bool,
     ended: bool,
     /// The socket gave an error (a protocol violation, most often): `close` answers with
-    /// [`PROTOCOL_ERROR`].
-    errored: bool,
+    /// this status ([`MessageKind::error_status`]).
+    errored: Option<u16>,
 }
 
-impl<R: Runtime, S, M> fmt::Debug for GoingAway<R, S, M> {
+impl<R: Runtime, S, M, E> fmt::Debug for GoingAway<R, S, M, E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("GoingAway")
             .field("shutdown", &self.shutdown)
@@ -259,9 +291,14 @@ impl<R: Runtime, S, M> fmt::Debug for GoingAway<R, S, M> {
     }
 }
 
-impl<R: Runtime, S, M> GoingAway<R, S, M> {
+impl<R: Runtime, S, M, E> GoingAway<R, S, M, E> {
     /// Wraps `socket`, whose place in the drain is `shutdown`.
-    pub fn new(runtime: R, shutdown: WebSocketShutdown, socket: S, kind: MessageKind<M>) -> Self {
+    pub fn new(
+        runtime: R,
+        shutdown: WebSocketShutdown,
+        socket: S,
+        kind: MessageKind<M, E>,
+    ) -> Self {
         let turn = Turn::Serving(Box::pin(shutdown.notice.wait()));
         GoingAway {
             runtime,
@@ -271,7 +308,7 @@ impl<R: Runtime, S, M> GoingAway<R, S, M> {
             turn,
             client_closed: false,
             ended: false,
-            errored: false,
+            errored: None,
         }
     }
 
@@ -310,7 +347,7 @@ impl<R: Runtime, S, M> GoingAway<R, S, M> {
     }
 }
 
-impl<R, S, M, E> GoingAway<R, S, M>
+impl<R, S, M, E> GoingAway<R, S, M, E>
 where
     R: Runtime,
     S: Stream<Item = Result<M, E>> + Sink<M, Error = E> + Unpin,
@@ -319,24 +356,30 @@ where
     /// Close until [`WebSocketShutdown::answer_deadline`], then lets the connection go
     /// (dropping the socket closes it; the drain counts it as ended). A client that closed
     /// first gets its answer instead, and one whose socket gave an error (garbage frames, an
-    /// invalid close code, data after its Close) gets Close [`PROTOCOL_ERROR`]. Never fails:
-    /// how it went is the outcome.
+    /// invalid close code, data after its Close, text that is not UTF-8) gets the close
+    /// status [`MessageKind::error_status`] gives. Every write is bounded by the same
+    /// deadline, so a client that does not read cannot hold it. Never fails: how it went is
+    /// the outcome.
     pub async fn close(mut self) -> CloseOutcome {
         if self.ended {
             return CloseOutcome::Failed;
         }
-        if self.errored {
-            let close = (self.kind.close)(PROTOCOL_ERROR, "protocol error");
-            let _ = self.socket.send(close).await;
+        let now = self.runtime.now();
+        let deadline = self.shutdown.answer_deadline(now);
+        if let Some(status) = self.errored {
+            let close = (self.kind.close)(status, error_reason(status));
+            let send = self.socket.send(close);
+            let _ = select(pin!(send), pin!(self.runtime.sleep_until(deadline))).await;
             return CloseOutcome::Failed;
         }
         if self.client_closed {
-            // The crates queue the answer to a received Close; sending the close flushes it.
-            let _ = self.socket.close().await;
-            return CloseOutcome::ClientClosed;
+            // The crates queue the answer to a received Close; closing the sink flushes it.
+            let answer = self.socket.close();
+            return match select(pin!(answer), pin!(self.runtime.sleep_until(deadline))).await {
+                Either::Left(_) => CloseOutcome::ClientClosed,
+                Either::Right(_) => CloseOutcome::Failed,
+            };
         }
-        let now = self.runtime.now();
-        let deadline = self.shutdown.answer_deadline(now);
         let shared = Arc::clone(self.shutdown.shared());
         let close = (self.kind.close)(GOING_AWAY, GOING_AWAY_REASON);
         let is_close = self.kind.is_close;
@@ -371,7 +414,7 @@ where
     }
 }
 
-impl<R, S, M, E> Stream for GoingAway<R, S, M>
+impl<R, S, M, E> Stream for GoingAway<R, S, M, E>
 where
     R: Runtime + Unpin,
     S: Stream<Item = Result<M, E>> + Sink<M, Error = E> + Unpin,
@@ -394,7 +437,7 @@ where
                 Poll::Ready(None)
             }
             Poll::Ready(Some(Err(e))) => {
-                this.errored = true;
+                this.errored = Some((this.kind.error_status)(&e));
                 Poll::Ready(Some(Err(e)))
             }
             other => other,
@@ -402,7 +445,7 @@ where
     }
 }
 
-impl<R, S, M, E> Sink<M> for GoingAway<R, S, M>
+impl<R, S, M, E> Sink<M> for GoingAway<R, S, M, E>
 where
     R: Runtime + Unpin,
     S: Sink<M, Error = E> + Unpin,

@@ -8,20 +8,20 @@
 
 /// tungstenite's messages (feature `tungstenite`).
 #[cfg(feature = "tungstenite")]
-pub use lameduck_hyper::websocket::TUNGSTENITE;
+pub use lameduck_hyper::websocket::{tungstenite_error_status, TUNGSTENITE};
 pub use lameduck_hyper::websocket::{
     CloseOutcome, GoingAway, MessageKind, WebSocketShutdown, GOING_AWAY, GOING_AWAY_REASON,
-    PROTOCOL_ERROR,
+    INVALID_PAYLOAD, MESSAGE_TOO_BIG, PROTOCOL_ERROR,
 };
 
 use crate::SmolRuntime;
 
 /// Wraps `socket` on async-io's clock: see [`GoingAway`].
-pub fn going_away<S, M>(
+pub fn going_away<S, M, E>(
     shutdown: WebSocketShutdown,
     socket: S,
-    kind: MessageKind<M>,
-) -> GoingAway<SmolRuntime, S, M> {
+    kind: MessageKind<M, E>,
+) -> GoingAway<SmolRuntime, S, M, E> {
     GoingAway::new(SmolRuntime::global(), shutdown, socket, kind)
 }
 

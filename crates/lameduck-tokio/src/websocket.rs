@@ -37,29 +37,42 @@
 
 /// tungstenite's messages (feature `tungstenite`).
 #[cfg(feature = "tungstenite")]
-pub use lameduck_hyper::websocket::TUNGSTENITE;
+pub use lameduck_hyper::websocket::{tungstenite_error_status, TUNGSTENITE};
 pub use lameduck_hyper::websocket::{
     CloseOutcome, GoingAway, MessageKind, WebSocketShutdown, GOING_AWAY, GOING_AWAY_REASON,
-    PROTOCOL_ERROR,
+    INVALID_PAYLOAD, MESSAGE_TOO_BIG, PROTOCOL_ERROR,
 };
 
 use crate::TokioRuntime;
 
 /// Wraps `socket` on tokio's clock: see [`GoingAway`].
-pub fn going_away<S, M>(
+pub fn going_away<S, M, E>(
     shutdown: WebSocketShutdown,
     socket: S,
-    kind: MessageKind<M>,
-) -> GoingAway<TokioRuntime, S, M> {
+    kind: MessageKind<M, E>,
+) -> GoingAway<TokioRuntime, S, M, E> {
     GoingAway::new(TokioRuntime, shutdown, socket, kind)
 }
 
 /// axum's `ws` messages.
 #[cfg(feature = "axum")]
-pub const AXUM: MessageKind<axum::extract::ws::Message> = MessageKind {
+pub const AXUM: MessageKind<axum::extract::ws::Message, axum::Error> = MessageKind {
     close: axum_close,
     is_close: |m| matches!(m, axum::extract::ws::Message::Close(_)),
+    error_status: axum_error_status,
 };
+
+/// The close status that answers axum's `error`: that of the tungstenite error inside it
+/// (see [`MessageKind::error_status`]).
+#[cfg(feature = "axum")]
+#[must_use]
+pub fn axum_error_status(error: &axum::Error) -> u16 {
+    use std::error::Error as _;
+    error
+        .source()
+        .and_then(|inner| inner.downcast_ref::<tungstenite::Error>())
+        .map_or(PROTOCOL_ERROR, tungstenite_error_status)
+}
 
 #[cfg(feature = "axum")]
 fn axum_close(code: u16, reason: &'static str) -> axum::extract::ws::Message {

@@ -2,8 +2,8 @@
 //! turn in the paced long-running drain, then the server sends Close 1001 ("server shutting
 //! down") and waits for the client's Close. A client that never answers is cut before the
 //! grace period ends and counted (`websocket_unanswered`); one that breaks the protocol gets
-//! Close 1002, and the server goes on serving the others. The clients are tungstenite's
-//! blocking client and raw sockets.
+//! Close 1002 (1007 for text that is not UTF-8), and the server goes on serving the others.
+//! The clients are tungstenite's blocking client and raw sockets.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -160,16 +160,26 @@ pub fn websockets_close_1001_at_their_turn(bin: &'static str) {
     );
     let addr = server.addr;
     // Bad input first: a frame with a reserved opcode gets Close 1002, and so does a Close
-    // with a status no endpoint may send (1005); neither harms the server.
-    for (what, frame) in [
-        ("a reserved opcode", masked_frame(0x83, b"x")),
-        ("Close 1005", masked_frame(0x88, &1005u16.to_be_bytes())),
+    // with a status no endpoint may send (1005); a text frame that is not UTF-8 gets 1007
+    // (invalid payload data). None harms the server.
+    for (what, frame, status) in [
+        ("a reserved opcode", masked_frame(0x83, b"x"), 1002),
+        (
+            "Close 1005",
+            masked_frame(0x88, &1005u16.to_be_bytes()),
+            1002,
+        ),
+        (
+            "text that is not UTF-8",
+            masked_frame(0x81, b"\xff\xfe"),
+            1007,
+        ),
     ] {
         let mut bad = raw_socket(addr);
         bad.write_all(&frame).expect("write the bad frame");
         assert_eq!(
             read_close_code(&mut bad),
-            Some(1002),
+            Some(status),
             "{what}: the protocol's error close\n{}",
             server.describe()
         );

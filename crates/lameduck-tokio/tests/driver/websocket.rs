@@ -19,20 +19,31 @@ enum Message {
     Close(u16, &'static str),
 }
 
-const KIND: MessageKind<Message> = MessageKind {
+const KIND: MessageKind<Message, Refused> = MessageKind {
     close: Message::Close,
     is_close: |m| matches!(m, Message::Close(..)),
+    error_status: |refused| refused.0,
 };
 
-/// The server's end of an in-memory socket; `Err(())` from the client stands for a frame
-/// the socket refused (garbage, an invalid close code).
+/// A frame the socket refused (garbage, an invalid close code, text that is not UTF-8), with
+/// the close status that answers it.
+#[derive(Debug)]
+struct Refused(u16);
+
+/// A socket whose client has gone: the channel to it is closed.
+fn gone<T>(_: T) -> Refused {
+    Refused(1002)
+}
+
+/// The server's end of an in-memory socket; `Err(Refused)` from the client stands for a frame
+/// the socket refused.
 struct ServerEnd {
-    incoming: UnboundedReceiver<Result<Message, ()>>,
+    incoming: UnboundedReceiver<Result<Message, Refused>>,
     outgoing: UnboundedSender<Message>,
 }
 
 impl Stream for ServerEnd {
-    type Item = Result<Message, ()>;
+    type Item = Result<Message, Refused>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         self.incoming.poll_next_unpin(cx)
@@ -40,28 +51,28 @@ impl Stream for ServerEnd {
 }
 
 impl Sink<Message> for ServerEnd {
-    type Error = ();
+    type Error = Refused;
 
-    fn poll_ready(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), ()>> {
-        self.outgoing.poll_ready_unpin(cx).map_err(drop)
+    fn poll_ready(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Refused>> {
+        self.outgoing.poll_ready_unpin(cx).map_err(gone)
     }
 
-    fn start_send(mut self: Pin<&mut Self>, item: Message) -> Result<(), ()> {
-        self.outgoing.start_send_unpin(item).map_err(drop)
+    fn start_send(mut self: Pin<&mut Self>, item: Message) -> Result<(), Refused> {
+        self.outgoing.start_send_unpin(item).map_err(gone)
     }
 
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), ()>> {
-        self.outgoing.poll_flush_unpin(cx).map_err(drop)
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Refused>> {
+        self.outgoing.poll_flush_unpin(cx).map_err(gone)
     }
 
-    fn poll_close(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), ()>> {
-        self.outgoing.poll_close_unpin(cx).map_err(drop)
+    fn poll_close(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Refused>> {
+        self.outgoing.poll_close_unpin(cx).map_err(gone)
     }
 }
 
 /// The client's end: what it sends, and what it received, timed.
 struct ClientEnd {
-    send: UnboundedSender<Result<Message, ()>>,
+    send: UnboundedSender<Result<Message, Refused>>,
     received: UnboundedReceiver<Message>,
 }
 
@@ -180,19 +191,27 @@ async fn websockets_close_1001_at_their_turn_and_a_silent_client_is_cut_before_t
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_client_that_breaks_the_protocol_gets_1002_and_one_that_closes_first_its_answer() {
+async fn a_client_that_breaks_the_protocol_gets_its_error_close_and_one_that_closes_first_its_answer(
+) {
     let builder = builder_without_signals(config(|c| {
         c.shutdown_delay(Duration::from_millis(300))
             .shutdown_watch_termination_grace_period(Duration::from_secs(10))
     }));
     let RunningServer { handle, layer, run } = serve_idle_api(builder).start();
     let (mut broken, broken_serve) = open(&layer).await;
-    broken.send.unbounded_send(Err(())).unwrap();
+    broken.send.unbounded_send(Err(Refused(1002))).unwrap();
     assert_eq!(
         broken.received.next().await,
         Some(Message::Close(1002, "protocol error"))
     );
     assert_eq!(broken_serve.await.unwrap(), CloseOutcome::Failed);
+    let (mut not_utf8, not_utf8_serve) = open(&layer).await;
+    not_utf8.send.unbounded_send(Err(Refused(1007))).unwrap();
+    assert_eq!(
+        not_utf8.received.next().await,
+        Some(Message::Close(1007, "invalid payload data"))
+    );
+    assert_eq!(not_utf8_serve.await.unwrap(), CloseOutcome::Failed);
     let (leaving, leaving_serve) = open(&layer).await;
     leaving
         .send
