@@ -40,8 +40,12 @@ fn main() {
         };
         let (reporter, health) = tonic_health::server::health_reporter();
         let grpc_routes = tonic::service::Routes::new(health).add_service(Demo);
-        let http =
-            routes::service_with_metrics(TokioRuntime, server.shared().clone(), metrics::render);
+        let http = routes::service_with_metrics(
+            TokioRuntime,
+            server.shared().clone(),
+            metrics::render,
+            routes::tokio_tungstenite_echo,
+        );
         let grpc = lameduck_tonic::Grpc::new()
             .streaming(TICKS)
             .long_running(routes::is_long_running)

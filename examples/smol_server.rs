@@ -20,7 +20,7 @@ fn main() {
             server.long_running(routes::is_long_running);
             let shared = server.shared().clone();
             let sockets = websocket::async_tungstenite_echo;
-            routes::service_with_metrics_and_sockets(runtime, shared, metrics::render, sockets)
+            routes::service_with_metrics(runtime, shared, metrics::render, sockets)
         })
         .await
     })

@@ -16,7 +16,12 @@ fn main() {
         let tls = tls.as_ref().map(lameduck_tokio::TlsAcceptor::new);
         server::run(&flags, TokioRuntime, sockets, adopt, tls, |server| {
             server.long_running(routes::is_long_running);
-            routes::service_with_metrics(TokioRuntime, server.shared().clone(), metrics::render)
+            routes::service_with_metrics(
+                TokioRuntime,
+                server.shared().clone(),
+                metrics::render,
+                routes::tokio_tungstenite_echo,
+            )
         })
         .await
     })

@@ -118,26 +118,10 @@ pub fn service<R: Runtime + Unpin>(
 }
 
 /// The routes as a tower service on runtime `runtime`, with `/metrics` reporting on the
-/// lifecycle whose shared state is `shared` (`server.shared().clone()`), rendered by `render`.
+/// lifecycle whose shared state is `shared` (`server.shared().clone()`), rendered by `render`,
+/// and `/ws` sockets served by `serve_socket` with the WebSocket crate of the server's
+/// ecosystem ([`tokio_tungstenite_echo`] on tokio).
 pub fn service_with_metrics<R: Runtime + Unpin>(
-    runtime: R,
-    shared: Arc<Shared>,
-    render: RenderMetrics,
-) -> impl tower::Service<
-    Request<hyper::body::Incoming>,
-    Response = Response<RouteBody>,
-    Error = Infallible,
-    Future = impl Future<Output = Result<Response<RouteBody>, Infallible>> + Send,
-> + Clone
-       + Send
-       + 'static {
-    let metrics = Some(MetricsSource { shared, render });
-    service_inner(runtime, metrics, tokio_tungstenite_echo::<R>)
-}
-
-/// [`service_with_metrics`] whose `/ws` sockets `serve_socket` serves, with the WebSocket
-/// crate of the server's ecosystem.
-pub fn service_with_metrics_and_sockets<R: Runtime + Unpin>(
     runtime: R,
     shared: Arc<Shared>,
     render: RenderMetrics,
