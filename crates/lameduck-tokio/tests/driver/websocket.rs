@@ -198,20 +198,16 @@ async fn a_client_that_breaks_the_protocol_gets_its_error_close_and_one_that_clo
             .shutdown_watch_termination_grace_period(Duration::from_secs(10))
     }));
     let RunningServer { handle, layer, run } = serve_idle_api(builder).start();
-    let (mut broken, broken_serve) = open(&layer).await;
-    broken.send.unbounded_send(Err(Refused(1002))).unwrap();
-    assert_eq!(
-        broken.received.next().await,
-        Some(Message::Close(1002, "protocol error"))
-    );
-    assert_eq!(broken_serve.await.unwrap(), CloseOutcome::Failed);
-    let (mut not_utf8, not_utf8_serve) = open(&layer).await;
-    not_utf8.send.unbounded_send(Err(Refused(1007))).unwrap();
-    assert_eq!(
-        not_utf8.received.next().await,
-        Some(Message::Close(1007, "invalid payload data"))
-    );
-    assert_eq!(not_utf8_serve.await.unwrap(), CloseOutcome::Failed);
+    // Each refused frame gets the close status the socket's error calls for, with its reason.
+    for (status, reason) in [(1002, "protocol error"), (1007, "invalid payload data")] {
+        let (mut broken, broken_serve) = open(&layer).await;
+        broken.send.unbounded_send(Err(Refused(status))).unwrap();
+        assert_eq!(
+            broken.received.next().await,
+            Some(Message::Close(status, reason))
+        );
+        assert_eq!(broken_serve.await.unwrap(), CloseOutcome::Failed);
+    }
     let (leaving, leaving_serve) = open(&layer).await;
     leaving
         .send
