@@ -3,7 +3,7 @@
 //! (`lameduck_hyper::websocket`). Text and binary messages come back as they were sent.
 //!
 //! The handshake (RFC 6455, section 4.2) is checked here; the upgraded connection is served
-//! by a [`ServeSocket`]: tokio-tungstenite's ([`serve_echo`]) unless the server brings its
+//! by a [`ServeSocket`]: tokio-tungstenite's ([`tokio_tungstenite_echo`]) unless the server brings its
 //! ecosystem's own (smol_server serves it with async-tungstenite).
 
 use futures_util::future::BoxFuture;
@@ -19,31 +19,25 @@ use crate::response::{text, RouteBody};
 /// the request was not admitted as long-running).
 pub type ServeSocket<R> = fn(R, Upgraded, Option<WebSocketShutdown>) -> BoxFuture<'static, ()>;
 
-/// The default [`ServeSocket`]: [`serve_echo`], with tokio-tungstenite.
+/// The default [`ServeSocket`]: the echo with tokio-tungstenite, over `hyper-util`'s
+/// `TokioIo` (which only adapts the I/O traits: it needs no tokio runtime, so it would serve
+/// smol's upgrades too); with `shutdown`, it says goodbye at the socket's turn.
 pub fn tokio_tungstenite_echo<R: Runtime + Unpin>(
     runtime: R,
     upgraded: Upgraded,
     shutdown: Option<WebSocketShutdown>,
 ) -> BoxFuture<'static, ()> {
-    Box::pin(serve_echo(runtime, upgraded, shutdown))
-}
-
-/// Serves an upgraded connection as an echo with tokio-tungstenite (over `hyper-util`'s
-/// `TokioIo`, which only adapts the I/O traits: it needs no tokio runtime, so this serves
-/// smol's upgrades too); with `shutdown`, says goodbye at the socket's turn.
-pub async fn serve_echo<R: Runtime + Unpin>(
-    runtime: R,
-    upgraded: Upgraded,
-    shutdown: Option<WebSocketShutdown>,
-) {
     use tokio_tungstenite::tungstenite::protocol::Role;
-    let io = hyper_util::rt::TokioIo::new(upgraded);
-    let socket = tokio_tungstenite::WebSocketStream::from_raw_socket(io, Role::Server, None).await;
-    let kind = lameduck_hyper::websocket::TUNGSTENITE;
-    echo_until_turn(runtime, shutdown, socket, kind, |m| {
-        m.is_text() || m.is_binary()
+    Box::pin(async move {
+        let io = hyper_util::rt::TokioIo::new(upgraded);
+        let socket =
+            tokio_tungstenite::WebSocketStream::from_raw_socket(io, Role::Server, None).await;
+        let kind = lameduck_hyper::websocket::TUNGSTENITE;
+        echo_until_turn(runtime, shutdown, socket, kind, |m| {
+            m.is_text() || m.is_binary()
+        })
+        .await;
     })
-    .await;
 }
 
 /// Echoes the data messages (`is_data`) of `socket`; with `shutdown`, until the socket's turn,
