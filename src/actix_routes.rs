@@ -60,7 +60,7 @@ pub async fn events(req: HttpRequest) -> HttpResponse {
 /// [`lameduck_actix::websocket`]); without the middleware in front it echoes until the client
 /// closes.
 pub async fn ws(req: HttpRequest, body: web::Payload) -> Result<HttpResponse, actix_web::Error> {
-    let (response, session, stream) = actix_ws::handle(&req, body)?;
+    let (response, session, stream) = lameduck_actix::websocket::handle(&req, body)?;
     let shutdown = lameduck_actix::websocket::shutdown(&req);
     // actix-ws's stream is served from a task of the worker.
     actix_web::rt::spawn(async move {

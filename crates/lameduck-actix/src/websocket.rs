@@ -6,8 +6,10 @@
 //! answers is cut at that bound and counted (`websocket_unanswered` in the termination
 //! summary). See [`lameduck_hyper::websocket`] for the parts shared with the other adapters.
 //!
-//! [`shutdown`] takes the upgrade's place in the drain from the request (the
-//! [`crate::AdmissionMiddleware`] puts it there for upgrade requests classified
+//! [`handle`] is actix-ws's handshake (`actix_ws::handle`) with the client's disconnect read
+//! as the end of its messages, so that a Close the client sends just before closing the
+//! connection is not lost. [`shutdown`] takes the upgrade's place in the drain from the
+//! request (the [`crate::AdmissionMiddleware`] puts it there for upgrade requests classified
 //! long-running); [`GoingAway`] wraps actix-ws's split [`Session`] and [`MessageStream`]: its
 //! [`GoingAway::next`] ends at the socket's turn (or at the client's Close), and
 //! [`GoingAway::close`] is the goodbye, in one call.
@@ -18,7 +20,7 @@
 //! use lameduck_actix::websocket::{self, GoingAway};
 //!
 //! async fn ws(req: HttpRequest, body: web::Payload) -> Result<HttpResponse, actix_web::Error> {
-//!     let (response, session, stream) = actix_ws::handle(&req, body)?;
+//!     let (response, session, stream) = websocket::handle(&req, body)?;
 //!     // `None`: the request was not admitted as long-running (no middleware in front).
 //!     let Some(shutdown) = websocket::shutdown(&req) else {
 //!         return Ok(response);
@@ -49,10 +51,11 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use actix_web::{HttpMessage, HttpRequest};
+use actix_web::error::PayloadError;
+use actix_web::{dev, web, FromRequest, HttpMessage, HttpRequest, HttpResponse};
 use actix_ws::{CloseCode, CloseReason, Message, MessageStream, ProtocolError, Session};
 use futures_util::future::{select, Either};
-use futures_util::StreamExt;
+use futures_util::{FutureExt, Stream, StreamExt};
 use lameduck_hyper::{Runtime, ShutdownNotice, UpgradeTicketSlot};
 use lameduck_tokio::TokioRuntime;
 
@@ -60,6 +63,59 @@ pub use lameduck_hyper::websocket::{
     CloseOutcome, WebSocketShutdown, GOING_AWAY, GOING_AWAY_REASON, INVALID_PAYLOAD,
     MESSAGE_TOO_BIG, PROTOCOL_ERROR,
 };
+
+/// actix-ws's handshake ([`actix_ws::handle`]): the `101` response, the session that sends
+/// and the stream of the client's messages, whose end is the client's disconnect.
+///
+/// actix-web reports a connection the client closed as an error of the request's payload
+/// (`PayloadError::Incomplete`), and actix-ws passes that error on before the frames that
+/// came just ahead of it: a client that sends its Close and closes the connection at once
+/// (Go's `golang.org/x/net/websocket` does) would seem to have broken off without one. Here
+/// the disconnect ends the payload instead, so the frames before it come through.
+///
+/// # Errors
+///
+/// actix-ws's when `req` is not a valid WebSocket handshake (answer with it).
+pub fn handle(
+    req: &HttpRequest,
+    body: web::Payload,
+) -> Result<(HttpResponse, Session, MessageStream), actix_web::Error> {
+    let ends: actix_http::BoxedPayloadStream = Box::pin(EndAtDisconnect(Some(body.into_inner())));
+    let mut payload = dev::Payload::from(ends);
+    // The extractor takes the payload as it is: it is ready at once and never fails.
+    let body = match web::Payload::from_request(req, &mut payload).now_or_never() {
+        Some(Ok(body)) => body,
+        _ => {
+            return Err(actix_web::error::ErrorInternalServerError(
+                "payload unavailable",
+            ))
+        }
+    };
+    actix_ws::handle(req, body)
+}
+
+/// A request's payload that ends (`None`) where actix-web reports the client's disconnect.
+struct EndAtDisconnect(Option<dev::Payload>);
+
+impl Stream for EndAtDisconnect {
+    type Item = Result<bytes::Bytes, PayloadError>;
+
+    fn poll_next(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<Option<Self::Item>> {
+        let Some(payload) = self.0.as_mut() else {
+            return Poll::Ready(None);
+        };
+        match payload.poll_next_unpin(cx) {
+            Poll::Ready(Some(Err(PayloadError::Incomplete(_)))) | Poll::Ready(None) => {
+                self.0 = None;
+                Poll::Ready(None)
+            }
+            other => other,
+        }
+    }
+}
 
 /// The upgrade's place in the drain, from the extensions the [`crate::AdmissionMiddleware`]
 /// set on `req` (call it in the handler, before answering `101`, and move it into the task

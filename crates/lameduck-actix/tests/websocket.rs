@@ -2,7 +2,9 @@
 //! time with generous bounds: an actix-ws echo serves until its turn in the drain, then the
 //! client gets Close 1001 "server shutting down" and its answer is counted; a client that
 //! never reads is cut within the grace period and counted unanswered; a client that sends
-//! garbage after the handshake gets Close 1002, and the server carries on and exits 0.
+//! garbage after the handshake gets the error close RFC 6455 gives it (1002, 1007, 1009), and
+//! the server carries on and exits 0; a client that closes its connection right after its
+//! Close has its Close counted.
 
 use std::net::{SocketAddr, TcpListener};
 use std::time::{Duration, Instant};
@@ -33,7 +35,7 @@ async fn echo(
     body: web::Payload,
     outcomes: web::Data<Outcomes>,
 ) -> Result<HttpResponse, actix_web::Error> {
-    let (response, session, stream) = actix_ws::handle(&req, body)?;
+    let (response, session, stream) = websocket::handle(&req, body)?;
     let shutdown = websocket::shutdown(&req);
     let outcomes = outcomes.get_ref().clone();
     actix_web::rt::spawn(async move {
@@ -267,49 +269,78 @@ async fn read_to_end(conn: &mut TcpStream) -> Vec<u8> {
     all
 }
 
-/// Close 1002 (protocol error), unmasked from the server.
-const CLOSE_PROTOCOL_ERROR: [u8; 4] = [0x88, 0x02, 0x03, 0xEA];
+/// The status of the server's Close frame (unmasked, its payload under 126 bytes) that
+/// `bytes` start with.
+fn close_status(bytes: &[u8]) -> Option<u16> {
+    match bytes {
+        [0x88, len, hi, lo, rest @ ..] if usize::from(*len) == rest.len() + 2 => {
+            Some(u16::from_be_bytes([*hi, *lo]))
+        }
+        _ => None,
+    }
+}
+
+/// The server's Close frame, read whole within [`WAIT`].
+async fn read_close(conn: &mut TcpStream) -> Vec<u8> {
+    let mut head = [0u8; 2];
+    let mut frame = tokio::time::timeout(WAIT, async {
+        conn.read_exact(&mut head).await.unwrap();
+        let mut payload = vec![0u8; usize::from(head[1] & 0x7F)];
+        conn.read_exact(&mut payload).await.unwrap();
+        payload
+    })
+    .await
+    .expect("the Close comes");
+    frame.splice(0..0, head);
+    frame
+}
 
 #[actix_web::test]
-async fn garbage_after_the_handshake_gets_a_protocol_error_close() {
+async fn garbage_after_the_handshake_gets_the_error_close_rfc_6455_gives_it() {
     let mut running = start();
     let mut oversized = vec![0x82, 0xFF, 0, 0, 0, 0, 0, 1, 0, 1, 0, 0, 0, 0];
     oversized.resize(oversized.len() + 65_537, b'x');
-    let garbage: &[&[u8]] = &[
+    let (protocol, not_utf8, too_big) = (1002, 1007, 1009);
+    let garbage: &[(&[u8], u16)] = &[
         // An unmasked text frame from the client.
-        &[0x81, 0x02, b'h', b'i'],
+        (&[0x81, 0x02, b'h', b'i'], protocol),
         // A reserved opcode.
-        &[0x83, 0x80, 0, 0, 0, 0],
-        // A 64-bit length with its most significant bit set.
-        &[0x82, 0xFF, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+        (&[0x83, 0x80, 0, 0, 0, 0], protocol),
+        // A 64-bit length with its most significant bit set (actix-ws: past any limit).
+        (
+            &[0x82, 0xFF, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+            too_big,
+        ),
         // A frame past the size limit (64 KiB), sent whole.
-        &oversized,
+        (&oversized, too_big),
         // Text that is not UTF-8.
-        &[0x81, 0x82, 0, 0, 0, 0, 0xFF, 0xFE],
+        (&[0x81, 0x82, 0, 0, 0, 0, 0xFF, 0xFE], not_utf8),
         // A Close with a reserved code (999).
-        &[0x88, 0x82, 0, 0, 0, 0, 0x03, 0xE7],
+        (&[0x88, 0x82, 0, 0, 0, 0, 0x03, 0xE7], protocol),
         // A continuation nothing started.
-        &[0x80, 0x80, 0, 0, 0, 0],
+        (&[0x80, 0x80, 0, 0, 0, 0], protocol),
         // Bytes of no frame at all.
-        b"\xde\xad\xbe\xef GET / HTTP/1.1\r\n\r\n\x00\xff\x00\xff",
+        (
+            b"\xde\xad\xbe\xef GET / HTTP/1.1\r\n\r\n\x00\xff\x00\xff",
+            protocol,
+        ),
     ];
-    for (i, bytes) in garbage.iter().enumerate() {
+    for (i, (bytes, status)) in garbage.iter().enumerate() {
         let mut conn = raw_upgrade(running.addr).await;
         conn.write_all(bytes).await.unwrap();
         let head = &bytes[..bytes.len().min(16)];
-        if i == 0 {
+        let answer = if i == 0 {
             // The server closes the connection itself (actix lingers up to its client
             // disconnect timeout, 1 s, for the client to close first).
-            let answer = read_to_end(&mut conn).await;
-            assert_eq!(answer, CLOSE_PROTOCOL_ERROR, "after {head:?}");
+            read_to_end(&mut conn).await
         } else {
-            let mut answer = [0u8; 4];
-            tokio::time::timeout(WAIT, conn.read_exact(&mut answer))
-                .await
-                .expect("the Close comes")
-                .unwrap();
-            assert_eq!(answer, CLOSE_PROTOCOL_ERROR, "after {head:?}");
-        }
+            read_close(&mut conn).await
+        };
+        assert_eq!(
+            close_status(&answer),
+            Some(*status),
+            "after {head:?}: {answer:?}"
+        );
         assert_eq!(
             running.outcome().await,
             Some(CloseOutcome::Failed),
@@ -336,4 +367,33 @@ async fn garbage_after_the_handshake_gets_a_protocol_error_close() {
     let (code, _) = running.exit(since).await;
     assert_eq!(code, 0);
     assert_eq!(shared.goodbyes().websocket_closes, 0);
+}
+
+#[actix_web::test]
+async fn a_client_that_closes_its_connection_right_after_its_close_has_it_counted() {
+    // Close 1000, masked (with a zero key), as a client sends it.
+    const CLIENT_CLOSE: [u8; 8] = [0x88, 0x82, 0, 0, 0, 0, 0x03, 0xE8];
+    let mut running = start();
+    // Before the shutdown: the client closes first, and at once.
+    let mut conn = raw_upgrade(running.addr).await;
+    conn.write_all(&CLIENT_CLOSE).await.unwrap();
+    drop(conn);
+    assert_eq!(running.outcome().await, Some(CloseOutcome::ClientClosed));
+
+    // At the goodbye: the answer, then the connection's end, in one go (as Go's
+    // golang.org/x/net/websocket does): the answer is not lost to the disconnect.
+    let mut conn = raw_upgrade(running.addr).await;
+    let shared = running.handle.shared().clone();
+    let since = Instant::now();
+    assert!(running.handle.request_shutdown());
+    let close = read_close(&mut conn).await;
+    assert_eq!(close_status(&close), Some(1001), "{close:?}");
+    conn.write_all(&CLIENT_CLOSE).await.unwrap();
+    drop(conn);
+    assert_eq!(running.outcome().await, Some(CloseOutcome::Answered));
+    let (code, _) = running.exit(since).await;
+    assert_eq!(code, 0);
+    let goodbyes = shared.goodbyes();
+    assert_eq!(goodbyes.websocket_closes, 1, "{goodbyes:?}");
+    assert_eq!(goodbyes.websocket_unanswered, 0, "{goodbyes:?}");
 }
