@@ -17,11 +17,14 @@ import each other from here: `import harness as h`, `from restart import common 
                  (rolling_restart_grpc), a layer-4 balancer under Go's clients
                  (rolling_restart_l4), the servers' late-connection figures behind well
                  and badly configured balancers (late_arrivals), and long-running streams
-                 ended at shutdown (event_streams, grpc_streams)
+                 ended at shutdown (event_streams, grpc_streams, websockets, websockets_go,
+                 idle_spread)
   restart/       restarts on one host: socket_activation, handover, bad_inputs, and run_all
                  for the three
   storm/         the restart storm: a restart a second under every kind of load at once
   l4/h2client/   the Go client (HTTP/2 and HTTP/1), built by the proofs that use it
+  rolling/wsclient/
+                 the Go WebSocket client (golang.org/x/net/websocket) of websockets_go
 
 Most proofs need HAProxy, wrk, Go with golang.org/x/net/http2, openssl and Python's grpcio
 (`.ci/run` installs them on Debian); the Python code is stdlib only, grpcio aside. Each proof

@@ -32,6 +32,10 @@ PROOFS = {
         "rolling.websockets",
         "1000 WebSockets open at SIGTERM each get Close 1001, paced; silent clients are cut; bad input never crashes",
     ),
+    "websockets_go": (
+        "rolling.websockets_go",
+        "WebSockets of Go's golang.org/x/net/websocket open at SIGTERM each get Close 1001, paced, and answer it",
+    ),
     "idle_spread": (
         "rolling.idle_spread",
         "5000 idle HTTP/1.1 and 500 idle h2c connections end spread over --idle-close-spread, one burst without it",

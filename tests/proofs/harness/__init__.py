@@ -2,7 +2,7 @@
 
   processes  child processes tracked by PID and killed on every exit path (`run_main`), log
              lines and result tables;
-  builds     the repository's paths, the example servers (cargo, release) and the Go client
+  builds     the repository's paths, the example servers (cargo, release) and the Go clients
              (GOPATH mode);
   servers    free loopback ports, listening sockets, one example-server instance, HAProxy's
              runtime API;
@@ -26,6 +26,7 @@ from harness.builds import (  # noqa: F401
     ROOT,
     RUNTIMES,
     build_h2client,
+    build_wsclient,
     cargo_build,
     examples_dir,
     parse_runtimes,
