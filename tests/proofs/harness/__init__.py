@@ -44,6 +44,7 @@ from harness.loads import (  # noqa: F401
 from harness.paced_ends import (  # noqa: F401
     DEFAULT_MIN_WATCH_DRAIN_QPS,
     MODE_NAMES,
+    DrainRun,
     add_drain_arguments,
     check_bursts,
     check_ends,

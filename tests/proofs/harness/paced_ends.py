@@ -17,13 +17,16 @@ burst (`check_bursts`); then that the server exited 0 within the same bound
 remaining (`check_streams_summary`).
 
 The proofs share their command line too (`add_drain_arguments`, `drain_modes`: the modes, the
-streams, the grace period and the shutdown delay), the log of a run (`log_result`) and the way
-they end (`exit_status`).
+streams, the grace period and the shutdown delay), a run's record (`DrainRun`), its log
+(`log_result`) and the way they end (`exit_status`).
 """
 
 import json
 import os
 import re
+import shutil
+import tempfile
+import time
 
 from harness.processes import fmt_ms, log
 from harness.summary import termination_summary
@@ -249,6 +252,38 @@ def check_streams_summary(stderr_path, n, failures, **more):
         if summary.get(field) != value:
             failures.append(f"summary {field}={summary.get(field)}, want {value}")
     return summary
+
+
+# --- one run ------------------------------------------------------------------------------------
+
+class DrainRun:
+    """One run of a proof in one mode: its result record (what `log_result` and `exit_status`
+    read; `fields` add to it), the server's flags (`shutdown_flags` of the proof's delay and
+    grace), a work directory for the logs, and a log of what happened when."""
+
+    def __init__(self, prefix, mode, args, **fields):
+        self.t0 = time.monotonic()
+        self.workdir = tempfile.mkdtemp(prefix=f"{prefix}-")
+        self.flags = shutdown_flags(args.delay, args.grace, mode)
+        self.result = {
+            **fields, "mode": mode, "mode_name": MODE_NAMES[mode], "flags": self.flags,
+            "setup_error": None, "failures": [], "events": [], "workdir": self.workdir,
+        }
+        self.failures = self.result["failures"]
+
+    def note(self, msg):
+        """Logs `msg`, timed from the run's start."""
+        self.result["events"].append(f"{time.monotonic() - self.t0:6.2f}s {msg}")
+
+    def end(self, keep):
+        """The result, with the run's duration; the work directory is removed unless `keep` or
+        the run failed."""
+        r = self.result
+        r["duration_s"] = round(time.monotonic() - self.t0, 1)
+        if not keep and not r["failures"] and not r["setup_error"]:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            r["workdir"] = None
+        return r
 
 
 # --- report --------------------------------------------------------------------------------------

@@ -58,10 +58,8 @@ import codecs
 import os
 import re
 import selectors
-import shutil
 import signal
 import socket
-import tempfile
 import time
 
 import harness as h
@@ -319,24 +317,14 @@ class Reader:
 # --- one run -------------------------------------------------------------------------------------
 
 def run(binary, runtime, mode, args):
-    workdir = tempfile.mkdtemp(prefix=f"event-streams-{runtime}-{mode}-")
     delay_s, grace_s, n = args.delay, args.grace, args.streams
     bound_s = h.ends_bound(delay_s, grace_s)
-    flags = h.shutdown_flags(delay_s, grace_s, mode)
-    result = {
-        "runtime": runtime, "mode": mode, "mode_name": h.MODE_NAMES[mode], "flags": flags,
-        "streams": n, "setup_error": None, "failures": [], "events": [], "workdir": workdir,
-    }
-    events, failures = result["events"], result["failures"]
-    t0 = time.monotonic()
-
-    def note(msg):
-        events.append(f"{time.monotonic() - t0:6.2f}s {msg}")
-
+    run = h.DrainRun(f"event-streams-{runtime}-{mode}", mode, args, runtime=runtime, streams=n)
+    result, failures, flags, note = run.result, run.failures, run.flags, run.note
     inst, reader = None, Reader()
     t_term = exit_at = code = None
     try:
-        inst = h.Instance(binary, runtime, h.free_port(), flags, workdir)
+        inst = h.Instance(binary, runtime, h.free_port(), flags, run.workdir)
         try:
             inst.start(timeout=START_TIMEOUT_S)
         except RuntimeError as e:
@@ -390,11 +378,7 @@ def run(binary, runtime, mode, args):
             h.kill(inst.proc)
     if t_term is not None:
         analyse(result, reader.streams, inst, t_term, exit_at, code, args)
-    result["duration_s"] = round(time.monotonic() - t0, 1)
-    if not args.keep and not failures and not result["setup_error"]:
-        shutil.rmtree(workdir, ignore_errors=True)
-        result["workdir"] = None
-    return result
+    return run.end(args.keep)
 
 
 def analyse(result, streams, inst, t_term, exit_at, code, args):

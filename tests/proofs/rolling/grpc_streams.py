@@ -57,9 +57,7 @@ does not connect).
 import argparse
 import json
 import os
-import shutil
 import signal
-import tempfile
 import threading
 import time
 
@@ -211,28 +209,19 @@ def open_channel(grpc, port, index, tls):
 # --- one mode ------------------------------------------------------------------------------------
 
 def run_mode(grpc, binary, mode, args):
-    workdir = tempfile.mkdtemp(prefix=f"grpc-streams-{mode}-")
-    delay_s, grace_s = args.delay, args.grace
-    bound_s = h.ends_bound(delay_s, grace_s)
-    flags = h.shutdown_flags(delay_s, grace_s, mode)
+    bound_s = h.ends_bound(args.delay, args.grace)
+    run = h.DrainRun(
+        f"grpc-streams-{mode}", mode, args, streams=args.streams, channels=args.channels, tls=bool(args.tls)
+    )
+    result, failures, flags, note = run.result, run.failures, run.flags, run.note
     if args.min_watch_drain_qps is not None:
         flags += ["--min-watch-drain-qps", str(args.min_watch_drain_qps)]
-    result = {
-        "mode": mode, "mode_name": h.MODE_NAMES[mode], "flags": flags, "streams": args.streams,
-        "channels": args.channels, "tls": bool(args.tls), "setup_error": None, "failures": [],
-        "events": [], "workdir": workdir,
-    }
-    events, failures = result["events"], result["failures"]
-    t0 = time.monotonic()
-
-    def note(msg):
-        events.append(f"{time.monotonic() - t0:6.2f}s {msg}")
 
     inst, channels, streams, threads = None, [], [], []
     t_term = exit_at = code = None
     try:
-        tls = h.Tls(workdir) if args.tls else None
-        inst = h.Instance(binary, "server", h.free_port(), flags, workdir, tls=tls)
+        tls = h.Tls(run.workdir) if args.tls else None
+        inst = h.Instance(binary, "server", h.free_port(), flags, run.workdir, tls=tls)
         try:
             inst.start(timeout=START_TIMEOUT_S)
         except RuntimeError as e:
@@ -297,11 +286,7 @@ def run_mode(grpc, binary, mode, args):
             h.kill(inst.proc)
     if t_term is not None:
         analyse(grpc, result, streams, inst, t_term, exit_at, code, args)
-    result["duration_s"] = round(time.monotonic() - t0, 1)
-    if not args.keep and not failures and not result["setup_error"]:
-        shutil.rmtree(workdir, ignore_errors=True)
-        result["workdir"] = None
-    return result
+    return run.end(args.keep)
 
 
 def analyse(grpc, result, streams, inst, t_term, exit_at, code, args):

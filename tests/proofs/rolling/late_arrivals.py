@@ -320,7 +320,7 @@ def main(argv=None):
     else:
         root = tempfile.mkdtemp(prefix="late-arrivals-")
     started = time.monotonic()
-    h.log(f"HAProxy mode http, retries 0; wrk keep-alive (-c8) and Connection: close (-c4) on / per termination")
+    h.log("HAProxy mode http, retries 0; wrk keep-alive (-c8) and Connection: close (-c4) on / per termination")
     h.log(f"late part of the shutdown delay: last {LATE_PERCENT}% (from {DELAY_S * (1 - LATE_PERCENT / 100):.1f}s "
           f"of --shutdown-delay {DELAY_S:g}s)")
 

@@ -75,25 +75,16 @@ def client_records(stdout_path):
 
 def run(binary, runtime, mode, client, args):
     """One runtime in one mode: the result, with its figures and failed assertions."""
-    workdir = tempfile.mkdtemp(prefix=f"websockets-go-{runtime}-{mode}-")
-    delay_s, grace_s, n = args.delay, args.grace, args.streams
-    bound_s = h.ends_bound(delay_s, grace_s)
-    flags = h.shutdown_flags(delay_s, grace_s, mode)
-    result = {
-        "runtime": runtime, "mode": mode, "mode_name": h.MODE_NAMES[mode], "flags": flags,
-        "sockets": n, "setup_error": None, "failures": [], "events": [], "workdir": workdir,
-    }
-    events, failures = result["events"], result["failures"]
-    t0 = time.monotonic()
-
-    def note(msg):
-        events.append(f"{time.monotonic() - t0:6.2f}s {msg}")
+    n = args.streams
+    bound_s = h.ends_bound(args.delay, args.grace)
+    run = h.DrainRun(f"websockets-go-{runtime}-{mode}", mode, args, runtime=runtime, sockets=n)
+    failures, flags, note = run.failures, run.flags, run.note
 
     inst = proc = None
     t_term = t_term_wall = exit_at = code = None
-    out_path = os.path.join(workdir, "wsclient.stdout")
+    out_path = os.path.join(run.workdir, "wsclient.stdout")
     try:
-        inst = h.Instance(binary, "server", h.free_port(), flags, workdir)
+        inst = h.Instance(binary, "server", h.free_port(), flags, run.workdir)
         try:
             inst.start(timeout=START_TIMEOUT_S)
         except RuntimeError as e:
@@ -103,7 +94,7 @@ def run(binary, runtime, mode, client, args):
         timeout_s = READY_TIMEOUT_S + bound_s + 30
         command = [client, "-url", f"ws://127.0.0.1:{inst.port}/ws", "-n", str(n),
                    "-interval", ECHO_INTERVAL, "-timeout", f"{timeout_s:g}s"]
-        with open(out_path, "wb") as out, open(os.path.join(workdir, "wsclient.stderr"), "wb") as err:
+        with open(out_path, "wb") as out, open(os.path.join(run.workdir, "wsclient.stderr"), "wb") as err:
             proc = h.spawn(command, out, err)
         opened = wait_ready(proc, out_path, READY_TIMEOUT_S)
         if opened is None:
@@ -123,7 +114,7 @@ def run(binary, runtime, mode, client, args):
         if h.reap(proc, 15) is None:
             failures.append("the Go client still running 15s after the server's exit: killed")
     except h.SetupError as e:
-        result["setup_error"] = str(e)
+        run.result["setup_error"] = str(e)
     except Exception as e:  # noqa: BLE001 (reported as a failed run, with the logs kept)
         failures.append(f"{type(e).__name__}: {e}")
     finally:
@@ -131,12 +122,8 @@ def run(binary, runtime, mode, client, args):
             if p is not None:
                 h.kill(p)
     if t_term is not None:
-        analyse(result, client_records(out_path), inst, t_term, t_term_wall, exit_at, code, args)
-    result["duration_s"] = round(time.monotonic() - t0, 1)
-    if not args.keep and not failures and not result["setup_error"]:
-        shutil.rmtree(workdir, ignore_errors=True)
-        result["workdir"] = None
-    return result
+        analyse(run.result, client_records(out_path), inst, t_term, t_term_wall, exit_at, code, args)
+    return run.end(args.keep)
 
 
 def analyse(result, records, inst, t_term, t_term_wall, exit_at, code, args):
