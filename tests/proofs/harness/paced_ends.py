@@ -25,10 +25,11 @@ import json
 import os
 import re
 import shutil
+import signal
 import tempfile
 import time
 
-from harness.processes import fmt_ms, log
+from harness.processes import fmt_ms, log, reap
 from harness.summary import termination_summary
 
 # The lameduck modes: the server's flags for each, and its name. A, the default: the listener
@@ -274,6 +275,20 @@ class DrainRun:
     def note(self, msg):
         """Logs `msg`, timed from the run's start."""
         self.result["events"].append(f"{time.monotonic() - self.t0:6.2f}s {msg}")
+
+    def terminate(self, inst, name, bound_s):
+        """Sends SIGTERM to the server `inst` (called `name`) and waits for its exit, `bound_s`
+        + 10 s at the most (then it is killed, and the run fails); (when SIGTERM was sent, when
+        the wait ended, the exit status or None), in monotonic time."""
+        t_term = time.monotonic()
+        os.kill(inst.proc.pid, signal.SIGTERM)
+        self.note(f"SIGTERM to {name} (pid {inst.proc.pid})")
+        code = reap(inst.proc, bound_s + 10)
+        exit_at = time.monotonic()
+        if code is None:
+            self.failures.append(f"{name} still running {bound_s + 10:g}s after SIGTERM: killed")
+        self.note(f"{name} exited {code}, +{exit_at - t_term:.3f}s after SIGTERM")
+        return t_term, exit_at, code
 
     def end(self, keep):
         """The result, with the run's duration; the work directory is removed unless `keep` or

@@ -57,7 +57,6 @@ does not connect).
 import argparse
 import json
 import os
-import signal
 import threading
 import time
 
@@ -256,14 +255,7 @@ def run_mode(grpc, binary, mode, args):
                 f"only {ticked} of {args.streams} streams received a first tick within "
                 f"{FIRST_TICK_TIMEOUT_S}s ({ended} ended without one); SIGTERM sent anyway"
             )
-        t_term = time.monotonic()
-        os.kill(inst.proc.pid, signal.SIGTERM)
-        note(f"SIGTERM to {BINARY} (pid {inst.proc.pid})")
-        code = h.reap(inst.proc, bound_s + 10)
-        exit_at = time.monotonic()
-        if code is None:
-            failures.append(f"{BINARY} still running {bound_s + 10:g}s after SIGTERM: killed")
-        note(f"{BINARY} exited {code}, +{exit_at - t_term:.3f}s after SIGTERM")
+        t_term, exit_at, code = run.terminate(inst, BINARY, bound_s)
         # Calls still open after the server's exit end at once (their connection is gone);
         # their deadline bounds them in any case.
         join_by = time.monotonic() + 15
