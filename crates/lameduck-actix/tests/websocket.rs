@@ -107,13 +107,20 @@ impl Running {
             .expect("the server is up")
     }
 
-    /// The run's exit code, and how long it took from `since`.
-    async fn exit(self, since: Instant) -> (u8, Duration) {
+    /// Waits for the run's exit, which must be code 0 with `closes` Close frames sent, of which
+    /// `unanswered` went unanswered; returns how long it took from `since`.
+    async fn exits_with(self, since: Instant, closes: u64, unanswered: u64) -> Duration {
+        let shared = self.handle.shared().clone();
         let code = tokio::time::timeout(WAIT, self.run)
             .await
             .expect("the server exits")
             .unwrap();
-        (code, since.elapsed())
+        let took = since.elapsed();
+        assert_eq!(code, 0);
+        let goodbyes = shared.goodbyes();
+        let counted = (goodbyes.websocket_closes, goodbyes.websocket_unanswered);
+        assert_eq!(counted, (closes, unanswered), "{goodbyes:?}");
+        took
     }
 }
 
@@ -163,7 +170,6 @@ async fn a_socket_gets_going_away_and_its_answer_is_counted() {
         Some(ClientMessage::Pong(b"p".to_vec().into()))
     );
 
-    let shared = running.handle.shared().clone();
     let since = Instant::now();
     assert!(running.handle.request_shutdown());
     let close = loop {
@@ -178,11 +184,7 @@ async fn a_socket_gets_going_away_and_its_answer_is_counted() {
     // Reading on sends the answer (tungstenite queued it) and sees the server let go.
     while read(&mut ws).await.is_some() {}
     assert_eq!(running.outcome().await, Some(CloseOutcome::Answered));
-    let (code, _) = running.exit(since).await;
-    assert_eq!(code, 0);
-    let goodbyes = shared.goodbyes();
-    assert_eq!(goodbyes.websocket_closes, 1, "{goodbyes:?}");
-    assert_eq!(goodbyes.websocket_unanswered, 0, "{goodbyes:?}");
+    running.exits_with(since, 1, 0).await;
 }
 
 #[actix_web::test]
@@ -193,12 +195,9 @@ async fn a_client_that_closes_first_gets_its_answer() {
     ws.close(None).await.unwrap();
     while read(&mut ws).await.is_some() {}
     assert_eq!(running.outcome().await, Some(CloseOutcome::ClientClosed));
-    let shared = running.handle.shared().clone();
     let since = Instant::now();
     assert!(running.handle.request_shutdown());
-    let (code, _) = running.exit(since).await;
-    assert_eq!(code, 0);
-    assert_eq!(shared.goodbyes().websocket_closes, 0);
+    running.exits_with(since, 0, 0).await;
 }
 
 #[actix_web::test]
@@ -206,7 +205,6 @@ async fn a_client_that_never_answers_is_cut_within_the_grace_period() {
     let mut running = start();
     let mut ws = connect(running.addr).await;
     echoes(&mut ws).await;
-    let shared = running.handle.shared().clone();
     let since = Instant::now();
     assert!(running.handle.request_shutdown());
     // The client keeps its connection open and never reads again.
@@ -215,16 +213,12 @@ async fn a_client_that_never_answers_is_cut_within_the_grace_period() {
     // left), not before the client had time to answer.
     let cut = since.elapsed();
     assert!(cut >= GRACE / 4 && cut < GRACE, "cut after {cut:?}");
-    let (code, took) = running.exit(since).await;
-    assert_eq!(code, 0);
+    let took = running.exits_with(since, 1, 1).await;
     // Shutdown delay 0 + the grace period + a generous bound.
     assert!(
         took < GRACE + Duration::from_secs(4),
         "the run took {took:?}"
     );
-    let goodbyes = shared.goodbyes();
-    assert_eq!(goodbyes.websocket_closes, 1, "{goodbyes:?}");
-    assert_eq!(goodbyes.websocket_unanswered, 1, "{goodbyes:?}");
     drop(ws);
 }
 
@@ -361,12 +355,9 @@ async fn garbage_after_the_handshake_gets_the_error_close_rfc_6455_gives_it() {
     while read(&mut ws).await.is_some() {}
     assert_eq!(running.outcome().await, Some(CloseOutcome::ClientClosed));
 
-    let shared = running.handle.shared().clone();
     let since = Instant::now();
     assert!(running.handle.request_shutdown());
-    let (code, _) = running.exit(since).await;
-    assert_eq!(code, 0);
-    assert_eq!(shared.goodbyes().websocket_closes, 0);
+    running.exits_with(since, 0, 0).await;
 }
 
 #[actix_web::test]
@@ -383,7 +374,6 @@ async fn a_client_that_closes_its_connection_right_after_its_close_has_it_counte
     // At the goodbye: the answer, then the connection's end, in one go (as Go's
     // golang.org/x/net/websocket does): the answer is not lost to the disconnect.
     let mut conn = raw_upgrade(running.addr).await;
-    let shared = running.handle.shared().clone();
     let since = Instant::now();
     assert!(running.handle.request_shutdown());
     let close = read_close(&mut conn).await;
@@ -391,9 +381,5 @@ async fn a_client_that_closes_its_connection_right_after_its_close_has_it_counte
     conn.write_all(&CLIENT_CLOSE).await.unwrap();
     drop(conn);
     assert_eq!(running.outcome().await, Some(CloseOutcome::Answered));
-    let (code, _) = running.exit(since).await;
-    assert_eq!(code, 0);
-    let goodbyes = shared.goodbyes();
-    assert_eq!(goodbyes.websocket_closes, 1, "{goodbyes:?}");
-    assert_eq!(goodbyes.websocket_unanswered, 0, "{goodbyes:?}");
+    running.exits_with(since, 1, 0).await;
 }
