@@ -60,7 +60,7 @@ use lameduck_hyper::{Runtime, ShutdownNotice, UpgradeTicketSlot};
 use lameduck_tokio::TokioRuntime;
 
 pub use lameduck_hyper::websocket::{
-    CloseOutcome, WebSocketShutdown, GOING_AWAY, GOING_AWAY_REASON, INVALID_PAYLOAD,
+    error_reason, CloseOutcome, WebSocketShutdown, GOING_AWAY, GOING_AWAY_REASON, INVALID_PAYLOAD,
     MESSAGE_TOO_BIG, PROTOCOL_ERROR,
 };
 
@@ -149,19 +149,19 @@ fn cut_at(now: Instant, bound: Instant) -> Instant {
 /// [`PROTOCOL_ERROR`] (1002) for the rest.
 #[must_use]
 pub fn error_close(error: &ProtocolError) -> CloseReason {
-    let (code, description) = match error {
+    let status = match error {
         ProtocolError::Io(io)
             if io.kind() == std::io::ErrorKind::InvalidData
                 && io.get_ref().is_some_and(|e| e.is::<std::str::Utf8Error>()) =>
         {
-            (CloseCode::Invalid, "invalid payload data")
+            INVALID_PAYLOAD
         }
-        ProtocolError::Overflow => (CloseCode::Size, "message too big"),
-        _ => (CloseCode::Protocol, "protocol error"),
+        ProtocolError::Overflow => MESSAGE_TOO_BIG,
+        _ => PROTOCOL_ERROR,
     };
     CloseReason {
-        code,
-        description: Some(description.to_owned()),
+        code: CloseCode::from(status),
+        description: Some(error_reason(status).to_owned()),
     }
 }
 

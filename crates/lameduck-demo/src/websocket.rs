@@ -3,8 +3,8 @@
 //! (`lameduck_hyper::websocket`). Text and binary messages come back as they were sent.
 //!
 //! The handshake (RFC 6455, section 4.2) is checked here; the upgraded connection is served
-//! by a [`ServeSocket`]: tokio-tungstenite's ([`tokio_tungstenite_echo`]) unless the server brings its
-//! ecosystem's own (smol_server serves it with async-tungstenite).
+//! by a [`ServeSocket`]: tokio-tungstenite's ([`tokio_tungstenite_echo`]) unless the server
+//! brings its ecosystem's own (smol_server serves it with async-tungstenite).
 
 use futures_util::future::BoxFuture;
 use futures_util::{Sink, SinkExt, Stream, StreamExt};

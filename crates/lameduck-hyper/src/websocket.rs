@@ -71,8 +71,10 @@ pub const INVALID_PAYLOAD: u16 = 1007;
 /// The close status for a message too big to process (RFC 6455, section 7.4.1).
 pub const MESSAGE_TOO_BIG: u16 = 1009;
 
-/// The reason sent with the close status that answers a socket's error.
-fn error_reason(status: u16) -> &'static str {
+/// The reason sent with `status`, a close status that answers a socket's error
+/// ([`MessageKind::error_status`]).
+#[must_use]
+pub fn error_reason(status: u16) -> &'static str {
     match status {
         INVALID_PAYLOAD => "invalid payload data",
         MESSAGE_TOO_BIG => "message too big",

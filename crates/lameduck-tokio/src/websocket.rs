@@ -35,13 +35,13 @@
 //! # }
 //! ```
 
+pub use lameduck_hyper::websocket::{
+    error_reason, CloseOutcome, GoingAway, MessageKind, WebSocketShutdown, GOING_AWAY,
+    GOING_AWAY_REASON, INVALID_PAYLOAD, MESSAGE_TOO_BIG, PROTOCOL_ERROR,
+};
 /// tungstenite's messages (feature `tungstenite`).
 #[cfg(feature = "tungstenite")]
 pub use lameduck_hyper::websocket::{tungstenite_error_status, TUNGSTENITE};
-pub use lameduck_hyper::websocket::{
-    CloseOutcome, GoingAway, MessageKind, WebSocketShutdown, GOING_AWAY, GOING_AWAY_REASON,
-    INVALID_PAYLOAD, MESSAGE_TOO_BIG, PROTOCOL_ERROR,
-};
 
 use crate::TokioRuntime;
 
