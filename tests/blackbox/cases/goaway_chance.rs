@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use hyper::StatusCode;
 
-use crate::support::h2::{runtime, H2Conn};
+use crate::support::h2::{single_thread_runtime, H2Conn};
 use crate::support::http1::{Conn, IdleState};
 use crate::support::*;
 
@@ -53,7 +53,7 @@ pub fn goaway_chance_ends_connections_by_chance(bin: &'static str) {
         }
     }
 
-    let (goaways, retried) = runtime().block_on(h2_requests(addr));
+    let (goaways, retried) = single_thread_runtime().block_on(h2_requests(addr));
     eprintln!(
         "{bin}: HTTP/2 connections ended by GOAWAY: {goaways} in {REQUESTS} requests \
          ({retried} requests retried on a new connection after a GOAWAY)"
@@ -68,7 +68,8 @@ pub fn goaway_chance_ends_connections_by_chance(bin: &'static str) {
 }
 
 /// Sends [`REQUESTS`] GETs over h2c, one at a time, moving to a new connection after each
-/// GOAWAY (and retrying a request the GOAWAY refused, as Go's client does). Returns the
+/// GOAWAY (and retrying a request the GOAWAY refused, as Go's client does; on one thread,
+/// hyper's client fails no other: see [`single_thread_runtime`]). Returns the
 /// GOAWAYs seen and the requests retried.
 async fn h2_requests(addr: std::net::SocketAddr) -> (usize, usize) {
     let (mut h2, mut goaways, mut retried) = (H2Conn::connect(addr).await, 0, 0);

@@ -10,7 +10,7 @@ use lameduck_suite::grpc::{SleepRequest, TicksRequest, SERVICE};
 use tonic::Code;
 
 use crate::support::grpc::{channel, check, demo, tapped_channel, ServingStatus};
-use crate::support::h2::runtime;
+use crate::support::h2::{runtime, single_thread_runtime};
 use crate::support::h2tap::seen;
 use crate::support::*;
 
@@ -192,7 +192,7 @@ pub fn grpc_retry_after_mode_unavailable_with_pushback(bin: &'static str) {
     let flags = ["--shutdown-delay", "200ms", "--shutdown-send-retry-after"];
     let mut server = ServerProcess::start(bin, &flags);
     let addr = server.addr;
-    runtime().block_on(async {
+    single_thread_runtime().block_on(async {
         let ch = channel(addr).await;
         // Keeps the drain going while the new call is made.
         let mut client = demo(&ch);

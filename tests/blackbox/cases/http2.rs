@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use hyper::{StatusCode, Version};
 
-use crate::support::h2::{runtime, H2Conn, H2Response};
+use crate::support::h2::{runtime, single_thread_runtime, H2Conn, H2Response};
 use crate::support::*;
 
 const STREAMS: u32 = 40;
@@ -141,7 +141,7 @@ pub fn http2_retry_after_mode(bin: &'static str) {
         &["--shutdown-send-retry-after", "--shutdown-delay", "500ms"],
     );
     let addr = server.addr;
-    let rt = runtime();
+    let rt = single_thread_runtime();
     rt.block_on(async {
         let mut reused = H2Conn::connect(addr).await;
         let warm = reused.get("/").await.expect("GET / over h2c");

@@ -99,12 +99,14 @@ impl H2Conn {
         let path = path.to_string();
         tokio::spawn(async move {
             let work = async {
-                let resp = response.await.map_err(|e| format!("GET {path}: {e}"))?;
+                let resp = response
+                    .await
+                    .map_err(|e| format!("GET {path}: {}", with_sources(&e)))?;
                 let (parts, body) = resp.into_parts();
                 let body = body
                     .collect()
                     .await
-                    .map_err(|e| format!("GET {path} body: {e}"))?
+                    .map_err(|e| format!("GET {path} body: {}", with_sources(&e)))?
                     .to_bytes();
                 Ok(H2Response {
                     at: Instant::now(),
@@ -144,7 +146,7 @@ impl H2Conn {
             let resp = tokio::time::timeout_at(deadline, response)
                 .await
                 .map_err(|_| format!("GET {path}: no head within {limit:?}"))?
-                .map_err(|e| format!("GET {path}: {e}"))?;
+                .map_err(|e| format!("GET {path}: {}", with_sources(&e)))?;
             let head_at = Instant::now();
             let status = resp.status();
             let mut body = resp.into_body();
@@ -231,4 +233,35 @@ pub fn runtime() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .expect("tokio runtime")
+}
+
+/// A tokio runtime that runs every task on the test's own thread, for tests in which the
+/// server answers a request with its GOAWAY right behind the answer (retry-after mode's 429
+/// and gRPC `UNAVAILABLE`).
+///
+/// hyper's HTTP/2 client hands a request to its connection and then checks the connection's
+/// readiness again; if the connection task has read a GOAWAY in between, the client fails
+/// the request with that GOAWAY ("connection error received: not a result of an error"),
+/// although the request was sent and its answer has come. On a multi-threaded runtime the
+/// connection task runs on another thread and can read both the answer and the GOAWAY in
+/// that gap (about one request in a thousand on a loaded machine); on one thread it cannot.
+/// This is the client's race, not the server's: the server's frames are in the right order
+/// (the answer, then GOAWAY), and Go's client and curl read the answer.
+pub fn single_thread_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+/// `error` and its sources, `: `-separated (hyper's own text says only "http2 error").
+fn with_sources(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }
