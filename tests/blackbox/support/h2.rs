@@ -89,7 +89,7 @@ impl H2Conn {
         tokio::time::timeout(Duration::from_secs(5), self.sender.ready())
             .await
             .map_err(|_| "h2 sender not ready within 5 s".to_string())
-            .and_then(|r| r.map_err(|e| format!("h2 sender: {e}")))
+            .and_then(|r| r.map_err(|e| format!("h2 sender: {}", with_sources(&e))))
             .unwrap_or_else(|e| panic!("GET {path}: {e}"));
         let request = Request::builder()
             .uri(format!("http://{}{path}", self.addr))
@@ -133,7 +133,7 @@ impl H2Conn {
         tokio::time::timeout(Duration::from_secs(5), self.sender.ready())
             .await
             .map_err(|_| "h2 sender not ready within 5 s".to_string())
-            .and_then(|r| r.map_err(|e| format!("h2 sender: {e}")))
+            .and_then(|r| r.map_err(|e| format!("h2 sender: {}", with_sources(&e))))
             .unwrap_or_else(|e| panic!("GET {path}: {e}"));
         let request = Request::builder()
             .uri(format!("http://{}{path}", self.addr))
@@ -236,17 +236,17 @@ pub fn runtime() -> tokio::runtime::Runtime {
 }
 
 /// A tokio runtime that runs every task on the test's own thread, for tests in which the
-/// server answers a request with its GOAWAY right behind the answer (retry-after mode's 429
-/// and gRPC `UNAVAILABLE`).
+/// server sends GOAWAY right behind an answer (retry-after mode's 429, gRPC `UNAVAILABLE`,
+/// the GOAWAY chance).
 ///
 /// hyper's HTTP/2 client hands a request to its connection and then checks the connection's
 /// readiness again; if the connection task has read a GOAWAY in between, the client fails
 /// the request with that GOAWAY ("connection error received: not a result of an error"),
 /// although the request was sent and its answer has come. On a multi-threaded runtime the
 /// connection task runs on another thread and can read both the answer and the GOAWAY in
-/// that gap (about one request in a thousand on a loaded machine); on one thread it cannot.
-/// This is the client's race, not the server's: the server's frames are in the right order
-/// (the answer, then GOAWAY), and Go's client and curl read the answer.
+/// that gap (a few new connections in a thousand on a loaded machine); on one thread it
+/// cannot. This is the client's race, not the server's: the server's frames are in order
+/// (the answer, then GOAWAY).
 pub fn single_thread_runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
