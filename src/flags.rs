@@ -33,7 +33,8 @@ pub struct Flags {
     pub handover_timeout: Duration,
     /// The lifecycle configuration from the `--shutdown-*`, `--request-timeout`,
     /// `--livez-grace-period`, `--min-watch-drain-qps`, `--exempt-path-prefix`,
-    /// `--goaway-chance` and `--idle-close-spread` flags.
+    /// `--goaway-chance`, `--idle-close-spread`, `--max-connection-age` and
+    /// `--max-connection-age-grace` flags.
     pub config: Config,
     /// `--post-start-hook-duration D`: register a demo post-start hook (`demo-warm-up`)
     /// sleeping `D`; `/readyz` answers 500 until it has finished.
@@ -138,6 +139,15 @@ struct ServerArgs {
     /// 0 means off [default: 0s]
     #[arg(long, value_name = "D", value_parser = duration, allow_hyphen_values = true)]
     idle_close_spread: Option<Duration>,
+    /// End each connection gracefully once it is this old, each drawn within +-10 %, so that
+    /// long-lived clients behind L4 balancers rebalance (HTTP/1: Connection: close, HTTP/2:
+    /// GOAWAY); 0 means off [default: 0s]
+    #[arg(long, value_name = "D", value_parser = duration, allow_hyphen_values = true)]
+    max_connection_age: Option<Duration>,
+    /// How long the streams of a connection past its --max-connection-age get before it is
+    /// cut; 0 means no bound beyond the requests' own [default: 0s]
+    #[arg(long, value_name = "D", value_parser = duration, allow_hyphen_values = true)]
+    max_connection_age_grace: Option<Duration>,
     /// Register a demo post-start hook that sleeps D (/readyz is 500 until it ends)
     #[arg(long, value_name = "D", value_parser = duration, allow_hyphen_values = true)]
     post_start_hook_duration: Option<Duration>,
@@ -240,6 +250,12 @@ pub fn parse(program: &str, args: impl IntoIterator<Item = String>) -> Result<Pa
     }
     if let Some(d) = args.idle_close_spread {
         builder = builder.idle_close_spread(d);
+    }
+    if let Some(d) = args.max_connection_age {
+        builder = builder.max_connection_age(d);
+    }
+    if let Some(d) = args.max_connection_age_grace {
+        builder = builder.max_connection_age_grace(d);
     }
     let texts = [
         (
@@ -391,6 +407,9 @@ mod tests {
             "--goaway-chance",
             "0.01",
             "--idle-close-spread=1500ms",
+            "--max-connection-age",
+            "30m",
+            "--max-connection-age-grace=1m30s",
             "--workers",
             "4",
         ])
@@ -410,6 +429,8 @@ mod tests {
         assert!(f.config.is_exempt_path("/x/y"));
         assert_eq!(f.config.goaway_chance().to_string(), "0.01");
         assert_eq!(f.config.idle_close_spread(), Duration::from_millis(1500));
+        assert_eq!(f.config.max_connection_age(), Duration::from_secs(1800));
+        assert_eq!(f.config.max_connection_age_grace(), Duration::from_secs(90));
         assert_eq!(f.pre_shutdown_hook_duration, Some(Duration::from_secs(3)));
         assert_eq!(f.destroy_hook_duration, Some(Duration::from_secs(60)));
         assert_eq!(f.workers, Some(4));
@@ -445,6 +466,33 @@ mod tests {
     }
 
     #[test]
+    fn max_connection_age_flags() {
+        let f = run(&[
+            "--max-connection-age=10m",
+            "--max-connection-age-grace",
+            "30s",
+        ])
+        .unwrap();
+        assert_eq!(f.config.max_connection_age(), Duration::from_secs(600));
+        assert_eq!(f.config.max_connection_age_grace(), Duration::from_secs(30));
+        assert!(f.config.connection_age_limit(0).is_some());
+        // Zero is valid: off, and no bound of its own.
+        let f = run(&["--max-connection-age", "0", "--max-connection-age-grace=0s"]).unwrap();
+        assert_eq!(f.config, Config::default());
+        assert_eq!(f.config.connection_age_limit(u32::MAX), None);
+        for flag in ["--max-connection-age", "--max-connection-age-grace"] {
+            for bad in ["-1s", "10", "bogus", "", "2562048h"] {
+                let e = run(&[flag, bad]).unwrap_err();
+                assert!(e.0.starts_with("error: "), "{flag} {bad:?}: {e}");
+                assert!(e.0.contains(flag), "{flag} {bad:?}: {e}");
+            }
+            let e = run(&[flag]).unwrap_err();
+            assert!(e.0.contains(flag), "{flag}: {e}");
+            assert!(usage("t").contains(&format!("{flag} <D>")));
+        }
+    }
+
+    #[test]
     fn errors_name_the_flag() {
         for (args, flag) in [
             (&["--shutdown-delay", "-1s"][..], "--shutdown-delay"),
@@ -475,6 +523,11 @@ mod tests {
             (&["--shutdown-delay", "2562048h"][..], "--shutdown-delay"),
             (&["--idle-close-spread", "-1s"][..], "--idle-close-spread"),
             (&["--idle-close-spread", "2"][..], "--idle-close-spread"),
+            (&["--max-connection-age", "-1s"][..], "--max-connection-age"),
+            (
+                &["--max-connection-age-grace", "x"][..],
+                "--max-connection-age-grace",
+            ),
             // Not shorter than the HTTP shutdown timeout (retry-after mode: 2 s).
             (
                 &["--idle-close-spread=2s", "--shutdown-send-retry-after"][..],

@@ -99,6 +99,8 @@ fn check_config(config: &Config, text: &str) {
         config.request_timeout(),
         config.livez_grace_period(),
         config.idle_close_spread(),
+        config.max_connection_age(),
+        config.max_connection_age_grace(),
         config.http_shutdown_timeout(),
     ] {
         assert!(d <= MAX_CONFIG_DURATION);
@@ -107,5 +109,17 @@ fn check_config(config: &Config, text: &str) {
     assert!(chance <= GoawayChance::MAX, "{chance}");
     assert_eq!(chance.to_string().parse::<GoawayChance>(), Ok(chance));
     assert!(config.idle_close_delay(u32::MAX) <= config.idle_close_spread());
+    let age = config.max_connection_age().as_nanos();
+    match (
+        config.connection_age_limit(0),
+        config.connection_age_limit(u32::MAX),
+    ) {
+        (Some(low), Some(high)) => {
+            assert_eq!(low.as_nanos(), age * 9 / 10);
+            assert_eq!(high.as_nanos(), age * 11 / 10);
+        }
+        (None, None) => assert_eq!(age, 0),
+        other => panic!("connection_age_limit: {other:?}"),
+    }
     assert_eq!(config.to_builder().build().as_ref(), Ok(config));
 }

@@ -29,6 +29,7 @@ use core::time::Duration;
 use crate::duration::{parse_duration, MAX_DURATION};
 
 mod chance;
+mod draw;
 mod exempt;
 mod option;
 
@@ -87,6 +88,8 @@ pub struct Config {
     exempt_path_prefixes: Vec<String>,
     goaway_chance: GoawayChance,
     idle_close_spread: Duration,
+    max_connection_age: Duration,
+    max_connection_age_grace: Duration,
     late_arrival_percent: u8,
     /// Derived from `exempt_path_prefixes` (by `Default` and `ConfigBuilder::build`): rules
     /// most paths out before the prefixes are compared.
@@ -110,6 +113,8 @@ impl Default for Config {
             exempt_path_prefixes,
             goaway_chance: GoawayChance::OFF,
             idle_close_spread: Duration::ZERO,
+            max_connection_age: Duration::ZERO,
+            max_connection_age_grace: Duration::ZERO,
             late_arrival_percent: DEFAULT_LATE_ARRIVAL_PERCENT,
         }
     }
@@ -226,12 +231,26 @@ impl Config {
         self.idle_close_spread
     }
 
-    /// A connection's delay in the [idle-close window](Config::idle_close_spread), from a
-    /// uniformly random `sample`: `spread × sample / 2³²`, so uniform in `[0, spread)` when
-    /// `sample` is; zero when the spread is off.
+    /// The age at which each connection is ended gracefully, so that long-lived clients
+    /// behind layer-4 balancers move to newer instances (gRPC's `MAX_CONNECTION_AGE`, Envoy's
+    /// `max_connection_duration`): HTTP/1 answers its next response with `Connection: close`,
+    /// or closes the connection when it is idle; HTTP/2 sends the two-step GOAWAY. Each
+    /// connection's own age is drawn within ±10 % of this
+    /// ([`Config::connection_age_limit`]), so that connections opened together do not all end
+    /// together. Default 0: off.
     #[must_use]
-    pub fn idle_close_delay(&self, sample: u32) -> Duration {
-        spread_delay(self.idle_close_spread, sample)
+    pub fn max_connection_age(&self) -> Duration {
+        self.max_connection_age
+    }
+
+    /// How long the streams of a connection that reached its
+    /// [age](Config::max_connection_age) get to end before the connection is cut (gRPC's
+    /// `MAX_CONNECTION_AGE_GRACE`). Default 0: no bound of its own, the streams keep their own
+    /// bounds (the [request timeout](Config::request_timeout), the [long-running
+    /// grace](Config::shutdown_watch_termination_grace_period)).
+    #[must_use]
+    pub fn max_connection_age_grace(&self) -> Duration {
+        self.max_connection_age_grace
     }
 
     /// The last part of the shutdown delay, in percent, in which a new connection or request
@@ -333,6 +352,20 @@ impl ConfigBuilder {
         self
     }
 
+    /// Sets [`Config::max_connection_age`]; zero turns it off.
+    #[must_use]
+    pub fn max_connection_age(mut self, value: Duration) -> Self {
+        self.config.max_connection_age = value;
+        self
+    }
+
+    /// Sets [`Config::max_connection_age_grace`]; zero means no bound beyond the requests' own.
+    #[must_use]
+    pub fn max_connection_age_grace(mut self, value: Duration) -> Self {
+        self.config.max_connection_age_grace = value;
+        self
+    }
+
     /// Sets [`Config::late_arrival_percent`], from 0 to 100 (which [`ConfigBuilder::build`]
     /// checks).
     #[must_use]
@@ -382,6 +415,10 @@ impl ConfigBuilder {
             ConfigOption::RequestTimeout => self.config.request_timeout = duration()?,
             ConfigOption::LivezGracePeriod => self.config.livez_grace_period = duration()?,
             ConfigOption::IdleCloseSpread => self.config.idle_close_spread = duration()?,
+            ConfigOption::MaxConnectionAge => self.config.max_connection_age = duration()?,
+            ConfigOption::MaxConnectionAgeGrace => {
+                self.config.max_connection_age_grace = duration()?;
+            }
             ConfigOption::ShutdownSendRetryAfter => {
                 self.config.shutdown_send_retry_after =
                     parse_bool(value).ok_or_else(|| ConfigError::InvalidBool {
@@ -430,6 +467,11 @@ impl ConfigBuilder {
             (ConfigOption::RequestTimeout, config.request_timeout),
             (ConfigOption::LivezGracePeriod, config.livez_grace_period),
             (ConfigOption::IdleCloseSpread, config.idle_close_spread),
+            (ConfigOption::MaxConnectionAge, config.max_connection_age),
+            (
+                ConfigOption::MaxConnectionAgeGrace,
+                config.max_connection_age_grace,
+            ),
         ];
         for (option, value) in durations {
             if value > MAX_CONFIG_DURATION {
@@ -460,16 +502,6 @@ impl ConfigBuilder {
         config.exempt_filter = ExemptFilter::new(&config.exempt_path_prefixes);
         Ok(config)
     }
-}
-
-/// `spread × sample / 2³²`: in `[0, spread)`, uniform when `sample` is.
-fn spread_delay(spread: Duration, sample: u32) -> Duration {
-    let nanos = (spread.as_nanos() * u128::from(sample)) >> 32;
-    // Below `spread`'s nanoseconds, which a `Duration` holds: it fits in `u64` seconds.
-    let secs = u64::try_from(nanos / 1_000_000_000).unwrap_or(u64::MAX);
-    #[allow(clippy::cast_possible_truncation)]
-    let subsec = (nanos % 1_000_000_000) as u32;
-    Duration::new(secs, subsec)
 }
 
 /// `true`/`false`/`1`/`0`, in any case.

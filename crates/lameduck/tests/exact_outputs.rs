@@ -408,7 +408,17 @@ fn config_options_describe_themselves() {
             ConfigOption::RequestTimeout,
             ConfigOption::LivezGracePeriod,
             ConfigOption::IdleCloseSpread,
+            ConfigOption::MaxConnectionAge,
+            ConfigOption::MaxConnectionAgeGrace,
         ]
+    );
+    assert_eq!(
+        ConfigOption::MaxConnectionAge.help(),
+        "end each connection gracefully once it is this old (each drawn within +-10 %), so clients rebalance; 0 = off"
+    );
+    assert_eq!(
+        ConfigOption::MaxConnectionAgeGrace.help(),
+        "how long an aged connection's streams get before it is cut; 0 = no bound beyond the requests' own"
     );
     assert_eq!(
         ConfigOption::ShutdownDelay.help(),

@@ -36,11 +36,17 @@ pub enum ConfigOption {
     GoawayChance,
     /// `--idle-close-spread`, [`Config::idle_close_spread`](super::Config::idle_close_spread).
     IdleCloseSpread,
+    /// `--max-connection-age`,
+    /// [`Config::max_connection_age`](super::Config::max_connection_age).
+    MaxConnectionAge,
+    /// `--max-connection-age-grace`,
+    /// [`Config::max_connection_age_grace`](super::Config::max_connection_age_grace).
+    MaxConnectionAgeGrace,
 }
 
 impl ConfigOption {
     /// Every option, in declaration order.
-    pub const ALL: [ConfigOption; 9] = [
+    pub const ALL: [ConfigOption; 11] = [
         ConfigOption::ShutdownDelay,
         ConfigOption::ShutdownSendRetryAfter,
         ConfigOption::ShutdownWatchTerminationGracePeriod,
@@ -50,6 +56,8 @@ impl ConfigOption {
         ConfigOption::ExemptPathPrefixes,
         ConfigOption::GoawayChance,
         ConfigOption::IdleCloseSpread,
+        ConfigOption::MaxConnectionAge,
+        ConfigOption::MaxConnectionAgeGrace,
     ];
 
     /// The command-line flag, such as `--shutdown-delay`.
@@ -67,6 +75,8 @@ impl ConfigOption {
             ConfigOption::ExemptPathPrefixes => "--exempt-path-prefix",
             ConfigOption::GoawayChance => "--goaway-chance",
             ConfigOption::IdleCloseSpread => "--idle-close-spread",
+            ConfigOption::MaxConnectionAge => "--max-connection-age",
+            ConfigOption::MaxConnectionAgeGrace => "--max-connection-age-grace",
         }
     }
 
@@ -85,6 +95,8 @@ impl ConfigOption {
             ConfigOption::ExemptPathPrefixes => "exempt_path_prefixes",
             ConfigOption::GoawayChance => "goaway_chance",
             ConfigOption::IdleCloseSpread => "idle_close_spread",
+            ConfigOption::MaxConnectionAge => "max_connection_age",
+            ConfigOption::MaxConnectionAgeGrace => "max_connection_age_grace",
         }
     }
 
@@ -96,7 +108,9 @@ impl ConfigOption {
             ConfigOption::ShutdownDelay
             | ConfigOption::ShutdownWatchTerminationGracePeriod
             | ConfigOption::LivezGracePeriod
-            | ConfigOption::IdleCloseSpread => "0s",
+            | ConfigOption::IdleCloseSpread
+            | ConfigOption::MaxConnectionAge
+            | ConfigOption::MaxConnectionAgeGrace => "0s",
             ConfigOption::ShutdownSendRetryAfter => "false",
             ConfigOption::RequestTimeout => "1m0s",
             ConfigOption::MinWatchDrainQps => "200",
@@ -136,6 +150,12 @@ impl ConfigOption {
             ConfigOption::IdleCloseSpread => {
                 "close the connections idle at the stop each at a random point of this window, not all at once; 0 = off"
             }
+            ConfigOption::MaxConnectionAge => {
+                "end each connection gracefully once it is this old (each drawn within +-10 %), so clients rebalance; 0 = off"
+            }
+            ConfigOption::MaxConnectionAgeGrace => {
+                "how long an aged connection's streams get before it is cut; 0 = no bound beyond the requests' own"
+            }
         }
     }
 
@@ -155,6 +175,8 @@ impl ConfigOption {
                 | ConfigOption::RequestTimeout
                 | ConfigOption::LivezGracePeriod
                 | ConfigOption::IdleCloseSpread
+                | ConfigOption::MaxConnectionAge
+                | ConfigOption::MaxConnectionAgeGrace
         )
     }
 }

@@ -3,6 +3,7 @@
 use super::*;
 use crate::duration::DurationError;
 use alloc::string::ToString;
+use alloc::vec::Vec;
 
 #[test]
 fn defaults_match_the_design_table() {
@@ -19,6 +20,9 @@ fn defaults_match_the_design_table() {
     assert_eq!(config.livez_grace_period(), Duration::ZERO);
     assert_eq!(config.min_watch_drain_qps(), 200);
     assert_eq!(config.http_shutdown_timeout(), Duration::from_secs(60));
+    assert_eq!(config.idle_close_spread(), Duration::ZERO);
+    assert_eq!(config.max_connection_age(), Duration::ZERO);
+    assert_eq!(config.max_connection_age_grace(), Duration::ZERO);
     assert_eq!(
         config.exempt_path_prefixes(),
         ["/readyz", "/livez", "/healthz", "/metrics"]
@@ -39,7 +43,9 @@ fn default_values_parse_back_to_the_defaults() {
         .min_watch_drain_qps(1)
         .exempt_path_prefixes(["/x"])
         .goaway_chance(GoawayChance::MAX)
-        .idle_close_spread(Duration::from_millis(500));
+        .idle_close_spread(Duration::from_millis(500))
+        .max_connection_age(Duration::from_secs(1))
+        .max_connection_age_grace(Duration::from_secs(1));
     for option in ConfigOption::ALL {
         builder.set(option, option.default_value()).unwrap();
     }
@@ -111,6 +117,10 @@ fn string_setter_parses_every_option() {
         .set(ConfigOption::MinWatchDrainQps, "0")
         .unwrap()
         .set(ConfigOption::ExemptPathPrefixes, "/a,/b/c")
+        .unwrap()
+        .set(ConfigOption::MaxConnectionAge, "30m")
+        .unwrap()
+        .set(ConfigOption::MaxConnectionAgeGrace, "1m30s")
         .unwrap();
     let config = builder.build().unwrap();
     assert_eq!(config.shutdown_delay(), Duration::from_secs(90));
@@ -123,6 +133,8 @@ fn string_setter_parses_every_option() {
     assert_eq!(config.livez_grace_period(), Duration::from_secs(5400));
     assert_eq!(config.min_watch_drain_qps(), 0);
     assert_eq!(config.exempt_path_prefixes(), ["/a", "/b/c"]);
+    assert_eq!(config.max_connection_age(), Duration::from_secs(1800));
+    assert_eq!(config.max_connection_age_grace(), Duration::from_secs(90));
 
     let mut builder = Config::builder();
     for (text, want) in [("1", true), ("0", false), ("True", true), ("fAlSe", false)] {
@@ -227,13 +239,20 @@ fn build_rejects_too_large_and_bad_prefixes() {
         .request_timeout(max)
         .build()
         .is_ok());
-    let setters: [fn(ConfigBuilder, Duration) -> ConfigBuilder; 5] = [
+    let setters: [fn(ConfigBuilder, Duration) -> ConfigBuilder; 7] = [
         ConfigBuilder::shutdown_delay,
         ConfigBuilder::shutdown_watch_termination_grace_period,
         ConfigBuilder::request_timeout,
         ConfigBuilder::livez_grace_period,
         ConfigBuilder::idle_close_spread,
+        ConfigBuilder::max_connection_age,
+        ConfigBuilder::max_connection_age_grace,
     ];
+    let options: Vec<_> = ConfigOption::ALL
+        .into_iter()
+        .filter(|o| o.is_duration())
+        .collect();
+    assert_eq!(options.len(), setters.len());
     let options = ConfigOption::ALL.into_iter().filter(|o| o.is_duration());
     for (setter, option) in setters.into_iter().zip(options) {
         let err = setter(Config::builder(), over).build().unwrap_err();
@@ -285,6 +304,8 @@ fn option_names() {
         "--exempt-path-prefix",
         "--goaway-chance",
         "--idle-close-spread",
+        "--max-connection-age",
+        "--max-connection-age-grace",
     ];
     let fields = [
         "shutdown_delay",
@@ -296,7 +317,10 @@ fn option_names() {
         "exempt_path_prefixes",
         "goaway_chance",
         "idle_close_spread",
+        "max_connection_age",
+        "max_connection_age_grace",
     ];
+    assert_eq!(ConfigOption::ALL.len(), flags.len());
     for ((option, flag), field) in ConfigOption::ALL.into_iter().zip(flags).zip(fields) {
         assert_eq!(option.flag(), flag);
         assert_eq!(option.field(), field);
@@ -414,4 +438,215 @@ fn idle_close_delays_cover_the_window_evenly() {
         .build()
         .unwrap();
     assert!(long.idle_close_delay(u32::MAX) < MAX_CONFIG_DURATION);
+}
+
+#[test]
+fn max_connection_age_and_grace_are_off_by_default_and_parsed_as_durations() {
+    let config = Config::default();
+    assert_eq!(config.max_connection_age(), Duration::ZERO);
+    assert_eq!(config.max_connection_age_grace(), Duration::ZERO);
+    for sample in [0, 1, 1 << 31, u32::MAX] {
+        assert_eq!(config.connection_age_limit(sample), None);
+    }
+    let mut builder = Config::builder();
+    builder
+        .set(ConfigOption::MaxConnectionAge, "10m")
+        .unwrap()
+        .set("--max-connection-age-grace".parse().unwrap(), "30s")
+        .unwrap();
+    let config = builder.build().unwrap();
+    assert_eq!(config.max_connection_age(), Duration::from_secs(600));
+    assert_eq!(config.max_connection_age_grace(), Duration::from_secs(30));
+    // Zero is valid for both: off, and no bound of its own.
+    let mut zero = config.to_builder();
+    zero.set(ConfigOption::MaxConnectionAge, "0")
+        .unwrap()
+        .set(ConfigOption::MaxConnectionAgeGrace, "0s")
+        .unwrap();
+    assert_eq!(zero.build(), Ok(Config::default()));
+    // A grace without an age is valid too (it has nothing to bound).
+    assert!(Config::builder()
+        .max_connection_age_grace(Duration::from_secs(5))
+        .build()
+        .is_ok());
+    // Neither has to be shorter than any other bound.
+    assert!(Config::builder()
+        .max_connection_age(MAX_CONFIG_DURATION)
+        .max_connection_age_grace(MAX_CONFIG_DURATION)
+        .shutdown_send_retry_after(true)
+        .build()
+        .is_ok());
+
+    let msg = |option, value: &str| {
+        Config::builder()
+            .set(option, value)
+            .unwrap_err()
+            .to_string()
+    };
+    assert_eq!(
+        msg(ConfigOption::MaxConnectionAge, "-1s"),
+        r#"--max-connection-age can not be a negative value (got "-1s")"#
+    );
+    assert_eq!(
+        msg(ConfigOption::MaxConnectionAgeGrace, "-5m"),
+        r#"--max-connection-age-grace can not be a negative value (got "-5m")"#
+    );
+    assert_eq!(
+        msg(ConfigOption::MaxConnectionAge, "10"),
+        r#"invalid value "10" for --max-connection-age: missing unit (use one of ns, us, µs, ms, s, m, h)"#
+    );
+    assert_eq!(
+        msg(ConfigOption::MaxConnectionAgeGrace, "9999999999h"),
+        r#"invalid value "9999999999h" for --max-connection-age-grace: longer than the maximum 2562047h47m16.854775807s"#
+    );
+    for option in [
+        ConfigOption::MaxConnectionAge,
+        ConfigOption::MaxConnectionAgeGrace,
+    ] {
+        assert!(option.is_duration());
+        assert!(!option.is_bool());
+        assert_eq!(option.default_value(), "0s");
+        let err = Config::builder().set(option, "1x").unwrap_err();
+        assert!(matches!(
+            err,
+            ConfigError::InvalidDuration { option: o, .. } if o == option
+        ));
+        let over = MAX_CONFIG_DURATION + Duration::from_nanos(1);
+        let builder = match option {
+            ConfigOption::MaxConnectionAge => Config::builder().max_connection_age(over),
+            _ => Config::builder().max_connection_age_grace(over),
+        };
+        assert_eq!(
+            builder.build(),
+            Err(ConfigError::TooLarge {
+                option,
+                value: over,
+                max: MAX_CONFIG_DURATION
+            })
+        );
+    }
+}
+
+/// The connection-age limit drawn with `sample` for an age of `age`.
+fn age_limit_of(age: Duration, sample: u32) -> Duration {
+    Config::builder()
+        .request_timeout(Duration::ZERO)
+        .max_connection_age(age)
+        .build()
+        .unwrap()
+        .connection_age_limit(sample)
+        .unwrap()
+}
+
+#[test]
+fn connection_age_limits_span_nine_to_eleven_tenths() {
+    let ten_min = Duration::from_secs(600);
+    // Both ends and the middle.
+    assert_eq!(age_limit_of(ten_min, 0), Duration::from_secs(540));
+    assert_eq!(age_limit_of(ten_min, u32::MAX), Duration::from_secs(660));
+    let middle = age_limit_of(ten_min, 1 << 31);
+    // `2³¹ / (2³² − 1)` is a hair over a half.
+    assert!(middle >= ten_min, "{middle:?}");
+    assert!(middle - ten_min < Duration::from_micros(1), "{middle:?}");
+    assert_eq!(
+        age_limit_of(ten_min, u32::MAX / 2),
+        Duration::from_secs(600) - Duration::from_nanos(14)
+    );
+    // One nanosecond: 0.9 ns rounds down to nothing, 1.1 ns to one.
+    assert_eq!(age_limit_of(Duration::from_nanos(1), 0), Duration::ZERO);
+    assert_eq!(
+        age_limit_of(Duration::from_nanos(1), u32::MAX),
+        Duration::from_nanos(1)
+    );
+    // Evenly spaced samples give limits evenly spread over ten buckets of 0.02 × the age.
+    let second = Duration::from_secs(1);
+    let mut buckets = [0u32; 10];
+    let n = 10_000u32;
+    for i in 0..n {
+        let sample = u32::try_from(u64::from(i) * (1u64 << 32) / u64::from(n)).unwrap();
+        let ms = age_limit_of(second, sample).as_millis() - 900;
+        buckets[usize::try_from(ms / 20).unwrap()] += 1;
+    }
+    assert!(
+        buckets.iter().all(|&b| b.abs_diff(n / 10) <= 1),
+        "{buckets:?}"
+    );
+}
+
+#[test]
+fn connection_age_limits_stay_in_bounds_and_grow_with_the_sample() {
+    // Samples from both ends, the middle and spread between, in increasing order.
+    let mut samples: Vec<u32> = (0..=64u64)
+        .map(|i| u32::try_from(i * u64::from(u32::MAX) / 64).unwrap())
+        .collect();
+    samples.extend([1, 2, (1 << 31) - 1, 1 << 31, (1 << 31) + 1, u32::MAX - 1]);
+    samples.sort_unstable();
+    // Ages from a nanosecond to the longest a configuration holds, odd ones among them.
+    let mut ages = alloc::vec![
+        Duration::from_nanos(1),
+        Duration::from_nanos(7),
+        Duration::from_nanos(10),
+        Duration::from_nanos(999_999_999),
+        Duration::from_millis(1),
+        Duration::from_secs(1),
+        Duration::new(3_600, 123_456_789),
+        Duration::from_secs(86_400 * 365),
+        MAX_CONFIG_DURATION - Duration::from_nanos(1),
+        MAX_CONFIG_DURATION,
+    ];
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    for _ in 0..200 {
+        // xorshift64: reproducible ages across every magnitude.
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let nanos = (x >> (x % 64)) % (u64::try_from(MAX_CONFIG_DURATION.as_nanos()).unwrap() + 1);
+        ages.push(Duration::from_nanos(nanos.max(1)));
+    }
+    for age in ages {
+        let nanos = age.as_nanos();
+        let (low, high) = (nanos * 9 / 10, nanos * 11 / 10);
+        let mut previous = Duration::ZERO;
+        for &sample in &samples {
+            let limit = age_limit_of(age, sample);
+            let got = limit.as_nanos();
+            assert!(low <= got && got <= high, "{age:?} × {sample}: {limit:?}");
+            assert!(
+                limit >= previous,
+                "{age:?}: {sample} gave {limit:?} < {previous:?}"
+            );
+            previous = limit;
+        }
+        assert_eq!(age_limit_of(age, 0).as_nanos(), low, "{age:?}");
+        assert_eq!(age_limit_of(age, u32::MAX).as_nanos(), high, "{age:?}");
+    }
+}
+
+#[test]
+fn connection_age_draw_saturates_beyond_the_configurable_range() {
+    // Past `MAX_CONFIG_DURATION` (which `build` rejects), the draw still neither panics nor
+    // leaves its bounds, up to the longest `Duration`, where 1.1 × saturates.
+    for age in [
+        MAX_CONFIG_DURATION * 2,
+        Duration::from_secs(u64::MAX / 2),
+        Duration::from_secs(u64::MAX / 11 * 10),
+        Duration::MAX - Duration::from_nanos(1),
+        Duration::MAX,
+    ] {
+        let low = draw::age_limit(age, 0);
+        assert_eq!(low.as_nanos(), age.as_nanos() * 9 / 10, "{age:?}");
+        let mut previous = low;
+        for sample in [1, 1 << 16, 1 << 31, u32::MAX - 1, u32::MAX] {
+            let limit = draw::age_limit(age, sample);
+            assert!(limit >= previous, "{age:?} × {sample}: {limit:?}");
+            let exact = age.as_nanos() * 11 / 10;
+            assert!(limit.as_nanos() <= exact, "{age:?} × {sample}: {limit:?}");
+            previous = limit;
+        }
+    }
+    assert_eq!(draw::age_limit(Duration::MAX, u32::MAX), Duration::MAX);
+    assert_eq!(
+        draw::age_limit(Duration::from_secs(u64::MAX / 11 * 10), u32::MAX),
+        Duration::from_secs(u64::MAX / 11 * 11)
+    );
 }
