@@ -96,6 +96,12 @@ pub const FAILED_READYZ_PROBES: &str = "lameduck_failed_readyz_probes_total";
 /// `lameduck_websocket_closes_total{answered}`: WebSocket Close frames (1001) sent at the
 /// sockets' turns, by whether the client answered.
 pub const WEBSOCKET_CLOSES: &str = "lameduck_websocket_closes_total";
+/// `lameduck_connections_cut_total{kind}`: connections closed at their bound with their peers
+/// silent ([`CutKind`](crate::connection::CutKind)).
+pub const CONNECTIONS_CUT: &str = "lameduck_connections_cut_total";
+/// `lameduck_last_connection_closed_seconds`: from `ShutdownInitiated` to the latest
+/// connection close.
+pub const LAST_CONNECTION_CLOSED: &str = "lameduck_last_connection_closed_seconds";
 
 /// Every series lameduck records.
 pub const SERIES: &[Series] = &[
@@ -212,6 +218,20 @@ pub const SERIES: &[Series] = &[
         help: "WebSocket Close frames (status 1001) sent at the sockets' turns in the drain, by whether the client answered with its Close (answered=false: cut at the bound, or still silent).",
     },
     Series {
+        name: CONNECTIONS_CUT,
+        kind: SeriesKind::Counter,
+        labels: &["kind"],
+        unit: None,
+        help: "Connections closed at their bound with their peers silent, by kind: tls_handshake (not complete a second after the stop), request_head (no complete request head), http2_goaway (neither acknowledged the GOAWAY nor closed), unread_response (the client stopped reading a response past its bound), websocket_close (never answered the Close), max_connection_age (streams outlasted the age grace).",
+    },
+    Series {
+        name: LAST_CONNECTION_CLOSED,
+        kind: SeriesKind::Gauge,
+        labels: &[],
+        unit: Some(Unit::Seconds),
+        help: "From ShutdownInitiated to the latest connection close; absent until a connection closed after it.",
+    },
+    Series {
         name: TERMINATION_DURATION,
         kind: SeriesKind::Gauge,
         labels: &[],
@@ -300,6 +320,14 @@ pub fn record_state(shared: &Shared) {
     let answered = goodbyes.websocket_closes - goodbyes.websocket_unanswered;
     counter!(WEBSOCKET_CLOSES, "answered" => "true").absolute(answered);
     counter!(WEBSOCKET_CLOSES, "answered" => "false").absolute(goodbyes.websocket_unanswered);
+    let peers = shared.peer_counts();
+    for kind in crate::connection::CutKind::ALL {
+        counter!(CONNECTIONS_CUT, "kind" => kind.name())
+            .absolute(peers.cut_since_start[kind.index()]);
+    }
+    if let Some(d) = peers.last_connection_closed {
+        gauge!(LAST_CONNECTION_CLOSED).set(d.as_secs_f64());
+    }
     gauge!(TERMINATION_BUDGET)
         .set(termination_budget(shared.config()).map_or(f64::INFINITY, |d| d.as_secs_f64()));
 }

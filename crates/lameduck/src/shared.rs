@@ -28,6 +28,7 @@ mod arrivals;
 mod checks;
 mod goodbyes;
 mod health;
+mod peers;
 // Its future is re-exported at the crate root (`crate::LifecycleSignalFired`): this module
 // uses `Shared`, so `Shared`'s module does not use it back.
 pub(crate) mod signals;
@@ -38,6 +39,8 @@ pub(crate) use self::checks::{Check, CheckKind, PostStartState};
 pub use self::checks::{CheckFn, EndpointSet};
 pub use self::goodbyes::GoodbyeCounts;
 use self::goodbyes::Goodbyes;
+pub use self::peers::PeerCounts;
+use self::peers::Peers;
 
 const NOT_YET: u64 = u64::MAX;
 
@@ -139,6 +142,9 @@ pub struct Shared {
     pub(crate) arrivals: Arrivals,
     /// The WebSocket Close frames sent at shutdown, and their answers ([`Shared::goodbyes`]).
     goodbyes: Goodbyes,
+    /// The connections closed at their bound with their peers silent, and the last close
+    /// ([`Shared::peer_counts`]).
+    peers: Peers,
 }
 
 /// A bit of `Shared::sockets`: the listening sockets outlive this process.
@@ -174,6 +180,7 @@ impl Shared {
             served_after_close: AtomicU64::new(0),
             arrivals: Arrivals::new(),
             goodbyes: Goodbyes::new(),
+            peers: Peers::new(),
             checks,
             post_start: (0..post_start_hooks)
                 .map(|_| AtomicU8::new(PostStartState::Pending as u8))

@@ -8,14 +8,16 @@
 //! [`SummaryRecord`] and logs it after [`SUMMARY_MARKER`]:
 //!
 //! ```text
-//! [graceful-termination] termination summary: cause=signal signal_to_exit=1.503s lame_duck=0.500s normal_drain=1.002s long_running_drain=- requests_drained=3 requests_remaining=0 streams_ended=0 streams_remaining=0 rejected=4 rejected_not_accepting=0 rejected_retry_after=4 rejected_request_timeout=0 rejected_routes_not_ready=0 last_new_connection=0.120s last_new_request=0.380s late_connections=0 late_requests=4 requests_before_ready=0 readyz_probe_interval=1.000s failed_readyz_probes=0 websocket_closes=0 websocket_unanswered=0 code=0
+//! [graceful-termination] termination summary: cause=signal signal_to_exit=1.503s lame_duck=0.500s normal_drain=1.002s long_running_drain=- requests_drained=3 requests_remaining=0 streams_ended=0 streams_remaining=0 rejected=4 rejected_not_accepting=0 rejected_retry_after=4 rejected_request_timeout=0 rejected_routes_not_ready=0 last_new_connection=0.120s last_new_request=0.380s late_connections=0 late_requests=4 requests_before_ready=0 readyz_probe_interval=1.000s failed_readyz_probes=0 websocket_closes=0 websocket_unanswered=0 connections_cut=0 last_connection_closed=1.504s code=0
 //! ```
 //!
 //! Durations are seconds with three decimals and an `s`; `-` stands for a stage that did not
 //! happen (or, for `last_new_connection` and `last_new_request`, for no arrival after the
-//! signal, and for `readyz_probe_interval`, for fewer than two `/readyz` requests before it).
+//! signal, for `readyz_probe_interval`, for fewer than two `/readyz` requests before it, and
+//! for `last_connection_closed`, for no connection closed after the signal).
 //! The arrival fields are those of [`ArrivalCounts`], the WebSocket ones those of
-//! [`GoodbyeCounts`]. [`SummaryRecord::parse_line`] reads such
+//! [`GoodbyeCounts`], `connections_cut` and `last_connection_closed` those of [`PeerCounts`]
+//! (connections closed at their bound with their peers silent, every kind together). [`SummaryRecord::parse_line`] reads such
 //! a line back (tests compare its numbers with what they sent).
 
 use core::fmt;
@@ -23,7 +25,7 @@ use core::time::Duration;
 
 use crate::machine::{Event, HookKind, Input, StopSource};
 use crate::rejections::{RejectionCounts, RejectionReason};
-use crate::shared::{ArrivalCounts, GoodbyeCounts};
+use crate::shared::{ArrivalCounts, GoodbyeCounts, PeerCounts};
 use crate::signal::LifecycleSignal;
 use crate::time::Instant;
 
@@ -106,6 +108,13 @@ pub struct SummaryRecord {
     /// ([`Shared::goodbyes`](crate::Shared::goodbyes) at the exit). Lines written before
     /// these fields existed read back with none.
     pub goodbyes: GoodbyeCounts,
+    /// Connections closed at their bound with their peers silent during the termination
+    /// ([`PeerCounts::connections_cut`]). Lines written before this field existed read back
+    /// with 0.
+    pub connections_cut: u64,
+    /// How long after `ShutdownInitiated` the last connection closed (`None`: none closed
+    /// after it, or a line written before this field existed).
+    pub last_connection_closed: Option<Duration>,
     /// The exit code (`None` before the exit).
     pub code: Option<u8>,
 }
@@ -181,6 +190,12 @@ impl fmt::Display for SummaryRecord {
             " websocket_closes={} websocket_unanswered={}",
             self.goodbyes.websocket_closes, self.goodbyes.websocket_unanswered,
         )?;
+        write!(
+            f,
+            " connections_cut={} last_connection_closed={}",
+            self.connections_cut,
+            Secs(self.last_connection_closed),
+        )?;
         match self.code {
             Some(code) => write!(f, " code={code}"),
             None => f.write_str(" code=-"),
@@ -189,11 +204,22 @@ impl fmt::Display for SummaryRecord {
 }
 
 impl SummaryRecord {
+    /// This record with `peers`' figures: `connections_cut` (during the termination) and
+    /// `last_connection_closed`.
+    #[must_use]
+    pub fn with_peers(self, peers: &PeerCounts) -> Self {
+        SummaryRecord {
+            connections_cut: peers.connections_cut(),
+            last_connection_closed: peers.last_connection_closed,
+            ..self
+        }
+    }
+
     /// Reads a summary back from a log line that contains [`SUMMARY_MARKER`]; `None` when the
     /// line has no marker or a field is missing or malformed. Anything before the marker
     /// (timestamp, level, target) is ignored, and so are fields after it that are not known.
-    /// The arrival fields may be missing (lines written before they existed): they read as
-    /// none.
+    /// The arrival, WebSocket and connection fields may be missing (lines written before they
+    /// existed): they read as none.
     ///
     /// ```
     /// use lameduck::summary::SummaryRecord;
@@ -206,11 +232,13 @@ impl SummaryRecord {
     ///     rejected_retry_after=4 rejected_request_timeout=0 rejected_routes_not_ready=0 \
     ///     last_new_connection=1.900s last_new_request=- late_connections=1 late_requests=4 \
     ///     requests_before_ready=0 readyz_probe_interval=2.001s failed_readyz_probes=1 \
-    ///     websocket_closes=2 websocket_unanswered=0 code=0";
+    ///     websocket_closes=2 websocket_unanswered=0 connections_cut=1 \
+    ///     last_connection_closed=2.101s code=0";
     /// let s = SummaryRecord::parse_line(line).unwrap();
     /// assert_eq!(s.requests_drained, 3);
     /// assert_eq!(s.rejected.get(RejectionReason::RetryAfter), 4);
     /// assert_eq!(s.arrivals.late_connections, 1);
+    /// assert_eq!(s.connections_cut, 1);
     /// assert_eq!(s.code, Some(0));
     /// assert_eq!(s.to_string(), line.split_once("summary: ").unwrap().1);
     /// ```
@@ -302,6 +330,14 @@ impl SummaryRecord {
                 }
                 "websocket_unanswered" => {
                     r.goodbyes.websocket_unanswered = value.parse().ok()?;
+                    0
+                }
+                "connections_cut" => {
+                    r.connections_cut = value.parse().ok()?;
+                    0
+                }
+                "last_connection_closed" => {
+                    r.last_connection_closed = parse_secs(value)?;
                     0
                 }
                 "code" => {
@@ -422,14 +458,15 @@ impl TerminationSummary {
         }
     }
 
-    /// [`TerminationSummary::record`] with all of `shared`'s counts: rejections, arrivals and
-    /// WebSocket goodbyes.
+    /// [`TerminationSummary::record`] with all of `shared`'s counts: rejections, arrivals,
+    /// WebSocket goodbyes and the connections cut at their bound.
     #[must_use]
     pub fn record_shared(&self, shared: &crate::Shared) -> SummaryRecord {
         SummaryRecord {
             goodbyes: shared.goodbyes(),
             ..self.record(shared.rejections(), shared.arrivals())
         }
+        .with_peers(&shared.peer_counts())
     }
 
     /// When `ShutdownInitiated` fired, if it has.
@@ -458,128 +495,4 @@ impl TerminationSummary {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::machine::{DrainPlan, ExitReason};
-    use alloc::string::ToString;
-
-    #[test]
-    fn a_termination_in_numbers() {
-        let mut s = TerminationSummary::new();
-        let t = Instant::from_millis;
-        s.observe_input(&Input::StopRequested(StopSource::OsSignal));
-        let sig = |signal, at| Event::Signal { signal, at };
-        s.observe(
-            &sig(LifecycleSignal::ShutdownInitiated, t(1000)),
-            t(1000),
-            None,
-        );
-        // A later stop request does not change the cause.
-        s.observe_input(&Input::StopRequested(StopSource::Api));
-        s.observe(
-            &sig(LifecycleSignal::NotAcceptingNewRequest, t(1500)),
-            t(1500),
-            None,
-        );
-        let plan = DrainPlan {
-            normal_in_flight: 3,
-            long_running_in_flight: 2,
-            normal_deadline: None,
-            long_running_deadline: None,
-            pacing_interval: None,
-        };
-        s.observe(&Event::DrainStarted(plan), t(1500), None);
-        let normal = Event::NormalDrainFinished {
-            remaining: 1,
-            timed_out: true,
-        };
-        s.observe(&normal, t(2500), None);
-        let lr = Event::LongRunningDrainFinished {
-            before: 2,
-            after: 0,
-            timed_out: false,
-            skipped: false,
-        };
-        s.observe(&lr, t(1750), None);
-        let exit = Event::Exit {
-            code: 0,
-            reason: ExitReason::Graceful,
-        };
-        s.observe(&exit, t(2600), None);
-        let rejected = RejectionCounts::default().with(RejectionReason::RetryAfter, 4);
-        let arrivals = ArrivalCounts {
-            last_new_connection: Some(Duration::from_millis(380)),
-            last_new_request: Some(Duration::from_millis(420)),
-            late_connections: 1,
-            late_requests: 2,
-            requests_before_ready: 0,
-            readyz_probe_interval: Some(Duration::from_millis(2000)),
-            failed_readyz_probes: 1,
-        };
-        let r = s.record(rejected, arrivals);
-        assert_eq!(r.cause, Some(StopCause::OsSignal));
-        assert_eq!(r.lame_duck, Some(Duration::from_millis(500)));
-        assert_eq!(r.normal_drain, Some(Duration::from_secs(1)));
-        assert_eq!(r.long_running_drain, Some(Duration::from_millis(250)));
-        assert_eq!((r.requests_drained, r.requests_remaining), (2, 1));
-        assert_eq!((r.streams_ended, r.streams_remaining), (2, 0));
-        assert_eq!(r.signal_to_exit, Some(Duration::from_millis(1600)));
-        let line = r.to_string();
-        assert!(line.starts_with("cause=signal signal_to_exit=1.600s lame_duck=0.500s"));
-        assert!(line.ends_with(
-            "rejected_routes_not_ready=0 last_new_connection=0.380s last_new_request=0.420s \
-             late_connections=1 late_requests=2 requests_before_ready=0 \
-             readyz_probe_interval=2.000s failed_readyz_probes=1 websocket_closes=0 \
-             websocket_unanswered=0 code=0"
-        ));
-        let text = alloc::format!("x [graceful-termination] {SUMMARY_MARKER} {line}");
-        assert_eq!(SummaryRecord::parse_line(&text), Some(r));
-    }
-
-    #[test]
-    fn an_exit_before_any_stop() {
-        let mut s = TerminationSummary::new();
-        let exit = Event::Exit {
-            code: 1,
-            reason: ExitReason::Failure,
-        };
-        s.observe(&exit, Instant::from_millis(5), None);
-        let r = s.record(RejectionCounts::default(), ArrivalCounts::default());
-        let line = r.to_string();
-        assert!(
-            line.starts_with("cause=- signal_to_exit=- lame_duck=-"),
-            "{line}"
-        );
-        let text = alloc::format!("{SUMMARY_MARKER} {line}");
-        assert_eq!(SummaryRecord::parse_line(&text), Some(r));
-    }
-
-    #[test]
-    fn malformed_lines_are_refused() {
-        assert_eq!(SummaryRecord::parse_line("no marker"), None);
-        let good = SummaryRecord::default().to_string();
-        let line = alloc::format!("{SUMMARY_MARKER} {good}");
-        assert!(SummaryRecord::parse_line(&line).is_some());
-        let bad = line.replace("requests_drained=0", "requests_drained=x");
-        assert_eq!(SummaryRecord::parse_line(&bad), None);
-        let missing = line.replace("streams_ended=0", "");
-        assert_eq!(SummaryRecord::parse_line(&missing), None);
-        let wrong_total = line.replace("rejected=0", "rejected=2");
-        assert_eq!(SummaryRecord::parse_line(&wrong_total), None);
-        let bad_offset = line.replace("last_new_connection=-", "last_new_connection=1s");
-        assert_eq!(SummaryRecord::parse_line(&bad_offset), None);
-    }
-
-    #[test]
-    fn lines_from_before_the_arrival_fields_read_with_none() {
-        let line = "[graceful-termination] termination summary: cause=signal \
-            signal_to_exit=1.503s lame_duck=0.500s normal_drain=1.002s long_running_drain=- \
-            requests_drained=3 requests_remaining=0 streams_ended=0 streams_remaining=0 \
-            rejected=0 rejected_not_accepting=0 rejected_retry_after=0 \
-            rejected_request_timeout=0 rejected_routes_not_ready=0 code=0";
-        let r = SummaryRecord::parse_line(line).expect("parsed");
-        assert_eq!(r.arrivals, ArrivalCounts::default());
-        assert_eq!(r.goodbyes, GoodbyeCounts::default());
-        assert_eq!(r.requests_drained, 3);
-    }
-}
+mod tests;

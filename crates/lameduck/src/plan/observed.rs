@@ -81,7 +81,7 @@ pub const LATE_STEP: Duration = Duration::from_millis(500);
 pub const LATE_FACTOR: u32 = 2;
 
 /// The arrival and WebSocket fields, which lines written before they existed lack.
-const OPTIONAL_KEYS: [&str; 9] = [
+const OPTIONAL_KEYS: [&str; 11] = [
     "last_new_connection",
     "last_new_request",
     "late_connections",
@@ -91,6 +91,8 @@ const OPTIONAL_KEYS: [&str; 9] = [
     "failed_readyz_probes",
     "websocket_closes",
     "websocket_unanswered",
+    "connections_cut",
+    "last_connection_closed",
 ];
 
 /// The failed probes a balancer is assumed to need before it stops sending, when the logs

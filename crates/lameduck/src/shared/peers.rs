@@ -1,0 +1,165 @@
+//! Peers cannot hold a termination: how long a connection an adapter stopped may stay
+//! whatever its peer does, and what is counted of the connections closed at that bound.
+//!
+//! The rule: a connection holds the exit only while it carries work in flight within that
+//! work's own bound (a normal request within the request timeout, a long-running one within
+//! the grace period). Without work in flight it is closed at most [`SILENT_PEER_TIMEOUT`]
+//! after the adapter stopped it, or after its last work ended if that is later, whether or
+//! not its peer takes the goodbye (acknowledges the GOAWAY's PING, finishes a TLS handshake,
+//! sends the rest of a request head, reads a response). The adapters keep one timer per
+//! stopped connection at [`Shared::connection_bound`] and count each connection closed there
+//! ([`Shared::count_connection_cut`]); the termination summary reports the count and when
+//! the last connection closed ([`Shared::peer_counts`]).
+
+use core::time::Duration;
+
+use super::Shared;
+use crate::connection::{ConnectionWork, CutKind, SILENT_PEER_TIMEOUT};
+use crate::signal::LifecycleSignal;
+use crate::sync::{AtomicU64, Ordering};
+use crate::time::Instant;
+
+/// `Peers::last_closed` before any close after `ShutdownInitiated`: offsets are stored plus
+/// one nanosecond.
+const NONE: u64 = 0;
+
+/// The counters behind [`PeerCounts`], in [`Shared`].
+#[derive(Debug)]
+pub(crate) struct Peers {
+    /// Connections cut since the start, by kind.
+    cut: [AtomicU64; CutKind::COUNT],
+    /// Connections cut from `ShutdownInitiated` on, by kind.
+    cut_in_termination: [AtomicU64; CutKind::COUNT],
+    /// Nanoseconds from `ShutdownInitiated` to the latest connection close, plus one.
+    last_closed: AtomicU64,
+}
+
+impl Peers {
+    pub(crate) fn new() -> Self {
+        Peers {
+            cut: core::array::from_fn(|_| AtomicU64::new(0)),
+            cut_in_termination: core::array::from_fn(|_| AtomicU64::new(0)),
+            last_closed: AtomicU64::new(NONE),
+        }
+    }
+}
+
+/// What was counted of the connections closed at their bound with their peers silent, and
+/// when the last connection closed (see [`Shared::peer_counts`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct PeerCounts {
+    /// Connections cut since the start, by kind ([`CutKind::index`]).
+    pub cut_since_start: [u64; CutKind::COUNT],
+    /// Connections cut from `ShutdownInitiated` on, by kind ([`CutKind::index`]).
+    pub cut_in_termination: [u64; CutKind::COUNT],
+    /// How long after `ShutdownInitiated` the last connection closed; `None` when none closed
+    /// after it.
+    pub last_connection_closed: Option<Duration>,
+}
+
+impl PeerCounts {
+    /// The connections cut during the termination, every kind together: the summary's
+    /// `connections_cut`.
+    #[must_use]
+    pub fn connections_cut(&self) -> u64 {
+        self.cut_in_termination.iter().sum()
+    }
+
+    /// The connections of `kind` cut during the termination.
+    #[must_use]
+    pub fn cut_in_termination(&self, kind: CutKind) -> u64 {
+        self.cut_in_termination[kind.index()]
+    }
+}
+
+impl Shared {
+    /// When a connection the adapter stopped at `stopped_at` (it said goodbye: HTTP/1
+    /// `Connection: close` or closed when idle, HTTP/2 the first GOAWAY; or, for a TLS
+    /// connection, the handshake was still running) is to be closed whatever its peer does,
+    /// given what it is doing: `None` when no bound applies (normal work with a request
+    /// timeout of zero, which the user asked to be unbounded).
+    ///
+    /// - Without work in flight: [`SILENT_PEER_TIMEOUT`] after `stopped_at` or after the work
+    ///   ended, whichever is later.
+    /// - With work in flight: [`SILENT_PEER_TIMEOUT`] after the work's own bound. Work
+    ///   admitted before the gate closed is bounded by the drain: `NotAcceptingNewRequest`
+    ///   plus the request timeout (normal) or the grace period (long-running); work admitted
+    ///   after it by its own deadline (`late_until`). Past its bound, the work's response has
+    ///   been aborted, or its client stopped reading it: the connection is then treated as
+    ///   one without work in flight.
+    ///
+    /// Ask again whenever the work changes; the answer only depends on the arguments and on
+    /// when `NotAcceptingNewRequest` fired (`stopped_at` stands for it before it fires).
+    #[must_use]
+    pub fn connection_bound(&self, stopped_at: Instant, work: ConnectionWork) -> Option<Instant> {
+        let until = match work {
+            ConnectionWork::Idle { since } => core::cmp::max(stopped_at, since),
+            ConnectionWork::Busy {
+                normal,
+                long_running,
+                late_until,
+            } => {
+                let config = self.config();
+                let gate_closed = self
+                    .fired_at(LifecycleSignal::NotAcceptingNewRequest)
+                    .unwrap_or(stopped_at);
+                let mut until = stopped_at;
+                if normal {
+                    let timeout = config.request_timeout();
+                    if timeout.is_zero() {
+                        return None;
+                    }
+                    until = core::cmp::max(until, gate_closed + timeout);
+                }
+                if long_running {
+                    let grace = config.shutdown_watch_termination_grace_period();
+                    until = core::cmp::max(until, gate_closed + grace);
+                }
+                if let Some(late) = late_until {
+                    until = core::cmp::max(until, late);
+                }
+                until
+            }
+        };
+        Some(until + SILENT_PEER_TIMEOUT)
+    }
+
+    /// Counts a connection the adapter closed at its bound ([`Shared::connection_bound`])
+    /// with its peer silent, as `kind`. Call it on that path only.
+    #[cold]
+    pub fn count_connection_cut(&self, kind: CutKind) {
+        self.peers.cut[kind.index()].fetch_add(1, Ordering::Relaxed);
+        if self.has_fired(LifecycleSignal::ShutdownInitiated) {
+            self.peers.cut_in_termination[kind.index()].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Notes that a connection closed at `now` (any connection, however it ended): after
+    /// `ShutdownInitiated`, the latest such close is the summary's `last_connection_closed`.
+    /// Before it, nothing is noted; adapters may ask [`Shared::has_fired`] first to skip
+    /// reading the clock.
+    pub fn note_connection_closed(&self, now: Instant) {
+        let Some(initiated) = self.fired_at(LifecycleSignal::ShutdownInitiated) else {
+            return;
+        };
+        let offset = now.saturating_duration_since(initiated);
+        let stored = u64::try_from(offset.as_nanos())
+            .unwrap_or(u64::MAX - 1)
+            .saturating_add(1);
+        self.peers.last_closed.fetch_max(stored, Ordering::Relaxed);
+    }
+
+    /// The connections cut at their bound, by kind, and when the last connection closed.
+    #[must_use]
+    pub fn peer_counts(&self) -> PeerCounts {
+        let read = |counters: &[AtomicU64; CutKind::COUNT]| {
+            core::array::from_fn(|i| counters[i].load(Ordering::Relaxed))
+        };
+        let last = self.peers.last_closed.load(Ordering::Relaxed);
+        PeerCounts {
+            cut_since_start: read(&self.peers.cut),
+            cut_in_termination: read(&self.peers.cut_in_termination),
+            last_connection_closed: (last != NONE).then(|| Duration::from_nanos(last - 1)),
+        }
+    }
+}
