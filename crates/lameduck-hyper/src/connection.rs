@@ -3,8 +3,10 @@
 //! to close the connection.
 
 pub(crate) mod accept;
+pub(crate) mod bound;
 pub(crate) mod context;
 pub(crate) mod h2_io;
+pub(crate) mod h2_streams;
 pub(crate) mod handshake;
 pub(crate) mod head_watch;
 pub(crate) mod linger;
@@ -26,8 +28,10 @@ use hyper::server::conn::{http1, http2};
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
+use crate::connection::bound::{Bound, BoundStep};
 use crate::connection::context::ServeControl;
 use crate::connection::h2_io::Http2Io;
+use crate::connection::h2_streams::Http2Watch;
 use crate::connection::head_watch::{ConnActivity, HeadWatch, HEADER_READ_TIMEOUT};
 use crate::connection::linger::Linger;
 use crate::connection::preface::{ConnIo, Protocol};
@@ -117,6 +121,7 @@ where
         registered: false,
         shutting_down: false,
         linger: None,
+        bound: None,
         activity,
         head_watch,
         peer,
@@ -152,6 +157,8 @@ pin_project! {
         Http2 {
             #[pin]
             conn: http2::Connection<Http2Io<ConnIo<I>>, ConnService<S, R>, Exec<R>>,
+            // Shared with its I/O: its open streams, the shutdown PING's acknowledgement.
+            watch: Arc<Http2Watch>,
         },
     }
 }
@@ -168,7 +175,7 @@ where
         loop {
             let result = match self.as_mut().project() {
                 HttpConnectionProj::Http1 { conn } => conn.poll(cx),
-                HttpConnectionProj::Http2 { conn } => match conn.poll(cx) {
+                HttpConnectionProj::Http2 { conn, .. } => match conn.poll(cx) {
                     Poll::Ready(result) => Poll::Ready(result),
                     Poll::Pending => return Polled::PendingHttp2,
                 },
@@ -229,8 +236,11 @@ where
                 // For HTTP/2's keep-alive pings, if configured. HTTP/1 gets no timer: its
                 // header-read timeout is kept by the connection's task, at less cost.
                 builder.timer(runtime.hyper_timer());
+                let watch = Arc::new(Http2Watch::default());
+                let io = Http2Io::new(io, Arc::clone(&watch));
                 HttpConnection::Http2 {
-                    conn: builder.serve_connection(Http2Io::new(io), service),
+                    conn: builder.serve_connection(io, service),
+                    watch,
                 }
             }
         }
@@ -293,10 +303,18 @@ where
                 conn.graceful_shutdown();
                 true
             }
-            HttpConnectionProj::Http2 { conn } => {
+            HttpConnectionProj::Http2 { conn, .. } => {
                 conn.graceful_shutdown();
                 true
             }
+        }
+    }
+
+    /// HTTP/2: what its I/O sees of it; `None` for another protocol.
+    fn http2_watch(&self) -> Option<&Http2Watch> {
+        match self {
+            HttpConnection::Http2 { watch, .. } => Some(watch),
+            _ => None,
         }
     }
 }
@@ -317,6 +335,8 @@ pin_project! {
         shutting_down: bool,
         // Stopped, and kept open for the request it waits for (see `linger`).
         linger: Option<Box<Linger<R>>>,
+        // Stopped: how long it may stay whatever its peer does (see `bound`).
+        bound: Option<Box<Bound<R>>>,
         // Its GOAWAY flag is set by this connection's own responses, inside `conn.poll`, so
         // it is checked after it.
         activity: Arc<ConnActivity<R>>,
@@ -350,15 +370,31 @@ where
                     let waits = this.conn.waits_for_request(this.activity);
                     let spread = this.conn.spreads_close(this.activity);
                     *this.linger = Linger::at_stop(this.activity, waits, spread);
+                    // The peer's time starts at the lifecycle's stop, or at the connection's
+                    // own point of the idle-close window.
+                    let stopped_at = match this.linger.as_ref().and_then(|l| l.spread_point) {
+                        Some(point) => point,
+                        None => bound::stopped_at(this.activity),
+                    };
+                    let mut bound = Bound::new(this.activity, stopped_at, cx);
                     if this.linger.is_none() {
                         if let Some(ended) = this.conn.as_mut().shut_down(cx, this.activity) {
                             break ended;
                         }
+                        if this.activity.is_http2() {
+                            bound.goodbye_said(this.activity);
+                        }
                     }
+                    *this.bound = Some(bound);
                 }
             }
             match this.conn.as_mut().poll(cx, this.activity) {
-                Polled::Done(result) => break result,
+                Polled::Done(result) => {
+                    if let Some(kind) = this.bound.as_mut().and_then(|b| b.ended(this.activity)) {
+                        this.activity.admission.shared.count_connection_cut(kind);
+                    }
+                    break result;
+                }
                 Polled::Pending => {}
                 Polled::PendingHttp2 => {
                     if !*this.shutting_down && this.activity.goaway.is_set() {
@@ -366,6 +402,10 @@ where
                         *this.shutting_down = true;
                         *this.stop_listener = None;
                         this.conn.as_mut().graceful_shutdown();
+                        let now = bound::lifecycle_now(this.activity);
+                        let mut bound = Bound::new(this.activity, now, cx);
+                        bound.goodbye_said(this.activity);
+                        *this.bound = Some(bound);
                         continue;
                     }
                 }
@@ -374,11 +414,38 @@ where
                 if linger.is_over(cx, this.activity) {
                     // A request came (it is answered, then the connection closes), or the
                     // wait is over.
-                    *this.linger = None;
-                    if !this.conn.as_mut().graceful_shutdown() {
-                        break Ok(());
+                    if let Some(ended) =
+                        end_linger(this.linger, this.conn.as_mut(), this.bound, this.activity)
+                    {
+                        break ended;
                     }
                     continue;
+                }
+            }
+            if let Some(bound) = this.bound.as_mut() {
+                match bound.step(cx, this.activity, this.conn.http2_watch()) {
+                    BoundStep::Wait => {}
+                    BoundStep::ForceFinalGoaway => {
+                        if let Some(watch) = this.conn.http2_watch() {
+                            watch.force_ack();
+                        }
+                        continue;
+                    }
+                    BoundStep::Cut(_) if this.linger.is_some() => {
+                        // Still waiting for a first request: the wait ends now, as its timer
+                        // would have ended it.
+                        if let Some(ended) =
+                            end_linger(this.linger, this.conn.as_mut(), this.bound, this.activity)
+                        {
+                            break ended;
+                        }
+                        continue;
+                    }
+                    BoundStep::Cut(kind) => {
+                        // Dropping hyper's connection closes it.
+                        this.activity.admission.shared.count_connection_cut(kind);
+                        break Ok(());
+                    }
                 }
             }
             if this.head_watch.after_pending(cx) {
@@ -390,7 +457,40 @@ where
         if let Err(e) = result {
             logging::connection_error(*this.peer, &e);
         }
+        note_closed(this.activity);
         Poll::Ready(())
+    }
+}
+
+/// Ends a stopped connection's wait for its next request: says goodbye (`Some` when that
+/// ends the connection at once: it had carried no request).
+#[cold]
+fn end_linger<R, I, S>(
+    linger: &mut Option<Box<Linger<R>>>,
+    conn: Pin<&mut HttpConnection<R, I, S>>,
+    bound: &mut Option<Box<Bound<R>>>,
+    activity: &ConnActivity<R>,
+) -> Option<Result<(), BoxError>>
+where
+    R: Runtime,
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    S: HttpService,
+{
+    *linger = None;
+    if !conn.graceful_shutdown() {
+        return Some(Ok(()));
+    }
+    if let Some(bound) = bound.as_mut().filter(|_| activity.is_http2()) {
+        bound.goodbye_said(activity);
+    }
+    None
+}
+
+/// Notes a connection's close for the termination summary (after the signal only).
+fn note_closed<R: Runtime>(activity: &ConnActivity<R>) {
+    let shared = &activity.admission.shared;
+    if shared.has_fired(lameduck::LifecycleSignal::ShutdownInitiated) {
+        shared.note_connection_closed(bound::lifecycle_now(activity));
     }
 }
 

@@ -182,6 +182,35 @@ impl OutgoingFrames {
     }
 }
 
+impl OutgoingFrames {
+    /// [`OutgoingFrames::wrote`], handing `on_header` each frame header completed in
+    /// `bytes`.
+    pub(crate) fn wrote_headers(
+        &mut self,
+        mut bytes: &[u8],
+        mut on_header: impl FnMut(FrameHeader),
+    ) {
+        self.wrote_any |= !bytes.is_empty();
+        while !bytes.is_empty() {
+            let n = match self.cursor.advance(bytes) {
+                Step::HeaderDone(n, header) => {
+                    on_header(header);
+                    n
+                }
+                Step::Header(n) | Step::Payload { n, .. } => n,
+            };
+            bytes = &bytes[n..];
+        }
+    }
+}
+
+/// Frame type RST_STREAM.
+pub(crate) const TYPE_RST_STREAM: u8 = 0x3;
+/// Frame type DATA.
+pub(crate) const TYPE_DATA: u8 = 0x0;
+/// The END_STREAM flag of a DATA or HEADERS frame.
+pub(crate) const FLAG_END_STREAM: u8 = 0x1;
+
 /// The client's incoming bytes: the preface, then frames.
 #[derive(Debug, Clone)]
 pub struct IncomingFrames {

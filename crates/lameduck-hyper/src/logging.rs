@@ -11,6 +11,8 @@ use std::fmt::Display;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use lameduck::connection::CutKind;
+use lameduck::shared::PeerCounts;
 use lameduck::summary::{SummaryRecord, SUMMARY_MARKER};
 use lameduck::{
     ArrivalCounts, Config, DrainPlan, ExitReason, HookKind, HookOutcome, InputError,
@@ -234,6 +236,31 @@ pub(crate) fn requests_before_ready() {
         "[graceful-termination] request before ready: a request arrived while /readyz answered \
          \"not ready\"; the load balancer does not honour the readiness probe (counted in \
          requests_before_ready)"
+    );
+}
+
+/// The exit waited on peers that stayed silent: connections closed at their bound
+/// ([`lameduck::Shared::connection_bound`]) during the termination, by kind
+/// (`[graceful-termination] the exit waited on silent peers connections_cut=3
+/// http2_goaway=2 tls_handshake=1`). Logged once, before the summary, only when there were
+/// some. No `name=` field: this is not a lifecycle signal.
+pub(crate) fn silent_peers(peers: &PeerCounts) {
+    let cut = peers.connections_cut();
+    if cut == 0 {
+        return;
+    }
+    let mut kinds = String::new();
+    for kind in CutKind::ALL {
+        let n = peers.cut_in_termination(kind);
+        if n > 0 {
+            kinds.push_str(&format!(" {}={n}", kind.name()));
+        }
+    }
+    warn!(
+        target: TARGET,
+        event = "SilentPeers",
+        connections_cut = cut,
+        "[graceful-termination] the exit waited on silent peers connections_cut={cut}{kinds}"
     );
 }
 

@@ -289,6 +289,7 @@ impl<R: Runtime> RunLoop<R> {
             }
             Event::Exit { code, reason } => {
                 self.report.warn_late_connections(&self.shared);
+                logging::silent_peers(&self.shared.peer_counts());
                 logging::summary(&self.report.summary(&self.shared));
                 logging::exiting(code, reason);
                 return Some(code);

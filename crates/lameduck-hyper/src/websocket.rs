@@ -49,6 +49,7 @@ use std::time::{Duration, Instant};
 use futures_util::future::{select, Either};
 use futures_util::{Sink, SinkExt, Stream, StreamExt};
 use http::Request;
+use lameduck::connection::CutKind;
 use lameduck::{LifecycleSignalFired, Shared};
 
 use crate::request::notice::ShutdownNotice;
@@ -160,6 +161,17 @@ impl WebSocketShutdown {
             return None;
         }
         slot.reserve_turn(now)
+    }
+
+    /// Notes that the socket's connection closes now (the termination summary's
+    /// `last_connection_closed`): the helpers call it when the goodbye is over.
+    pub fn note_closed<R: Runtime>(&self, runtime: &R) {
+        let shared = self.shared();
+        if let Some(slot) = &self.slot {
+            if shared.has_fired(lameduck::LifecycleSignal::ShutdownInitiated) {
+                shared.note_connection_closed(slot.clock.instant(runtime.now()));
+            }
+        }
     }
 
     /// Until when a client told goodbye at `now` may take to answer: [`CUT_AHEAD`] before the
@@ -409,9 +421,16 @@ where
         let outcome = match select(pin!(goodbye), pin!(cut)).await {
             Either::Left((outcome, _)) => outcome,
             // Not even the Close could be written by then (a client that does not read).
-            Either::Right(_) if !sent.load(Ordering::Relaxed) => CloseOutcome::Failed,
-            Either::Right(_) => CloseOutcome::Cut,
+            Either::Right(_) if !sent.load(Ordering::Relaxed) => {
+                shared.count_connection_cut(CutKind::WebsocketClose);
+                CloseOutcome::Failed
+            }
+            Either::Right(_) => {
+                shared.count_connection_cut(CutKind::WebsocketClose);
+                CloseOutcome::Cut
+            }
         };
+        self.shutdown.note_closed(&self.runtime);
         outcome
     }
 }

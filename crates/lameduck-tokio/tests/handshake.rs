@@ -1,8 +1,9 @@
 //! Connections with a handshake before HTTP (TLS), under tokio's paused clock, with a
 //! handshake that stands in for TLS: it reads one byte that says which protocol ALPN chose.
 //! A silent client delays no other, a handshake is cut at its timeout, and a handshake still
-//! running when the server stops accepting completes and its connection is then told to go
-//! away (HTTP/2 GOAWAY), while the termination waits for it.
+//! running when the server stops accepting gets one second more: one that completes by then
+//! has its connection told to go away (HTTP/2 GOAWAY), while the termination waits for it;
+//! one that does not is cut then, and counted, however long its timeout.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -175,7 +176,7 @@ async fn a_handshake_running_at_shutdown_completes_and_its_http2_connection_gets
     tokio::time::sleep(Duration::from_millis(10)).await;
     handle.request_shutdown();
     // The server stops accepting; the handshake in progress is waited for.
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
     assert!(
         !run.is_finished(),
         "the termination did not wait for the handshake"
@@ -203,14 +204,26 @@ async fn a_handshake_running_at_shutdown_completes_and_its_http2_connection_gets
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_handshake_running_at_shutdown_that_never_completes_ends_at_its_timeout() {
+async fn a_handshake_running_at_shutdown_that_never_completes_is_cut_a_second_later() {
     let (mut clients, handshake, handle, run) = serve(1);
     tokio::time::sleep(Duration::from_millis(10)).await;
+    let shared = handle.shared().clone();
     handle.request_shutdown();
     let (_, waited) = read_to_close(&mut clients[0]).await.expect("closed");
-    assert!(waited <= HANDSHAKE_TIMEOUT, "closed after {waited:?}");
-    assert_eq!(handshake.timed_out.load(Ordering::Relaxed), 1);
+    // Not the handshake timeout (5 s): the stop's bound.
+    let bound = lameduck::connection::SILENT_PEER_TIMEOUT;
+    assert!(
+        waited >= bound && waited <= bound + Duration::from_millis(100),
+        "closed after {waited:?}"
+    );
+    assert_eq!(handshake.timed_out.load(Ordering::Relaxed), 0);
     assert_eq!(run.await.unwrap().unwrap(), 0);
+    let peers = shared.peer_counts();
+    let kind = lameduck::connection::CutKind::TlsHandshake;
+    assert_eq!(
+        (peers.connections_cut(), peers.cut_in_termination(kind)),
+        (1, 1)
+    );
 }
 
 #[tokio::test(start_paused = true)]

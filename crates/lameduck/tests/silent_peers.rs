@@ -193,3 +193,34 @@ fn the_summary_reports_the_cuts_and_the_last_close_before_the_code() {
     let quiet = SummaryRecord::default().to_string();
     assert!(quiet.ends_with("connections_cut=0 last_connection_closed=- code=-"));
 }
+
+#[test]
+fn an_aged_connection_is_closed_a_second_after_its_age_when_idle_and_at_the_grace_when_busy() {
+    let config = Config::builder()
+        .max_connection_age(secs(60))
+        .max_connection_age_grace(secs(5))
+        .build()
+        .expect("valid");
+    let sim = Sim::serving(config, |_| {});
+    let shared = sim.shared();
+    let aged = Instant::from_secs(61);
+    let idle = ConnectionWork::Idle { since: aged };
+    assert_eq!(shared.aged_connection_bound(aged, idle), Some(aged + secs(1)));
+    assert_eq!(
+        shared.aged_connection_bound(aged, busy(true, true, None)),
+        Some(aged + secs(5))
+    );
+    // Without a grace, its requests keep only their own bounds.
+    let sim = Sim::serving(
+        Config::builder()
+            .max_connection_age(secs(60))
+            .build()
+            .expect("valid"),
+        |_| {},
+    );
+    assert_eq!(
+        sim.shared()
+            .aged_connection_bound(aged, busy(true, false, None)),
+        None
+    );
+}

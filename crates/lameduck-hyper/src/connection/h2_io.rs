@@ -14,12 +14,23 @@
 //! acknowledgement; so the streams it ignores are exactly those whose HEADERS come after the
 //! acknowledgement, above the highest stream id opened before it. The filter sees the same
 //! bytes in the same order, so it knows that id without seeing what h2 writes.
+//!
+//! A client that never acknowledges the PING would keep h2 from ever sending the final
+//! GOAWAY, and so from closing the connection once its streams are done. When the
+//! connection's task asks ([`Http2Watch::force_ack`], a second after the first GOAWAY), the
+//! I/O hands h2 the acknowledgement itself, between two of the client's frames: the final
+//! GOAWAY then names the streams opened so far, as Go's server does at its GOAWAY timeout.
 
 use std::io;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
-use hyper::rt::{Read, ReadBuf, ReadBufCursor};
+use std::io::IoSlice;
+
+use hyper::rt::{Read, ReadBuf, ReadBufCursor, Write};
+
+use crate::connection::h2_streams::{Http2Watch, OpenStreams};
 
 use crate::h2_frames::{
     FrameHeader, FLAG_ACK, FRAME_HEADER_LEN, PREFACE, TYPE_HEADERS, TYPE_PING, TYPE_WINDOW_UPDATE,
@@ -28,7 +39,8 @@ use crate::h2_frames::{
 /// The payload of the PING h2 sends with its first GOAWAY (h2's `Ping::SHUTDOWN`); its
 /// acknowledgement is what makes h2 send the final GOAWAY. A test in the suite fails if h2
 /// ever changes it.
-const H2_SHUTDOWN_PING_PAYLOAD: [u8; 8] = [0x0b, 0x7b, 0xa2, 0xf0, 0x8b, 0x9b, 0xfe, 0x54];
+pub(crate) const H2_SHUTDOWN_PING_PAYLOAD: [u8; 8] =
+    [0x0b, 0x7b, 0xa2, 0xf0, 0x8b, 0x9b, 0xfe, 0x54];
 
 /// How many bytes an HTTP/2 connection reads from its socket at a time (h2 reads into a
 /// buffer of its own: this is where the client's bytes are looked at first).
@@ -60,6 +72,8 @@ pub(crate) struct IgnoredStreamFilter {
     highest_stream_id: u32,
     /// The final GOAWAY's last-stream-id, once the shutdown PING is acknowledged.
     last_stream_id: Option<u32>,
+    /// The streams the server has not ended, when followed ([`Self::filter_watching`]).
+    pub(crate) streams: OpenStreams,
 }
 
 impl Default for IgnoredStreamFilter {
@@ -71,6 +85,7 @@ impl Default for IgnoredStreamFilter {
             ack: None,
             highest_stream_id: 0,
             last_stream_id: None,
+            streams: OpenStreams::default(),
         }
     }
 }
@@ -79,6 +94,16 @@ impl IgnoredStreamFilter {
     /// Filters `bytes`, the client's next bytes, in place: see [`Filtered`]. A frame header is
     /// only looked at whole, so an incomplete one at the end is given back as unread.
     pub(crate) fn filter(&mut self, bytes: &mut [u8]) -> Filtered {
+        self.filter_inner(bytes, None)
+    }
+
+    /// [`Self::filter`], following the streams the client opens and resets in `streams`
+    /// (told to `watch`).
+    pub(crate) fn filter_watching(&mut self, bytes: &mut [u8], watch: &Http2Watch) -> Filtered {
+        self.filter_inner(bytes, Some(watch))
+    }
+
+    fn filter_inner(&mut self, bytes: &mut [u8], watch: Option<&Http2Watch>) -> Filtered {
         let len = bytes.len();
         // The preface is passed as it is.
         let mut read = len.min(self.preface_left);
@@ -90,7 +115,7 @@ impl IgnoredStreamFilter {
                     return Filtered { kept, unread: read };
                 };
                 let header = FrameHeader::parse(header.try_into().unwrap_or(&[0; 9]));
-                self.frame_started(header);
+                self.frame_started(header, watch);
                 if !self.dropping {
                     if kept != read {
                         bytes.copy_within(read..read + FRAME_HEADER_LEN, kept);
@@ -114,11 +139,21 @@ impl IgnoredStreamFilter {
         Filtered { kept, unread: len }
     }
 
-    fn frame_started(&mut self, header: FrameHeader) {
+    fn frame_started(&mut self, header: FrameHeader, watch: Option<&Http2Watch>) {
         self.payload_left = header.length;
-        // Client-initiated streams have odd ids; trailers leave the highest as it is.
+        // Client-initiated streams have odd ids; trailers leave the highest as it is. A
+        // stream above the final GOAWAY's last-stream-id is one h2 ignores.
+        let opens = header.kind == TYPE_HEADERS
+            && header.stream_id % 2 == 1
+            && header.stream_id > self.highest_stream_id
+            && self
+                .last_stream_id
+                .is_none_or(|last| header.stream_id <= last);
         if header.kind == TYPE_HEADERS && header.stream_id % 2 == 1 {
             self.highest_stream_id = self.highest_stream_id.max(header.stream_id);
+        }
+        if let Some(watch) = watch {
+            self.streams.client_frame(header, opens, watch);
         }
         self.dropping = header.kind == TYPE_WINDOW_UPDATE
             && header.stream_id != 0
@@ -149,11 +184,39 @@ impl IgnoredStreamFilter {
     }
 }
 
+impl IgnoredStreamFilter {
+    /// Whether the bytes filtered so far end at a frame boundary (after the preface): a frame
+    /// may be inserted there.
+    fn at_frame_boundary(&self) -> bool {
+        self.preface_left == 0 && self.payload_left == 0
+    }
+
+    /// Whether h2's shutdown PING has been acknowledged in the bytes filtered so far.
+    fn saw_shutdown_ack(&self) -> bool {
+        self.last_stream_id.is_some()
+    }
+}
+
+/// The acknowledgement of h2's shutdown PING, as h2 would read it from the client.
+fn shutdown_ping_ack() -> [u8; FRAME_HEADER_LEN + 8] {
+    let mut frame = [0; FRAME_HEADER_LEN + 8];
+    frame[2] = 8;
+    frame[3] = TYPE_PING;
+    frame[4] = FLAG_ACK;
+    frame[FRAME_HEADER_LEN..].copy_from_slice(&H2_SHUTDOWN_PING_PAYLOAD);
+    frame
+}
+
 /// An HTTP/2 connection's I/O: reads go through an [`IgnoredStreamFilter`], writes pass
-/// straight on.
+/// straight on; both are followed for the streams the server has not ended
+/// ([`OpenStreams`]).
 pub(crate) struct Http2Io<I> {
     inner: I,
     filter: IgnoredStreamFilter,
+    /// What the connection's task reads of the connection.
+    watch: Arc<Http2Watch>,
+    /// Whether `watch` says the acknowledgement was read.
+    ack_read: bool,
     /// `buf[start..end]` is filtered and not yet given to h2; `buf[end..unread_end]` is the
     /// start of a frame header, to be filtered with the next bytes.
     buf: Box<[u8]>,
@@ -163,11 +226,14 @@ pub(crate) struct Http2Io<I> {
 }
 
 impl<I> Http2Io<I> {
-    /// `inner`, from the start of the client's bytes (its preface).
-    pub(crate) fn new(inner: I) -> Self {
+    /// `inner`, from the start of the client's bytes (its preface); `watch` is shared with
+    /// the connection's task.
+    pub(crate) fn new(inner: I, watch: Arc<Http2Watch>) -> Self {
         Http2Io {
             inner,
             filter: IgnoredStreamFilter::default(),
+            watch,
+            ack_read: false,
             buf: vec![0; READ_BUFFER_LEN].into_boxed_slice(),
             start: 0,
             end: 0,
@@ -192,6 +258,12 @@ impl<I: Read + Unpin> Read for Http2Io<I> {
             }
             // The unread start of a header goes first, then what the socket gives.
             let unread = this.unread_end - this.end;
+            if unread == 0 && !this.ack_read && this.watch.ack_forced() {
+                if let Some(n) = this.acknowledge_in_clients_stead() {
+                    (this.start, this.end, this.unread_end) = (0, n, n);
+                    continue;
+                }
+            }
             if unread > 0 {
                 this.buf.copy_within(this.end..this.unread_end, 0);
             }
@@ -208,7 +280,13 @@ impl<I: Read + Unpin> Read for Http2Io<I> {
                 continue;
             }
             let total = unread + got;
-            let filtered = this.filter.filter(&mut this.buf[..total]);
+            let filtered = this
+                .filter
+                .filter_watching(&mut this.buf[..total], &this.watch);
+            if !this.ack_read && this.filter.saw_shutdown_ack() {
+                this.ack_read = true;
+                this.watch.set_ack_read();
+            }
             if filtered.unread < total {
                 this.buf.copy_within(filtered.unread..total, filtered.kept);
             }
@@ -220,7 +298,66 @@ impl<I: Read + Unpin> Read for Http2Io<I> {
     }
 }
 
-crate::connection::preface::write_through_inner!(Http2Io);
+impl<I> Http2Io<I> {
+    /// Puts the shutdown PING's acknowledgement in the (empty) buffer, through the filter,
+    /// when the client's bytes are at a frame boundary: the number of bytes to give h2.
+    #[cold]
+    fn acknowledge_in_clients_stead(&mut self) -> Option<usize> {
+        if !self.filter.at_frame_boundary() {
+            return None;
+        }
+        let ack = shutdown_ping_ack();
+        self.buf[..ack.len()].copy_from_slice(&ack);
+        let filtered = self.filter.filter(&mut self.buf[..ack.len()]);
+        self.ack_read = true;
+        self.watch.set_ack_read();
+        Some(filtered.kept)
+    }
+}
+
+impl<I: Write + Unpin> Write for Http2Io<I> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let n = ready!(Pin::new(&mut this.inner).poll_write(cx, buf))?;
+        this.filter.streams.server_wrote(&buf[..n], &this.watch);
+        Poll::Ready(Ok(n))
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let mut n = ready!(Pin::new(&mut this.inner).poll_write_vectored(cx, bufs))?;
+        let written = n;
+        for buf in bufs {
+            if n == 0 {
+                break;
+            }
+            let take = n.min(buf.len());
+            this.filter.streams.server_wrote(&buf[..take], &this.watch);
+            n -= take;
+        }
+        Poll::Ready(Ok(written))
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -334,7 +471,7 @@ mod tests {
         // The stream ends inside a header: those bytes still reach h2.
         bytes.extend([0, 0]);
         expected.extend([0, 0]);
-        let mut io = Http2Io::new(Trickle(bytes));
+        let mut io = Http2Io::new(Trickle(bytes), Arc::default());
         let mut cx = Context::from_waker(std::task::Waker::noop());
         let mut out = Vec::new();
         loop {

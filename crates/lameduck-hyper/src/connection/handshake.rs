@@ -4,9 +4,12 @@
 //! The handshake runs in the connection's own task, never in the accept loop, so a client
 //! that sends nothing delays no other client. It is bounded by [`Handshake::timeout`] and
 //! counted as a connection from accept on: a termination waits for it as for any connection.
-//! A handshake still running when the server stops accepting completes, and its connection
-//! is then shut down gracefully at once (HTTP/2 GOAWAY when ALPN chose `h2`; closed before
-//! its first request otherwise), or it is closed at the timeout.
+//! A handshake still running when the server stops gets at most
+//! [`SILENT_PEER_TIMEOUT`](lameduck::connection::SILENT_PEER_TIMEOUT) more, as a plaintext
+//! connection that has carried no request does, not the whole handshake timeout: one that
+//! completes by then has its connection shut down gracefully (HTTP/2 GOAWAY when ALPN chose
+//! `h2`; closed before its first request otherwise), one that does not is closed and
+//! counted ([`CutKind::TlsHandshake`]).
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -15,6 +18,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::{select, Either};
+use lameduck::connection::{CutKind, SILENT_PEER_TIMEOUT};
+use lameduck::LifecycleSignal;
 
 use crate::connection::context::ServeControl;
 use crate::connection::preface::Protocol;
@@ -88,15 +93,30 @@ pub(crate) async fn handshake_then_serve<R, I, H, S>(
     let deadline = runtime.now() + handshake.timeout();
     let done = {
         let shake = pin!(handshake.handshake(io, peer));
-        match select(shake, pin!(runtime.sleep_until(deadline))).await {
+        let timeout = pin!(runtime.sleep_until(deadline));
+        let stop = pin!(async {
+            control.stop.wait().await;
+            runtime
+                .sleep_until(runtime.now() + SILENT_PEER_TIMEOUT)
+                .await;
+        });
+        match select(shake, select(timeout, stop)).await {
             Either::Left((done, _)) => done,
-            Either::Right(_) => {
+            Either::Right((Either::Left(_), _)) => {
                 handshake.timed_out(peer);
-                return;
+                None
+            }
+            Either::Right((Either::Right(_), _)) => {
+                admission.shared.count_connection_cut(CutKind::TlsHandshake);
+                None
             }
         }
     };
     let Some((io, alpn)) = done else {
+        let shared = &admission.shared;
+        if shared.has_fired(LifecycleSignal::ShutdownInitiated) {
+            shared.note_connection_closed(admission.clock.instant(runtime.now()));
+        }
         return;
     };
     // HTTP/2 is served as such at once. HTTP/1.1 (or no ALPN) goes through the first-bytes

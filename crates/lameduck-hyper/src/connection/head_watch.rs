@@ -19,7 +19,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Wake, Waker};
 use std::time::{Duration, Instant};
@@ -51,6 +51,53 @@ pub(crate) struct ConnActivity<R: Runtime> {
     /// When the connection arrived, while the lifecycle watched arrivals: reported with its
     /// first request other than health and metrics.
     arrival: Option<crate::ConnectionArrival>,
+    /// What the connection's stop bound needs of its work (see [`Work`]).
+    pub(crate) work: Work,
+}
+
+/// What a stopped connection's bound ([`lameduck::Shared::connection_bound`]) needs to know
+/// of the requests in flight on it, beyond their number: how many are long-running, the
+/// latest deadline of those served after the gate closed, and the connection's task to wake
+/// when a request ends once the connection has stopped. Only long-running requests, requests
+/// after the gate closed and the ends of requests on a stopped connection write here.
+#[derive(Debug, Default)]
+pub(crate) struct Work {
+    /// Long-running requests in flight.
+    long_running: AtomicUsize,
+    /// The latest deadline (core instant in nanoseconds, 0: none) of the requests served
+    /// after the gate closed.
+    late_until: AtomicU64,
+    /// The connection has stopped: a request's end wakes its task.
+    watched: AtomicBool,
+    task: AtomicWaker,
+}
+
+impl Work {
+    /// From now on, a request's end (or a change of its class) wakes `waker`'s task.
+    pub(crate) fn watch(&self, waker: &Waker) {
+        self.task.register(waker);
+        self.watched.store(true, Ordering::Release);
+    }
+
+    /// Long-running requests in flight.
+    pub(crate) fn long_running(&self) -> usize {
+        self.long_running.load(Ordering::Acquire)
+    }
+
+    /// The latest deadline of the requests served after the gate closed.
+    pub(crate) fn late_until(&self) -> Option<lameduck::Instant> {
+        match self.late_until.load(Ordering::Acquire) {
+            0 => None,
+            nanos => Some(lameduck::Instant::from_nanos(nanos)),
+        }
+    }
+
+    #[inline]
+    fn changed(&self) {
+        if self.watched.load(Ordering::Acquire) {
+            self.task.wake();
+        }
+    }
 }
 
 impl<R: Runtime> ConnActivity<R> {
@@ -63,6 +110,7 @@ impl<R: Runtime> ConnActivity<R> {
             http2: AtomicBool::new(false),
             goaway: Flag::default(),
             admission,
+            work: Work::default(),
         }
     }
 
@@ -70,7 +118,23 @@ impl<R: Runtime> ConnActivity<R> {
     #[inline]
     pub(crate) fn head_received(self: &Arc<Self>) -> InFlight<R> {
         self.heads.fetch_add(1, Ordering::Relaxed);
-        InFlight(Arc::clone(self))
+        InFlight {
+            activity: Arc::clone(self),
+            long_running: false,
+        }
+    }
+
+    /// Requests in flight: heads received whose response has not ended.
+    pub(crate) fn in_flight(&self) -> usize {
+        // Ended is read first: a request that ends in between is still counted, never one
+        // too few.
+        let ended = self.ended.load(Ordering::Acquire);
+        self.heads().saturating_sub(ended)
+    }
+
+    /// Whether the connection speaks HTTP/2.
+    pub(crate) fn is_http2(&self) -> bool {
+        self.http2.load(Ordering::Relaxed)
     }
 
     /// Request heads received so far.
@@ -92,25 +156,59 @@ impl<R: Runtime> ConnActivity<R> {
 
 /// Held from a request's head until its response body has ended: the connection is busy.
 #[derive(Debug)]
-pub(crate) struct InFlight<R: Runtime>(Arc<ConnActivity<R>>);
+pub(crate) struct InFlight<R: Runtime> {
+    activity: Arc<ConnActivity<R>>,
+    /// Counted among the connection's long-running requests.
+    long_running: bool,
+}
 
 impl<R: Runtime> InFlight<R> {
     /// The connection's admission decision.
     #[inline]
     pub(crate) fn admission(&self) -> &AdmissionLayer<R> {
-        &self.0.admission
+        &self.activity.admission
     }
 
     /// When the connection arrived, if the lifecycle watched arrivals then.
     #[inline]
     pub(crate) fn arrival(&self) -> Option<&crate::ConnectionArrival> {
-        self.0.arrival.as_ref()
+        self.activity.arrival.as_ref()
+    }
+
+    /// Counts this request among the connection's long-running ones (its bound at the stop
+    /// is the grace period, not the request timeout).
+    #[cold]
+    pub(crate) fn set_long_running(&mut self) {
+        if !self.long_running {
+            self.long_running = true;
+            let work = &self.activity.work;
+            work.long_running.fetch_add(1, Ordering::AcqRel);
+            work.changed();
+        }
+    }
+
+    /// Notes that this request was served after the gate closed, so is bounded by its own
+    /// deadline: the request timeout from now (read once, on this path only).
+    #[cold]
+    pub(crate) fn set_served_late(&self) {
+        let admission = &self.activity.admission;
+        let now = admission.clock.instant(admission.runtime.now());
+        let timeout = admission.shared.config().request_timeout();
+        let until = if timeout.is_zero() {
+            lameduck::Instant::MAX
+        } else {
+            now + timeout
+        };
+        let work = &self.activity.work;
+        work.late_until
+            .fetch_max(until.as_nanos().max(1), Ordering::AcqRel);
+        work.changed();
     }
 
     /// The kind of connection the request came on, for admission after the gate closed.
     #[inline]
     pub(crate) fn connection_kind(&self) -> lameduck::ConnectionKind {
-        if self.0.http2.load(Ordering::Relaxed) {
+        if self.activity.http2.load(Ordering::Relaxed) {
             lameduck::ConnectionKind::Http2
         } else {
             lameduck::ConnectionKind::Http1
@@ -121,7 +219,7 @@ impl<R: Runtime> InFlight<R> {
     /// `Connection: close` (retry-after mode's 429) becomes a GOAWAY for the connection.
     #[inline(always)]
     pub(crate) fn before_response(&self, headers: &mut http::HeaderMap) {
-        if self.0.http2.load(Ordering::Relaxed) {
+        if self.activity.http2.load(Ordering::Relaxed) {
             self.before_http2_response(headers);
         }
     }
@@ -134,14 +232,19 @@ impl<R: Runtime> InFlight<R> {
             .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"close"));
         if close {
             headers.remove(http::header::CONNECTION);
-            self.0.goaway.set();
+            self.activity.goaway.set();
         }
     }
 }
 
 impl<R: Runtime> Drop for InFlight<R> {
     fn drop(&mut self) {
-        self.0.ended.fetch_add(1, Ordering::Release);
+        let activity = &self.activity;
+        if self.long_running {
+            activity.work.long_running.fetch_sub(1, Ordering::AcqRel);
+        }
+        activity.ended.fetch_add(1, Ordering::Release);
+        activity.work.changed();
     }
 }
 
@@ -167,7 +270,7 @@ impl Wake for TimerWake {
 /// How stale the watch's clock may be while the connection is active: a wait for a head is
 /// timed from a reading at most this old, so a connection is closed up to this much before
 /// its timeout (never after).
-const TICK: Duration = Duration::from_secs(1);
+pub(crate) const TICK: Duration = Duration::from_secs(1);
 
 /// The connection task's side: when the connection waits for a head, and one timer.
 ///

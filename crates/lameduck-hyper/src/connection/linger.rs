@@ -48,6 +48,9 @@ pub fn spread_close_at(
 pub(crate) struct Linger<R: Runtime> {
     heads_at_stop: usize,
     timer: Pin<Box<R::Sleep>>,
+    /// The connection's own point in the idle-close window, when the spread put it there:
+    /// its goodbye comes then, and its peer's time to take it starts then.
+    pub(crate) spread_point: Option<Instant>,
 }
 
 impl<R: Runtime> Linger<R> {
@@ -64,17 +67,20 @@ impl<R: Runtime> Linger<R> {
         let (runtime, clock, shared) = (&admission.runtime, admission.clock, &admission.shared);
         let now = runtime.now();
         let at = clock.instant(now);
+        let spreading = spread && !shared.config().idle_close_spread().is_zero();
         let until = if spread {
             // Measured from the lifecycle's stop, however late this task sees it.
             spread_close_at(shared, waits, shared.idle_close_window_start(at), at)
         } else {
             waits.map_or(at, |first| shared.idle_close_at(first, at))
         };
+        let spread_point = spreading.then_some(until);
         let until = clock.to_std(until);
         (until > now).then(|| {
             Box::new(Linger {
                 heads_at_stop: activity.heads(),
                 timer: Box::pin(runtime.sleep_until(until)),
+                spread_point,
             })
         })
     }

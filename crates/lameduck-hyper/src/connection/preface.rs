@@ -97,7 +97,7 @@ impl<I: Read + Unpin> Read for ConnIo<I> {
 }
 
 /// Implements hyper's `Write` for the I/O wrapper `$wrapper<I>` by passing every call to its
-/// `inner` field: the wrappers here look at what is read, never at what is written.
+/// `inner` field: this wrapper looks at what is read, never at what is written.
 macro_rules! write_through_inner {
     ($wrapper:ident) => {
         impl<I: hyper::rt::Write + Unpin> hyper::rt::Write for $wrapper<I> {
@@ -141,8 +141,6 @@ macro_rules! write_through_inner {
         }
     };
 }
-pub(crate) use write_through_inner;
-
 write_through_inner!(ConnIo);
 
 #[cfg(test)]

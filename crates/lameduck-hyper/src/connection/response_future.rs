@@ -101,7 +101,7 @@ impl<R: Runtime> ConnAdmission<R> {
         self.admitted = true;
         // The guard leaves only with the response, which comes after admission; were it ever
         // gone, the request is refused (503, retry), never served unadmitted.
-        let Some(in_flight) = self.in_flight.as_ref() else {
+        let Some(in_flight) = self.in_flight.as_mut() else {
             let refused = http_response::<Bytes>(&lameduck::responses::SHUTTING_DOWN);
             return Some(Box::new((refused, None)));
         };
@@ -113,6 +113,14 @@ impl<R: Runtime> ConnAdmission<R> {
                 tracker,
                 close_connection,
             } => {
+                // What bounds the request on a stopped connection: the request timeout from
+                // the gate's close (the common case: nothing to note), the grace period, or
+                // its own deadline when served after the close.
+                match &tracker {
+                    Some(t) if t.is_normal() => {}
+                    Some(t) if t.is_long_running() => in_flight.set_long_running(),
+                    _ => in_flight.set_served_late(),
+                }
                 self.end.set_tracker(tracker);
                 self.close_connection = close_connection;
                 None

@@ -25,6 +25,10 @@ use crate::runtime::Runtime;
 #[error("the response did not complete within the request timeout")]
 pub struct ResponseTimedOut;
 
+/// A data frame at least this long makes the body's end wait for the transport: see
+/// [`LameduckBody::is_end_stream`].
+const LARGE_CHUNK: usize = 16 * 1024;
+
 pin_project! {
     /// The body of every response that passes through [`crate::AdmissionLayer`].
     pub struct LameduckBody<B, R: Runtime> {
@@ -32,6 +36,8 @@ pin_project! {
         state: BodyState<B, R>,
         // The connection is busy with this request until its response body is dropped.
         in_flight: Option<InFlight<R>>,
+        // The last frame was a large chunk: the end is told only when polled again.
+        after_large_chunk: bool,
     }
 }
 
@@ -69,6 +75,7 @@ impl<B, R: Runtime> LameduckBody<B, R> {
                 tracker,
             },
             in_flight: None,
+            after_large_chunk: false,
         }
     }
 
@@ -78,6 +85,7 @@ impl<B, R: Runtime> LameduckBody<B, R> {
         LameduckBody {
             state: BodyState::Tracked { inner, end },
             in_flight,
+            after_large_chunk: false,
         }
     }
 
@@ -112,7 +120,9 @@ where
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        match self.project().state.project() {
+        let this = self.project();
+        *this.after_large_chunk = false;
+        match this.state.project() {
             BodyProj::Canned { data, tracker } => {
                 let frame = data.take().map(|d| Ok(Frame::data(d)));
                 if frame.is_none() {
@@ -145,6 +155,9 @@ where
                             }
                             return Poll::Ready(None);
                         }
+                        if frame.data_ref().is_some_and(|d| d.len() >= LARGE_CHUNK) {
+                            *this.after_large_chunk = true;
+                        }
                         Poll::Ready(Some(Ok(frame)))
                     }
                     Poll::Pending => {
@@ -157,7 +170,17 @@ where
         }
     }
 
+    /// The end of the stream, as the handler's body says, except right after a large data
+    /// chunk: the server then polls once more for the end, which it does only once the
+    /// transport has taken the chunk (HTTP/2: the client's flow-control window let it out;
+    /// HTTP/1: the write buffer has room again). Until then the request stays in flight, so
+    /// a client that stopped reading a large response keeps it counted, and bounded, as work
+    /// in flight ([`lameduck::Shared::connection_bound`]) instead of leaving the connection
+    /// looking idle with the chunk still queued.
     fn is_end_stream(&self) -> bool {
+        if self.after_large_chunk {
+            return false;
+        }
         match &self.state {
             // An empty canned body (a gRPC trailers-only answer) ends with its head.
             BodyState::Canned { data, .. } => data.as_ref().is_none_or(Bytes::is_empty),

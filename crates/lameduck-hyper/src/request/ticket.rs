@@ -138,6 +138,13 @@ impl RequestTracker {
         RequestTracker(Tracker::Late(Arc::clone(shared)))
     }
 
+    /// Whether this is a normal (or tracked exempt) request's tracker, admitted before the
+    /// gate closed.
+    #[inline]
+    pub(crate) fn is_normal(&self) -> bool {
+        matches!(self.0, Tracker::Normal(_))
+    }
+
     /// Whether this is a long-running request's tracker (its end may be held).
     pub(crate) fn is_long_running(&self) -> bool {
         matches!(self.0, Tracker::LongRunning(_))

@@ -4,6 +4,8 @@
 // Each test file uses the part it needs.
 #![allow(dead_code)]
 
+pub mod h2;
+
 use std::convert::Infallible;
 use std::io;
 use std::net::SocketAddr;

@@ -124,6 +124,27 @@ impl Shared {
         Some(until + SILENT_PEER_TIMEOUT)
     }
 
+    /// When a connection that reached its [maximum age](crate::Config::max_connection_age)
+    /// at `aged_at` (the adapter then said goodbye: HTTP/1 `Connection: close` on its next
+    /// response, or closed it when idle; HTTP/2 the first GOAWAY) is to be closed whatever
+    /// its peer does: without work in flight, [`SILENT_PEER_TIMEOUT`] after `aged_at` or
+    /// after the work ended; with work in flight, at the end of
+    /// [`Config::max_connection_age_grace`](crate::Config::max_connection_age_grace) (`None`
+    /// when the grace is zero: the requests keep only their own bounds). Should the lifecycle
+    /// stop the connection too, the earlier of this and [`Shared::connection_bound`] applies.
+    #[must_use]
+    pub fn aged_connection_bound(&self, aged_at: Instant, work: ConnectionWork) -> Option<Instant> {
+        match work {
+            ConnectionWork::Idle { since } => {
+                Some(core::cmp::max(aged_at, since) + SILENT_PEER_TIMEOUT)
+            }
+            ConnectionWork::Busy { .. } => {
+                let grace = self.config().max_connection_age_grace();
+                (!grace.is_zero()).then(|| aged_at + grace)
+            }
+        }
+    }
+
     /// Counts a connection the adapter closed at its bound ([`Shared::connection_bound`])
     /// with its peer silent, as `kind`. Call it on that path only.
     #[cold]

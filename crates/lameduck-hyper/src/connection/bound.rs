@@ -1,0 +1,219 @@
+//! The bound of a stopped connection: peers cannot hold a termination.
+//!
+//! Once a connection has said goodbye (HTTP/1 `Connection: close`, or closed when idle;
+//! HTTP/2 the first GOAWAY and its PING), it holds the exit only while it carries work in
+//! flight within that work's own bound. The core decides how long that is
+//! ([`Shared::connection_bound`](lameduck::Shared::connection_bound)); [`Bound`] is the
+//! connection task's side: it looks at the work in flight whenever it changes, keeps one
+//! timer, and says when to act:
+//!
+//! - HTTP/2, [`SILENT_PEER_TIMEOUT`] after the first GOAWAY, when the client has not
+//!   acknowledged its PING: the I/O acknowledges it in the client's stead
+//!   ([`Http2Watch::force_ack`]), so that h2 sends the final GOAWAY (naming the streams
+//!   opened so far) and closes the connection once they are done;
+//! - at the bound: the connection is closed whatever the peer does, and counted
+//!   ([`CutKind`]).
+//!
+//! Nothing here runs before the connection stops: a connection that is serving has no
+//! [`Bound`].
+//!
+//!
+//! The work in flight is the requests whose response has not ended and, on HTTP/2, the
+//! streams the server has not ended (a response h2 still holds for a client that stopped
+//! reading: [`Http2Watch::open_streams`]).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Context;
+
+use lameduck::connection::{ConnectionWork, CutKind, SILENT_PEER_TIMEOUT};
+use lameduck::Instant;
+
+use crate::connection::h2_streams::Http2Watch;
+use crate::connection::head_watch::ConnActivity;
+use crate::runtime::Runtime;
+
+/// What a stopped connection's task is to do now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BoundStep {
+    /// Nothing yet: the timer (or a request's end) wakes the task.
+    Wait,
+    /// HTTP/2: the client has not acknowledged the PING of the first GOAWAY within
+    /// [`SILENT_PEER_TIMEOUT`]: acknowledge it in its stead, then poll the connection again.
+    ForceFinalGoaway,
+    /// The bound has passed: close the connection; it is counted as this kind.
+    Cut(CutKind),
+}
+
+/// The work in flight as last seen: requests, long-running ones, the latest deadline of
+/// those served after the gate closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Seen {
+    in_flight: usize,
+    long_running: usize,
+    late_until: Option<Instant>,
+}
+
+/// A stopped connection's bound (see the module's documentation).
+pub(crate) struct Bound<R: Runtime> {
+    /// When the connection stopped (its peer's time to take the goodbye starts then).
+    stopped_at: Instant,
+    /// When the first GOAWAY went out (HTTP/2), once it did.
+    goaway_at: Option<Instant>,
+    /// Whether the task already acknowledged the PING in the client's stead.
+    forced_final_goaway: bool,
+    /// The bound had passed when the PING was acknowledged in the client's stead: if the
+    /// connection ends right after, it was cut at its bound, as this kind.
+    cut_pending: Option<CutKind>,
+    /// Since when nothing has been in flight, while nothing is.
+    idle_since: Option<Instant>,
+    /// The work in flight at the last look.
+    seen: Option<Seen>,
+    /// The armed timer and the instant it fires at.
+    timer: Option<(Instant, Pin<Box<R::Sleep>>)>,
+}
+
+impl<R: Runtime> Bound<R> {
+    /// The bound of a connection that stopped at `stopped_at` (on the lifecycle's clock).
+    /// From now on, a request's end on it wakes its task.
+    pub(crate) fn new(
+        activity: &ConnActivity<R>,
+        stopped_at: Instant,
+        cx: &Context<'_>,
+    ) -> Box<Self> {
+        activity.work.watch(cx.waker());
+        Box::new(Bound {
+            stopped_at,
+            goaway_at: None,
+            forced_final_goaway: false,
+            cut_pending: None,
+            idle_since: None,
+            seen: None,
+            timer: None,
+        })
+    }
+
+    /// The connection said its first GOAWAY now (or closed an idle HTTP/1 connection, which
+    /// needs nothing more).
+    pub(crate) fn goodbye_said(&mut self, activity: &ConnActivity<R>) {
+        if self.goaway_at.is_none() {
+            self.goaway_at = Some(lifecycle_now(activity));
+            // Re-arm for the final GOAWAY.
+            self.seen = None;
+        }
+    }
+
+    /// The connection ended by itself: the kind to count it as when that came right after
+    /// the task acknowledged the PING in the client's stead at the bound, the first GOAWAY
+    /// having been out for [`SILENT_PEER_TIMEOUT`] (the peer stayed silent all that time).
+    pub(crate) fn ended(&mut self, activity: &ConnActivity<R>) -> Option<CutKind> {
+        let kind = self.cut_pending.take()?;
+        let had_its_time = self
+            .goaway_at
+            .is_some_and(|at| at + SILENT_PEER_TIMEOUT <= lifecycle_now(activity));
+        had_its_time.then_some(kind)
+    }
+
+    /// Looks at the connection after it returned pending: what to do now. `http2` is what
+    /// the I/O of an HTTP/2 connection sees of it.
+    pub(crate) fn step(
+        &mut self,
+        cx: &mut Context<'_>,
+        activity: &ConnActivity<R>,
+        http2: Option<&Http2Watch>,
+    ) -> BoundStep {
+        let work = &activity.work;
+        let ack_read = http2.map(Http2Watch::ack_read);
+        // A stream h2 still holds counts as a request in flight (a normal one: its
+        // response has ended as far as the handler is concerned).
+        let open_streams = http2.map_or(0, Http2Watch::open_streams);
+        let seen = Seen {
+            in_flight: activity.in_flight().max(open_streams),
+            long_running: work.long_running(),
+            late_until: work.late_until(),
+        };
+        let fired = self
+            .timer
+            .as_mut()
+            .is_some_and(|(_, timer)| timer.as_mut().poll(cx).is_ready());
+        if !fired && self.seen == Some(seen) {
+            return BoundStep::Wait;
+        }
+        self.seen = Some(seen);
+        let now = lifecycle_now(activity);
+        let work = if seen.in_flight == 0 {
+            ConnectionWork::Idle {
+                since: *self.idle_since.get_or_insert(now),
+            }
+        } else {
+            self.idle_since = None;
+            ConnectionWork::Busy {
+                normal: seen.in_flight > seen.long_running,
+                long_running: seen.long_running > 0,
+                late_until: seen.late_until,
+            }
+        };
+        let shared = &activity.admission.shared;
+        let bound = shared.connection_bound(self.stopped_at, work);
+        let force_at = match (ack_read, self.goaway_at) {
+            (Some(false), Some(at)) if !self.forced_final_goaway => Some(at + SILENT_PEER_TIMEOUT),
+            _ => None,
+        };
+        let passed = bound.is_some_and(|at| at <= now);
+        let kind = match (seen.in_flight, ack_read) {
+            (0, Some(_)) => CutKind::Http2Goaway,
+            (0, None) => CutKind::RequestHead,
+            _ => CutKind::UnreadResponse,
+        };
+        let force = force_at.is_some_and(|at| at <= now)
+            || (passed && ack_read == Some(false) && !self.forced_final_goaway);
+        if force {
+            // Said in the final GOAWAY first, even when the connection is cut next.
+            self.forced_final_goaway = true;
+            self.cut_pending = passed.then_some(kind);
+            self.seen = None;
+            return BoundStep::ForceFinalGoaway;
+        }
+        if passed {
+            return BoundStep::Cut(kind);
+        }
+        let next = match (bound, force_at) {
+            (Some(b), Some(f)) => Some(b.min(f)),
+            (b, f) => b.or(f),
+        };
+        self.arm(cx, activity, next);
+        BoundStep::Wait
+    }
+
+    /// Arms the timer at `at` (unless it is armed there already), or disarms it.
+    fn arm(&mut self, cx: &mut Context<'_>, activity: &ConnActivity<R>, at: Option<Instant>) {
+        let Some(at) = at else {
+            self.timer = None;
+            return;
+        };
+        if matches!(&self.timer, Some((armed, _)) if *armed == at) {
+            return;
+        }
+        let admission = &activity.admission;
+        let mut timer = Box::pin(admission.runtime.sleep_until(admission.clock.to_std(at)));
+        if timer.as_mut().poll(cx).is_ready() {
+            // Due already on the runtime's clock: look again at once.
+            cx.waker().wake_by_ref();
+            self.seen = None;
+        }
+        self.timer = Some((at, timer));
+    }
+}
+
+/// The lifecycle's clock, now.
+pub(crate) fn lifecycle_now<R: Runtime>(activity: &ConnActivity<R>) -> Instant {
+    let admission = &activity.admission;
+    admission.clock.instant(admission.runtime.now())
+}
+
+/// The instant on the lifecycle's clock at which a connection that sees the stop now
+/// stopped: the lifecycle's own stop, however late this task sees it.
+pub(crate) fn stopped_at<R: Runtime>(activity: &ConnActivity<R>) -> Instant {
+    let shared = &activity.admission.shared;
+    shared.idle_close_window_start(lifecycle_now(activity))
+}
