@@ -66,20 +66,21 @@ struct FrameCursor {
 
 /// A frame header, once all of its 9 bytes are known.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct FrameHeader {
+pub struct FrameHeader {
     /// Payload length.
-    pub(crate) length: usize,
+    pub length: usize,
     /// Frame type.
-    pub(crate) kind: u8,
+    pub kind: u8,
     /// Flags.
-    pub(crate) flags: u8,
+    pub flags: u8,
     /// Stream id (the reserved bit cleared).
-    pub(crate) stream_id: u32,
+    pub stream_id: u32,
 }
 
 impl FrameHeader {
     /// The header these 9 bytes encode.
-    pub(crate) fn parse(h: &[u8; FRAME_HEADER_LEN]) -> Self {
+    #[must_use]
+    pub fn parse(h: &[u8; FRAME_HEADER_LEN]) -> Self {
         FrameHeader {
             length: usize::from(h[0]) << 16 | usize::from(h[1]) << 8 | usize::from(h[2]),
             kind: h[3],
@@ -185,11 +186,7 @@ impl OutgoingFrames {
 impl OutgoingFrames {
     /// [`OutgoingFrames::wrote`], handing `on_header` each frame header completed in
     /// `bytes`.
-    pub(crate) fn wrote_headers(
-        &mut self,
-        mut bytes: &[u8],
-        mut on_header: impl FnMut(FrameHeader),
-    ) {
+    pub fn wrote_headers(&mut self, mut bytes: &[u8], mut on_header: impl FnMut(FrameHeader)) {
         self.wrote_any |= !bytes.is_empty();
         while !bytes.is_empty() {
             let n = match self.cursor.advance(bytes) {
@@ -205,11 +202,68 @@ impl OutgoingFrames {
 }
 
 /// Frame type RST_STREAM.
-pub(crate) const TYPE_RST_STREAM: u8 = 0x3;
+pub const TYPE_RST_STREAM: u8 = 0x3;
 /// Frame type DATA.
-pub(crate) const TYPE_DATA: u8 = 0x0;
+pub const TYPE_DATA: u8 = 0x0;
 /// The END_STREAM flag of a DATA or HEADERS frame.
-pub(crate) const FLAG_END_STREAM: u8 = 0x1;
+pub const FLAG_END_STREAM: u8 = 0x1;
+
+/// The streams of a connection the server has not ended yet: a stream opens with the
+/// client's HEADERS (a new stream the server serves) and ends with the server's END_STREAM
+/// (on DATA or HEADERS), or with a RST_STREAM either way. A response the server's HTTP/2
+/// implementation still holds for a client that stopped reading keeps its stream open here,
+/// although the handler is long done.
+#[derive(Debug, Clone, Default)]
+pub struct OpenStreams {
+    /// Their ids (few: at most the connection's concurrent streams).
+    ids: Vec<u32>,
+}
+
+impl OpenStreams {
+    /// A frame of the client's began; `opens`: it is HEADERS opening a new stream the
+    /// server serves (not trailers, not one ignored after a final GOAWAY). Whether the count
+    /// changed.
+    pub fn client_frame(&mut self, header: &FrameHeader, opens: bool) -> bool {
+        match header.kind {
+            TYPE_HEADERS if opens => {
+                self.ids.push(header.stream_id);
+                true
+            }
+            TYPE_RST_STREAM => self.end(header.stream_id),
+            _ => false,
+        }
+    }
+
+    /// A frame of the server's began. Whether the count changed.
+    pub fn server_frame(&mut self, header: &FrameHeader) -> bool {
+        let ends = match header.kind {
+            TYPE_DATA | TYPE_HEADERS => header.flags & FLAG_END_STREAM != 0,
+            TYPE_RST_STREAM => true,
+            _ => false,
+        };
+        ends && self.end(header.stream_id)
+    }
+
+    /// How many streams are open.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// Whether no stream is open.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    fn end(&mut self, stream: u32) -> bool {
+        let Some(i) = self.ids.iter().position(|id| *id == stream) else {
+            return false;
+        };
+        self.ids.swap_remove(i);
+        true
+    }
+}
 
 /// The client's incoming bytes: the preface, then frames.
 #[derive(Debug, Clone)]
@@ -241,6 +295,16 @@ impl IncomingFrames {
     /// acknowledgement of [`goaway_ping_frame`] lies when all of it is there and it is the
     /// first one: the server never sent that PING, so the caller can leave it out.
     pub fn read(&mut self, bytes: &[u8]) -> Option<std::ops::Range<usize>> {
+        self.read_each(bytes, |_, _| {})
+    }
+
+    /// [`IncomingFrames::read`], handing `on_header` each frame header completed in `bytes`
+    /// and whether it opens a new stream (HEADERS on an odd id above every earlier one).
+    pub fn read_each(
+        &mut self,
+        bytes: &[u8],
+        mut on_header: impl FnMut(&FrameHeader, bool),
+    ) -> Option<std::ops::Range<usize>> {
         let mut at = bytes.len().min(self.preface_left);
         self.preface_left -= at;
         let mut ack = None;
@@ -254,7 +318,11 @@ impl IncomingFrames {
             let n = match self.cursor.advance(rest) {
                 Step::Header(n) => n,
                 Step::HeaderDone(n, header) => {
+                    let opens = header.kind == TYPE_HEADERS
+                        && header.stream_id % 2 == 1
+                        && header.stream_id > self.highest_stream_id;
                     self.frame_started(header);
+                    on_header(&header, opens);
                     n
                 }
                 Step::Payload { n, offset } => {

@@ -30,7 +30,7 @@ use std::io::IoSlice;
 
 use hyper::rt::{Read, ReadBuf, ReadBufCursor, Write};
 
-use crate::connection::h2_streams::{Http2Watch, OpenStreams};
+use crate::connection::h2_streams::{Http2Watch, StreamWatch};
 
 use crate::h2_frames::{
     FrameHeader, FLAG_ACK, FRAME_HEADER_LEN, PREFACE, TYPE_HEADERS, TYPE_PING, TYPE_WINDOW_UPDATE,
@@ -73,7 +73,7 @@ pub(crate) struct IgnoredStreamFilter {
     /// The final GOAWAY's last-stream-id, once the shutdown PING is acknowledged.
     last_stream_id: Option<u32>,
     /// The streams the server has not ended, when followed ([`Self::filter_watching`]).
-    pub(crate) streams: OpenStreams,
+    pub(crate) streams: StreamWatch,
 }
 
 impl Default for IgnoredStreamFilter {
@@ -85,7 +85,7 @@ impl Default for IgnoredStreamFilter {
             ack: None,
             highest_stream_id: 0,
             last_stream_id: None,
-            streams: OpenStreams::default(),
+            streams: StreamWatch::default(),
         }
     }
 }
@@ -209,7 +209,7 @@ fn shutdown_ping_ack() -> [u8; FRAME_HEADER_LEN + 8] {
 
 /// An HTTP/2 connection's I/O: reads go through an [`IgnoredStreamFilter`], writes pass
 /// straight on; both are followed for the streams the server has not ended
-/// ([`OpenStreams`]).
+/// ([`StreamWatch`]).
 pub(crate) struct Http2Io<I> {
     inner: I,
     filter: IgnoredStreamFilter,

@@ -5,15 +5,13 @@
 //! the client's flow-control window lets it out: a client that stopped reading leaves its
 //! stream open in h2 with the request long over as far as hyper is concerned. The
 //! connection's I/O ([`Http2Io`](super::h2_io::Http2Io)) sees both directions, so it follows
-//! the streams itself ([`OpenStreams`]): a stream opens with the client's HEADERS and ends
+//! the streams itself ([`StreamWatch`]): a stream opens with the client's HEADERS and ends
 //! with the server's END_STREAM, or a RST_STREAM either way. Only frame headers are looked
 //! at. [`Http2Watch`] is what the task reads of it.
 
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
-use crate::h2_frames::{
-    FrameHeader, OutgoingFrames, FLAG_END_STREAM, TYPE_DATA, TYPE_HEADERS, TYPE_RST_STREAM,
-};
+use crate::h2_frames::{FrameHeader, OpenStreams, OutgoingFrames};
 
 /// Shared by an HTTP/2 connection's task and its I/O: the streams the server has not ended,
 /// whether h2's shutdown PING has been acknowledged, and the task's request that the I/O
@@ -64,51 +62,31 @@ impl Http2Watch {
     }
 }
 
-/// The streams of a connection the server has not ended (see the module's documentation).
+/// The streams of a connection the server has not ended (see the module's documentation),
+/// told to an [`Http2Watch`].
 #[derive(Debug, Default, Clone)]
-pub(crate) struct OpenStreams {
-    /// Their ids (few: at most the connection's concurrent streams).
-    ids: Vec<u32>,
+pub(crate) struct StreamWatch {
+    streams: OpenStreams,
     /// Where the server's frames are.
     outgoing: OutgoingFrames,
 }
 
-impl OpenStreams {
-    /// A frame of the client's began: HEADERS opening `stream` (when `new`: above every
-    /// stream opened before, and one h2 serves), or RST_STREAM.
-    pub(crate) fn client_frame(&mut self, header: FrameHeader, new: bool, watch: &Http2Watch) {
-        match header.kind {
-            TYPE_HEADERS if new => self.ids.push(header.stream_id),
-            TYPE_RST_STREAM => self.end(header.stream_id),
-            _ => return,
+impl StreamWatch {
+    /// A frame of the client's began (`opens`: see [`OpenStreams::client_frame`]).
+    pub(crate) fn client_frame(&mut self, header: FrameHeader, opens: bool, watch: &Http2Watch) {
+        if self.streams.client_frame(&header, opens) {
+            watch.set_open_streams(self.streams.len());
         }
-        watch.set_open_streams(self.ids.len());
     }
 
     /// The server wrote `bytes`.
     pub(crate) fn server_wrote(&mut self, bytes: &[u8], watch: &Http2Watch) {
-        let ids = &mut self.ids;
-        let before = ids.len();
-        self.outgoing.wrote_headers(bytes, |header| {
-            let ends = match header.kind {
-                TYPE_DATA | TYPE_HEADERS => header.flags & FLAG_END_STREAM != 0,
-                TYPE_RST_STREAM => true,
-                _ => false,
-            };
-            if ends {
-                if let Some(i) = ids.iter().position(|id| *id == header.stream_id) {
-                    ids.swap_remove(i);
-                }
-            }
-        });
-        if ids.len() != before {
-            watch.set_open_streams(ids.len());
-        }
-    }
-
-    fn end(&mut self, stream: u32) {
-        if let Some(i) = self.ids.iter().position(|id| *id == stream) {
-            self.ids.swap_remove(i);
+        let streams = &mut self.streams;
+        let mut changed = false;
+        self.outgoing
+            .wrote_headers(bytes, |header| changed |= streams.server_frame(&header));
+        if changed {
+            watch.set_open_streams(streams.len());
         }
     }
 }
@@ -117,7 +95,7 @@ impl OpenStreams {
 mod tests {
     use super::*;
     use crate::h2_frames::tests::frame;
-    use crate::h2_frames::FRAME_HEADER_LEN;
+    use crate::h2_frames::{FRAME_HEADER_LEN, TYPE_DATA, TYPE_HEADERS, TYPE_RST_STREAM};
 
     fn header(bytes: &[u8]) -> FrameHeader {
         FrameHeader::parse(bytes[..FRAME_HEADER_LEN].try_into().unwrap())
@@ -126,7 +104,7 @@ mod tests {
     #[test]
     fn a_stream_is_open_from_the_clients_headers_to_the_servers_end_or_a_reset() {
         let watch = Http2Watch::default();
-        let mut streams = OpenStreams::default();
+        let mut streams = StreamWatch::default();
         for id in [1, 3, 5] {
             streams.client_frame(header(&frame(TYPE_HEADERS, 0x5, id, &[])), true, &watch);
         }
