@@ -3,6 +3,7 @@
 //! to close the connection.
 
 pub(crate) mod accept;
+pub(crate) mod age;
 pub(crate) mod bound;
 pub(crate) mod context;
 pub(crate) mod h2_io;
@@ -28,6 +29,7 @@ use hyper::server::conn::{http1, http2};
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
+use crate::connection::age::Age;
 use crate::connection::bound::{Bound, BoundStep};
 use crate::connection::context::ServeControl;
 use crate::connection::h2_io::Http2Io;
@@ -122,6 +124,7 @@ where
         shutting_down: false,
         linger: None,
         bound: None,
+        age: Age::drawn(admission),
         activity,
         head_watch,
         peer,
@@ -335,8 +338,10 @@ pin_project! {
         shutting_down: bool,
         // Stopped, and kept open for the request it waits for (see `linger`).
         linger: Option<Box<Linger<R>>>,
-        // Stopped: how long it may stay whatever its peer does (see `bound`).
+        // Stopped (or aged): how long it may stay whatever its peer does (see `bound`).
         bound: Option<Box<Bound<R>>>,
+        // Its maximum age, until it is reached (see `age`; `None` when the age is off).
+        age: Option<Box<Age<R>>>,
         // Its GOAWAY flag is set by this connection's own responses, inside `conn.poll`, so
         // it is checked after it.
         activity: Arc<ConnActivity<R>>,
@@ -364,7 +369,25 @@ where
                     *this.registered = true;
                     this.control.stop.poll_register(this.stop_listener, cx)
                 };
+                if !stop {
+                    if let Some(aged_at) = this.age.as_mut().and_then(|a| a.poll_reached(cx)) {
+                        // Its maximum age: goodbye, as at a stop of this connection alone.
+                        // It stays registered for the lifecycle's stop.
+                        *this.age = None;
+                        *this.shutting_down = true;
+                        let mut bound = Bound::aged(this.activity, aged_at, cx);
+                        if let Some(ended) = this.conn.as_mut().shut_down(cx, this.activity) {
+                            break ended;
+                        }
+                        if this.activity.is_http2() {
+                            bound.goodbye_said(this.activity);
+                        }
+                        *this.bound = Some(bound);
+                        continue;
+                    }
+                }
                 if stop {
+                    *this.age = None;
                     *this.shutting_down = true;
                     *this.stop_listener = None;
                     let waits = this.conn.waits_for_request(this.activity);
@@ -423,6 +446,10 @@ where
                 }
             }
             if let Some(bound) = this.bound.as_mut() {
+                if !bound.is_stopped() && this.control.stop.is_set() {
+                    // Aged first, now stopped by the lifecycle too.
+                    bound.stopped(bound::stopped_at(this.activity));
+                }
                 match bound.step(cx, this.activity, this.conn.http2_watch()) {
                     BoundStep::Wait => {}
                     BoundStep::ForceFinalGoaway => {

@@ -14,8 +14,13 @@
 //! - at the bound: the connection is closed whatever the peer does, and counted
 //!   ([`CutKind`]).
 //!
-//! Nothing here runs before the connection stops: a connection that is serving has no
-//! [`Bound`].
+//! A connection past its [maximum age](lameduck::Config::max_connection_age) says goodbye
+//! the same way, on its own: its bound is then
+//! [`Shared::aged_connection_bound`](lameduck::Shared::aged_connection_bound), until the
+//! lifecycle stops it too (the earlier bound applies).
+//!
+//! Nothing here runs before the connection stops or ages: a connection that is serving has
+//! no [`Bound`].
 //!
 //!
 //! The work in flight is the requests whose response has not ended and, on HTTP/2, the
@@ -56,8 +61,11 @@ struct Seen {
 
 /// A stopped connection's bound (see the module's documentation).
 pub(crate) struct Bound<R: Runtime> {
-    /// When the connection stopped (its peer's time to take the goodbye starts then).
-    stopped_at: Instant,
+    /// When the lifecycle stopped the connection (its peer's time to take the goodbye
+    /// starts then), once it did.
+    stopped_at: Option<Instant>,
+    /// When the connection reached its maximum age, if it did.
+    aged_at: Option<Instant>,
     /// When the first GOAWAY went out (HTTP/2), once it did.
     goaway_at: Option<Instant>,
     /// Whether the task already acknowledged the PING in the client's stead.
@@ -81,9 +89,41 @@ impl<R: Runtime> Bound<R> {
         stopped_at: Instant,
         cx: &Context<'_>,
     ) -> Box<Self> {
+        Self::with(activity, Some(stopped_at), None, cx)
+    }
+
+    /// The bound of a connection that reached its maximum age at `aged_at`.
+    pub(crate) fn aged(
+        activity: &ConnActivity<R>,
+        aged_at: Instant,
+        cx: &Context<'_>,
+    ) -> Box<Self> {
+        Self::with(activity, None, Some(aged_at), cx)
+    }
+
+    /// Whether the lifecycle has stopped the connection (not only its age).
+    pub(crate) fn is_stopped(&self) -> bool {
+        self.stopped_at.is_some()
+    }
+
+    /// The lifecycle stopped the connection at `at`, after its age did.
+    pub(crate) fn stopped(&mut self, at: Instant) {
+        if self.stopped_at.is_none() {
+            self.stopped_at = Some(at);
+            self.seen = None;
+        }
+    }
+
+    fn with(
+        activity: &ConnActivity<R>,
+        stopped_at: Option<Instant>,
+        aged_at: Option<Instant>,
+        cx: &Context<'_>,
+    ) -> Box<Self> {
         activity.work.watch(cx.waker());
         Box::new(Bound {
             stopped_at,
+            aged_at,
             goaway_at: None,
             forced_final_goaway: false,
             cut_pending: None,
@@ -154,7 +194,13 @@ impl<R: Runtime> Bound<R> {
             }
         };
         let shared = &activity.admission.shared;
-        let bound = shared.connection_bound(self.stopped_at, work);
+        let stop_bound = self
+            .stopped_at
+            .and_then(|at| shared.connection_bound(at, work));
+        let age_bound = self
+            .aged_at
+            .and_then(|at| shared.aged_connection_bound(at, work));
+        let bound = earliest(stop_bound, age_bound);
         let force_at = match (ack_read, self.goaway_at) {
             (Some(false), Some(at)) if !self.forced_final_goaway => Some(at + SILENT_PEER_TIMEOUT),
             _ => None,
@@ -163,6 +209,8 @@ impl<R: Runtime> Bound<R> {
         let kind = match (seen.in_flight, ack_read) {
             (0, Some(_)) => CutKind::Http2Goaway,
             (0, None) => CutKind::RequestHead,
+            // Work still in flight at the end of the age's grace.
+            _ if age_bound.is_some_and(|at| at <= now) => CutKind::MaxConnectionAge,
             _ => CutKind::UnreadResponse,
         };
         let force = force_at.is_some_and(|at| at <= now)
@@ -177,11 +225,7 @@ impl<R: Runtime> Bound<R> {
         if passed {
             return BoundStep::Cut(kind);
         }
-        let next = match (bound, force_at) {
-            (Some(b), Some(f)) => Some(b.min(f)),
-            (b, f) => b.or(f),
-        };
-        self.arm(cx, activity, next);
+        self.arm(cx, activity, earliest(bound, force_at));
         BoundStep::Wait
     }
 
@@ -202,6 +246,14 @@ impl<R: Runtime> Bound<R> {
             self.seen = None;
         }
         self.timer = Some((at, timer));
+    }
+}
+
+/// The earlier of two instants, either of which may be missing.
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }
 
