@@ -39,6 +39,7 @@ async fn run(
             .route("/events", web::get().to(actix_routes::events))
             .route("/ws", web::get().to(actix_routes::ws))
             .route("/stream", web::get().to(actix_routes::stream))
+            .route("/bytes", web::get().to(actix_routes::bytes))
             .route("/metrics", actix_routes::metrics_route(shared.clone()))
     });
     let workers = flags.workers.unwrap_or(2);

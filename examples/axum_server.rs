@@ -43,6 +43,11 @@ async fn sleep(uri: Uri) -> Response {
     }
 }
 
+/// `GET /bytes?size=N`: N bytes in 64 KiB chunks, each ready at once (`routes::bytes_route`).
+async fn bytes(uri: Uri) -> Response {
+    routes::bytes_route(uri.query()).map(axum::body::Body::new)
+}
+
 async fn watch(signal: Option<Extension<ShutdownNotice>>) -> Response {
     routes::watch_response(TokioRuntime, signal.map(|Extension(s)| s)).map(axum::body::Body::new)
 }
@@ -103,6 +108,7 @@ fn app(server: &mut lameduck_tokio::Server<lameduck_tokio::TokioRuntime>) -> Rou
         .route("/watch", get(watch))
         .route("/events", get(events))
         .route("/ws", get(ws))
+        .route("/bytes", get(bytes))
         .route(
             "/stream",
             get(|uri: Uri| async move {

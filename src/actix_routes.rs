@@ -124,6 +124,24 @@ pub async fn stream(req: HttpRequest) -> HttpResponse {
     }
 }
 
+/// `GET /bytes?size=N`: a normal 200 `application/octet-stream` of N bytes with
+/// `Content-Length: N`, in 64 KiB slices of one static buffer, each ready at once (see
+/// [`routes::bytes_route`]); 400 with the parse error when `size` is missing or invalid.
+pub async fn bytes(req: HttpRequest) -> HttpResponse {
+    let query = Some(req.query_string()).filter(|q| !q.is_empty());
+    match routes::bytes_size(query) {
+        Ok(size) => {
+            let mut left = size;
+            let chunks = std::iter::from_fn(move || routes::next_bytes_chunk(&mut left));
+            let chunks = futures_util::stream::iter(chunks).map(Ok::<_, std::convert::Infallible>);
+            HttpResponse::Ok()
+                .content_type("application/octet-stream")
+                .body(actix_web::body::SizedStream::new(size, chunks))
+        }
+        Err(e) => HttpResponse::BadRequest().body(format!("{e}\n")),
+    }
+}
+
 /// `GET /metrics[?delay=D][&after=SIGNAL]` on the lifecycle whose shared state is `shared`
 /// (see [`routes::metrics_route`]).
 pub async fn metrics(req: HttpRequest, shared: Arc<Shared>) -> HttpResponse {

@@ -47,6 +47,7 @@ suite! {
         websockets_close_1001_at_their_turn,
         request_timeout_gives_504,
         bad_sleep_duration_gives_400,
+        bytes_route_sizes_and_400,
         second_signal_exits_1,
         sigint_like_sigterm,
         signal_right_after_listening_line,

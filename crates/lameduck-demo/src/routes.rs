@@ -4,8 +4,9 @@
 
 use std::convert::Infallible;
 use std::future::Future;
-use std::pin::pin;
+use std::pin::{pin, Pin};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -27,6 +28,15 @@ pub const EVENTS_INTERVAL: Duration = Duration::from_millis(100);
 
 /// How often `/stream` sends a line.
 pub const STREAM_INTERVAL: Duration = Duration::from_millis(100);
+
+/// The largest body `/bytes` sends: 1 GiB.
+pub const BYTES_MAX_SIZE: u64 = 1 << 30;
+
+/// The size of the chunks `/bytes` streams its body in.
+pub const BYTES_CHUNK: usize = 64 * 1024;
+
+/// The bytes of every `/bytes` body: each chunk is a slice of this buffer (no allocation).
+static BYTES_BUFFER: [u8; BYTES_CHUNK] = [0; BYTES_CHUNK];
 
 /// The `Content-Type` of `/metrics`: Prometheus' text exposition format.
 pub const METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4";
@@ -70,6 +80,17 @@ pub fn sleep_duration(query: Option<&str>) -> Result<Duration, String> {
     let raw = query_param(query, "duration")
         .ok_or_else(|| "missing query parameter duration".to_string())?;
     lameduck::parse_duration(raw).map_err(|e| format!("invalid duration parameter: {e}"))
+}
+
+/// The `size` query parameter of `/bytes`: a decimal integer from 0 to [`BYTES_MAX_SIZE`].
+pub fn bytes_size(query: Option<&str>) -> Result<u64, String> {
+    let raw = query_param(query, "size").ok_or("missing query parameter size")?;
+    let invalid = |why: &str| format!("invalid size parameter {raw:?}: {why}");
+    if raw.is_empty() || !raw.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(invalid("not a decimal integer"));
+    }
+    let n = raw.parse().ok().filter(|&n| n <= BYTES_MAX_SIZE);
+    n.ok_or_else(|| invalid("above 1073741824"))
 }
 
 /// The optional `delay` query parameter of `/metrics` (a simulated slow scrape), parsed as a
@@ -187,6 +208,7 @@ async fn route<R: Runtime + Unpin, B: Send + 'static>(
             events_response(runtime, signal)
         }
         "/stream" => stream_route(runtime, req.uri().query()),
+        "/bytes" => bytes_route(req.uri().query()),
         "/ws" => crate::websocket::ws_route(runtime, serve_socket, req),
         "/metrics" => match metrics {
             Some(metrics) => metrics_route(runtime, metrics, req.uri().query()).await,
@@ -318,6 +340,62 @@ pub fn stream_response<R: Runtime>(runtime: R, duration: Duration) -> Response<R
     res
 }
 
+/// The next chunk of a `/bytes` body that has `left` bytes to go (taken off `left`), or
+/// `None` at its end: a slice of one static 64 KiB buffer, ready at once.
+pub fn next_bytes_chunk(left: &mut u64) -> Option<Bytes> {
+    let n = (*left).min(BYTES_CHUNK as u64);
+    *left -= n;
+    // `n` is at most BYTES_CHUNK.
+    (n > 0).then(|| Bytes::from_static(&BYTES_BUFFER[..n as usize]))
+}
+
+/// The body of `/bytes`: [`next_bytes_chunk`] until `left` is 0, its exact size known (so
+/// the response carries `Content-Length`, not chunks).
+#[derive(Debug)]
+struct BytesBody {
+    left: u64,
+}
+
+impl http_body::Body for BytesBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        Poll::Ready(next_bytes_chunk(&mut self.left).map(|chunk| Ok(Frame::data(chunk))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.left == 0
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::SizeHint::with_exact(self.left)
+    }
+}
+
+/// `GET /bytes?size=N`: a *normal* 200 `application/octet-stream` of N bytes with
+/// `Content-Length: N`, streamed in [`BYTES_CHUNK`] chunks that are each ready at once; 400
+/// with the parse error when `size` is missing, not a decimal integer or above
+/// [`BYTES_MAX_SIZE`].
+#[must_use]
+pub fn bytes_route(query: Option<&str>) -> Response<RouteBody> {
+    let size = match bytes_size(query) {
+        Ok(size) => size,
+        Err(e) => return text(StatusCode::BAD_REQUEST, format!("{e}\n")),
+    };
+    let mut res = Response::new(BytesBody { left: size }.boxed_unsync());
+    let headers = res.headers_mut();
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/octet-stream"),
+    );
+    headers.insert(http::header::CONTENT_LENGTH, http::HeaderValue::from(size));
+    res
+}
+
 /// A `/metrics` reply: `200` with `metrics`' text exposition, now, and
 /// [`METRICS_CONTENT_TYPE`].
 #[must_use]
@@ -370,6 +448,41 @@ mod tests {
             .unwrap_err()
             .contains("bogus"));
         assert!(sleep_duration(None).is_err());
+    }
+
+    #[test]
+    fn bytes_size_is_a_bounded_decimal_integer() {
+        assert_eq!(bytes_size(Some("size=0")), Ok(0));
+        assert_eq!(bytes_size(Some("a=1&size=65537")), Ok(65_537));
+        assert_eq!(bytes_size(Some("size=1073741824")), Ok(BYTES_MAX_SIZE));
+        let bad = [
+            "1073741825",
+            "99999999999999999999",
+            "-1",
+            "+1",
+            "1k",
+            "",
+            " 1",
+        ];
+        for raw in bad {
+            let e = bytes_size(Some(&format!("size={raw}"))).unwrap_err();
+            assert!(e.contains("size parameter"), "{raw}: {e}");
+        }
+        assert!(bytes_size(None).unwrap_err().contains("missing"));
+        assert!(bytes_size(Some("sizes=1")).is_err());
+    }
+
+    #[test]
+    fn bytes_chunks_are_64_kib_slices_of_one_buffer() {
+        let mut left = 2 * BYTES_CHUNK as u64 + 3;
+        let chunks: Vec<Bytes> = std::iter::from_fn(|| next_bytes_chunk(&mut left)).collect();
+        let sizes: Vec<usize> = chunks.iter().map(Bytes::len).collect();
+        assert_eq!(sizes, [BYTES_CHUNK, BYTES_CHUNK, 3]);
+        assert!(chunks.iter().all(|c| c.as_ptr() == BYTES_BUFFER.as_ptr()));
+        let res = bytes_route(Some("size=70000"));
+        assert_eq!(res.headers()[http::header::CONTENT_LENGTH], "70000");
+        assert_eq!(http_body::Body::size_hint(res.body()).exact(), Some(70_000));
+        assert_eq!(bytes_route(None).status(), StatusCode::BAD_REQUEST);
     }
 
     #[test]
@@ -427,6 +540,7 @@ mod tests {
             upgrade: false,
         };
         assert!(!is_long_running(&info("/stream", Some("duration=5s"))));
+        assert!(!is_long_running(&info("/bytes", Some("size=5"))));
         assert!(!is_long_running(&info("/metrics", Some("delay=2s"))));
         assert!(is_long_running(&info("/watch", None)));
         assert!(is_long_running(&info("/events", None)));

@@ -1,4 +1,5 @@
-//! The example routes: `/`, `/sleep`, its 400 on a bad duration and 504 at `--request-timeout`.
+//! The example routes: `/`, `/sleep`, its 400 on a bad duration and 504 at `--request-timeout`,
+//! `/bytes` and its 400 on a bad size.
 
 use std::time::{Duration, Instant};
 
@@ -47,6 +48,39 @@ pub fn bad_sleep_duration_gives_400(bin: &'static str) {
         body.contains("bogus") || body.contains("duration"),
         "the 400 body should carry the parse error\n{resp}"
     );
+    server.signal("TERM");
+    server.assert_exit(0, Duration::from_secs(10));
+    server.assert_trace_legal(&[]);
+}
+
+pub fn bytes_route_sizes_and_400(bin: &'static str) {
+    let mut server = ServerProcess::start(bin, &[]);
+    let addr = server.addr;
+    for size in [0usize, 1, 100_000] {
+        let resp = get(addr, &format!("/bytes?size={size}"));
+        let what = format!("GET /bytes?size={size}: {} {:?}", resp.status(), resp.head);
+        assert_eq!(resp.status(), 200, "{what}");
+        assert_eq!(
+            resp.header("content-type"),
+            Some("application/octet-stream"),
+            "{what}"
+        );
+        assert_eq!(
+            resp.header("content-length"),
+            Some(&*size.to_string()),
+            "{what}"
+        );
+        assert!(!resp.head.is_chunked(), "{what}");
+        assert_eq!(resp.body.len(), size, "{what}");
+    }
+    for bad in ["/bytes", "/bytes?size=bogus", "/bytes?size=1073741825"] {
+        let resp = get(addr, bad);
+        assert_eq!(resp.status(), 400, "{bad}\n{resp}");
+        assert!(
+            resp.text().contains("size"),
+            "the 400 body should carry the parse error\n{resp}"
+        );
+    }
     server.signal("TERM");
     server.assert_exit(0, Duration::from_secs(10));
     server.assert_trace_legal(&[]);
