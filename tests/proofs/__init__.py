@@ -22,6 +22,8 @@ import each other from here: `import harness as h`, `from restart import common 
   restart/       restarts on one host: socket_activation, handover, bad_inputs, and run_all
                  for the three
   storm/         the restart storm: a restart a second under every kind of load at once
+  dead_peers/    silent peers cannot hold a termination (dead_peers), against Go's net/http
+                 server (dead_peers/goserver/)
   l4/h2client/   the Go client (HTTP/2 and HTTP/1), built by the proofs that use it
   rolling/wsclient/
                  the Go WebSocket client (golang.org/x/net/websocket) of websockets_go

@@ -40,6 +40,10 @@ PROOFS = {
         "rolling.idle_spread",
         "5000 idle HTTP/1.1 and 500 idle h2c connections end spread over --idle-close-spread, one burst without it",
     ),
+    "dead_peers": (
+        "dead_peers.proof",
+        "silent peers (HTTP/2, TLS handshakes, WebSockets, unread responses) cannot hold a termination; against Go",
+    ),
     "late_arrivals": (
         "rolling.late_arrivals",
         "the servers' late-connection figures behind well and badly configured HAProxy, and lameduck plan --observed",

@@ -10,7 +10,8 @@
   loads      HTTP requests, wrk, a `/watch` stream reader and a keep-alive probe;
   haproxy    HAProxy (mode http) health-checking /readyz, or with endpoints removed through
              its runtime API;
-  summary    the termination summary and arrival warnings an example server logged;
+  summary    the termination summary, arrival and silent-peers warnings an example server
+             logged;
   paced_ends the ends of long-running streams at shutdown: the pacing the server should
              follow and the checks of when the ends came;
   setup      the example servers' build before a proof's runs, the open-files limit, and
@@ -80,6 +81,13 @@ from harness.servers import (  # noqa: F401
     port_of,
     show_stat,
 )
-from harness.summary import seconds, termination_summary, warning_counts  # noqa: F401
+from harness.summary import (  # noqa: F401
+    SILENT_PEER_KINDS,
+    connections_cut,
+    seconds,
+    silent_peers_warning,
+    termination_summary,
+    warning_counts,
+)
 from harness.tls import Tls, connect, run_tls, use_tls  # noqa: F401
 from harness.setup import SPARE_FDS, SetupError, raise_fd_limit, ready_examples  # noqa: F401

@@ -59,8 +59,9 @@ def port_of(addr):
 
 
 class Instance:
-    """One example-server process on a fixed port, with its logs in `workdir`; with `tls` (a
-    harness.Tls) it serves TLS with that certificate."""
+    """One example-server process on a fixed port (0: the port the server picks, read from its
+    `listening on` line), with its logs in `workdir`; with `tls` (a harness.Tls) it serves TLS
+    with that certificate."""
 
     def __init__(self, binary, name, port, flags, workdir, tls=None):
         self.binary, self.name, self.port, self.flags = binary, name, port, flags
@@ -84,7 +85,11 @@ class Instance:
                 line = f.readline()
             if line.endswith("\n"):
                 scheme = "https" if self.tls else "http"
-                expected = f"listening on {scheme}://127.0.0.1:{self.port}"
+                prefix = f"listening on {scheme}://127.0.0.1:"
+                picked = line.strip()[len(prefix):]
+                if self.port == 0 and line.startswith(prefix) and picked.isdigit():
+                    self.port = int(picked)
+                expected = f"{prefix}{self.port}"
                 if line.strip() != expected:
                     raise RuntimeError(f"{self.name}: first stdout line {line!r}, want {expected!r}")
                 return

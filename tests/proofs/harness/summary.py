@@ -1,11 +1,18 @@
-"""What an example server logged of its termination: the `termination summary` line's fields
-and the arrival warnings (`late connections`, `request before ready`), read from its stderr."""
+"""What an example server logged of its termination: the `termination summary` line's fields,
+the arrival warnings (`late connections`, `request before ready`) and the silent-peers warning
+(`the exit waited on silent peers`), read from its stderr."""
 
 import re
 
 SUMMARY = re.compile(r"\[graceful-termination\] termination summary: (.*)$")
 LATE_WARNING = "[graceful-termination] late connections:"
 BEFORE_READY_WARNING = "[graceful-termination] request before ready"
+SILENT_PEERS_WARNING = re.compile(r"\[graceful-termination\] the exit waited on silent peers (.*)$")
+# The kinds of connection the silent-peers warning counts, each as ` KIND=COUNT` when nonzero.
+SILENT_PEER_KINDS = (
+    "tls_handshake", "request_head", "http2_goaway", "unread_response", "websocket_close",
+    "max_connection_age",
+)
 
 
 def termination_summary(stderr_path):
@@ -17,6 +24,27 @@ def termination_summary(stderr_path):
             if m:
                 fields = dict(tok.split("=", 1) for tok in m.group(1).split() if "=" in tok)
     return fields
+
+
+def connections_cut(summary):
+    """(`connections_cut` as an int, `last_connection_closed` in seconds) of a summary's fields;
+    each None when the line has no such field (a server from before them) or says `-`."""
+    summary = summary or {}
+    cut = summary.get("connections_cut")
+    return (int(cut) if cut not in (None, "-") else None), seconds(summary.get("last_connection_closed"))
+
+
+def silent_peers_warning(stderr_path):
+    """The last silent-peers warning's counts ({"connections_cut": N, KIND: COUNT, ...}, as
+    ints) in `stderr_path`, or None without one."""
+    counts = None
+    with open(stderr_path, "r", errors="replace") as f:
+        for line in f:
+            m = SILENT_PEERS_WARNING.search(line.rstrip("\n"))
+            if m:
+                tokens = (tok.split("=", 1) for tok in m.group(1).split() if "=" in tok)
+                counts = {k: int(v) for k, v in tokens if v.isdigit()}
+    return counts
 
 
 def seconds(text):
