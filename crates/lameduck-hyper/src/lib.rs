@@ -52,6 +52,9 @@ mod builder;
 mod connection;
 mod error;
 mod flag;
+#[cfg(fuzzing)]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod grpc;
 // The HTTP/2 frame layout, shared with lameduck-actix's GOAWAY watcher: not part of the API.
 #[doc(hidden)]
