@@ -217,6 +217,9 @@ pub(crate) struct Http2Io<I> {
     watch: Arc<Http2Watch>,
     /// Whether `watch` says the acknowledgement was read.
     ack_read: bool,
+    /// The client's bytes have ended: nothing is inserted after them (an incomplete header
+    /// may have gone on unfiltered).
+    client_ended: bool,
     /// `buf[start..end]` is filtered and not yet given to h2; `buf[end..unread_end]` is the
     /// start of a frame header, to be filtered with the next bytes.
     buf: Box<[u8]>,
@@ -234,6 +237,7 @@ impl<I> Http2Io<I> {
             filter: IgnoredStreamFilter::default(),
             watch,
             ack_read: false,
+            client_ended: false,
             buf: vec![0; READ_BUFFER_LEN].into_boxed_slice(),
             start: 0,
             end: 0,
@@ -258,7 +262,7 @@ impl<I: Read + Unpin> Read for Http2Io<I> {
             }
             // The unread start of a header goes first, then what the socket gives.
             let unread = this.unread_end - this.end;
-            if unread == 0 && !this.ack_read && this.watch.ack_forced() {
+            if unread == 0 && !this.ack_read && !this.client_ended && this.watch.ack_forced() {
                 if let Some(n) = this.acknowledge_in_clients_stead() {
                     (this.start, this.end, this.unread_end) = (0, n, n);
                     continue;
@@ -273,6 +277,7 @@ impl<I: Read + Unpin> Read for Http2Io<I> {
             let got = read_buf.filled().len();
             if got == 0 {
                 // The end of the stream: an incomplete header goes on as it is, then the end.
+                this.client_ended = true;
                 this.end = unread;
                 if unread == 0 {
                     return Poll::Ready(Ok(()));
@@ -486,5 +491,30 @@ mod tests {
             out.extend_from_slice(buf.filled());
         }
         assert_eq!(out, expected);
+    }
+
+    #[test]
+    fn nothing_is_acknowledged_in_the_clients_stead_after_its_bytes_ended_inside_a_header() {
+        let mut bytes = PREFACE.to_vec();
+        bytes.push(0x03);
+        let expected = bytes.clone();
+        let watch = Arc::new(Http2Watch::default());
+        watch.force_ack();
+        let mut io = Http2Io::new(Trickle(bytes), Arc::clone(&watch));
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let mut out = Vec::new();
+        for _ in 0..100 {
+            let mut raw = [0u8; 1000];
+            let mut buf = ReadBuf::new(&mut raw);
+            let Poll::Ready(Ok(())) = Pin::new(&mut io).poll_read(&mut cx, buf.unfilled()) else {
+                panic!("reads are ready");
+            };
+            if buf.filled().is_empty() {
+                break;
+            }
+            out.extend_from_slice(buf.filled());
+        }
+        assert_eq!(out, expected);
+        assert!(!watch.ack_read());
     }
 }
