@@ -453,8 +453,8 @@ mod tests {
         );
     }
 
-    /// Reads of at most 3 bytes from `bytes`, then the end of the stream.
-    struct Trickle(Vec<u8>);
+    /// Reads of at most `.1` bytes from `.0`, then the end of the stream.
+    struct Trickle(Vec<u8>, usize);
 
     impl Read for Trickle {
         fn poll_read(
@@ -463,7 +463,7 @@ mod tests {
             mut buf: ReadBufCursor<'_>,
         ) -> Poll<io::Result<()>> {
             let this = self.get_mut();
-            let n = this.0.len().min(3).min(buf.remaining());
+            let n = this.0.len().min(this.1).min(buf.remaining());
             buf.put_slice(&this.0[..n]);
             this.0.drain(..n);
             Poll::Ready(Ok(()))
@@ -476,7 +476,7 @@ mod tests {
         // The stream ends inside a header: those bytes still reach h2.
         bytes.extend([0, 0]);
         expected.extend([0, 0]);
-        let mut io = Http2Io::new(Trickle(bytes), Arc::default());
+        let mut io = Http2Io::new(Trickle(bytes, 3), Arc::default());
         let mut cx = Context::from_waker(std::task::Waker::noop());
         let mut out = Vec::new();
         loop {
@@ -500,7 +500,8 @@ mod tests {
         let expected = bytes.clone();
         let watch = Arc::new(Http2Watch::default());
         watch.force_ack();
-        let mut io = Http2Io::new(Trickle(bytes), Arc::clone(&watch));
+        // All of it in one read: the preface, and the first byte of a header.
+        let mut io = Http2Io::new(Trickle(bytes, usize::MAX), Arc::clone(&watch));
         let mut cx = Context::from_waker(std::task::Waker::noop());
         let mut out = Vec::new();
         for _ in 0..100 {
