@@ -15,27 +15,38 @@
 //! idle-close spread ([`lameduck::Config::idle_close_spread`]) the stop broadcast makes each
 //! connection say it at its own random point of the window instead, measured from the
 //! broadcast; a response that asks to close the connection still makes it say GOAWAY at once.
+//! A connection past its [maximum age](lameduck::Config::max_connection_age) says it too.
+//!
+//! Peers cannot hold a termination: once a connection has stopped (the broadcast, or its own
+//! request), the final GOAWAY goes out when the client acknowledges the PING or
+//! [`SILENT_PEER_TIMEOUT`](lameduck::connection::SILENT_PEER_TIMEOUT) after the first GOAWAY,
+//! whichever comes first, and the connection is closed at the core's bound
+//! ([`Shared::connection_bound`]) whatever its peer does: a second after the stop (or after
+//! its last stream ended) without streams, after the streams' own bound with some. The
+//! watcher follows the streams the server has not ended from both directions' frame headers
+//! (a response actix's h2 still holds for a client that stopped reading keeps its stream
+//! open); see the `deadlines` module.
 
 use std::cell::Cell;
 use std::future::Future;
-use std::io;
 use std::pin::Pin;
-use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::task::{ready, Context, Poll, Waker};
+use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
 use event_listener::{Event, EventListener};
+use lameduck::connection::SILENT_PEER_TIMEOUT;
 use lameduck::{Shared, StdClock};
 use lameduck_hyper::Runtime as _;
 use lameduck_tokio::TokioRuntime;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use lameduck_hyper::h2_frames::{
-    goaway_frame, goaway_ping_frame, IncomingFrames, OutgoingFrames, CONTROL_FRAME_LEN,
-    MAX_STREAM_ID,
-};
+use crate::serve::LifecycleRef;
+
+mod deadlines;
+mod writer;
+
+pub use writer::{ConnectionCut, GoawayIo};
 
 /// Tells every HTTP/2 connection of a server to say GOAWAY: set once, when the listener
 /// stops. Each connection registers for it once, on its first read.
@@ -47,7 +58,7 @@ pub struct GoawayBroadcast {
     announced_at: OnceLock<Instant>,
     /// The lifecycle whose configuration says how long a connection waits after the
     /// announcement ([`GoawayBroadcast::for_lifecycle`]); none: no wait.
-    lifecycle: Option<(Arc<Shared>, StdClock)>,
+    lifecycle: Option<LifecycleRef>,
 }
 
 impl GoawayBroadcast {
@@ -94,12 +105,45 @@ impl GoawayBroadcast {
         (!spread.is_zero()).then(|| announced + spread)
     }
 
-    fn is_set(&self) -> bool {
+    /// When the broadcast was announced, once it was.
+    pub(crate) fn announced_at(&self) -> Option<Instant> {
+        self.announced_at.get().copied()
+    }
+
+    /// The lifecycle and its clock, for a broadcast [for a lifecycle](Self::for_lifecycle).
+    pub(crate) fn lifecycle(&self) -> Option<&LifecycleRef> {
+        self.lifecycle.as_ref()
+    }
+
+    /// When a TLS handshake still running at the announcement is cut:
+    /// [`SILENT_PEER_TIMEOUT`] after the server stopped accepting (the lifecycle's stop,
+    /// [`Shared::idle_close_window_start`]), not at the handshake timeout. `None` without a
+    /// lifecycle, or before the announcement.
+    pub(crate) fn handshake_cut_at(&self) -> Option<Instant> {
+        let (shared, clock) = self.lifecycle.as_ref()?;
+        let announced = *self.announced_at.get()?;
+        let stop = shared.idle_close_window_start(clock.instant(announced));
+        Some(clock.to_std(stop) + SILENT_PEER_TIMEOUT)
+    }
+
+    /// The maximum age of a connection of this server accepted now
+    /// ([`lameduck::Config::max_connection_age`]): when it reaches it; `None` without a
+    /// lifecycle or an age (then the clock is not read).
+    pub(crate) fn age_from_now(&self) -> Option<Instant> {
+        let (shared, _) = self.lifecycle.as_ref()?;
+        crate::connection::age_from_now(shared)
+    }
+
+    pub(crate) fn is_set(&self) -> bool {
         self.set.load(Ordering::Acquire)
     }
 
     /// Whether the broadcast is set; if not, registers `cx`'s waker through `listener`.
-    fn poll_register(&self, listener: &mut Option<EventListener>, cx: &mut Context<'_>) -> bool {
+    pub(crate) fn poll_register(
+        &self,
+        listener: &mut Option<EventListener>,
+        cx: &mut Context<'_>,
+    ) -> bool {
         if self.is_set() {
             return true;
         }
@@ -185,252 +229,21 @@ impl GoawayRequest {
         }
     }
 
-    fn register(&self, waker: &Waker) {
+    /// Whether the GOAWAY was asked for.
+    pub(crate) fn is_requested(&self) -> bool {
+        self.requested.get()
+    }
+
+    /// Wakes no one when the GOAWAY is asked for from now on.
+    pub(crate) fn unregister(&self) {
+        self.waker.take();
+    }
+
+    /// Wakes `waker` when the GOAWAY is asked for.
+    pub(crate) fn register(&self, waker: &Waker) {
         let current = self.waker.take();
         let keep = current.filter(|w| w.will_wake(waker));
         self.waker.set(Some(keep.unwrap_or_else(|| waker.clone())));
-    }
-}
-
-/// Where the GOAWAY of a connection stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    /// Nobody asked for it yet.
-    Serving,
-    /// The broadcast came: waiting for the connection's point in the idle-close window.
-    Spreading,
-    /// The first GOAWAY and its PING wait for a frame boundary.
-    AnnounceDue,
-    /// Sent; waiting for the client to acknowledge the PING.
-    AwaitingAck,
-    /// The final GOAWAY waits for a frame boundary.
-    FinalDue,
-    /// Both sent.
-    Done,
-}
-
-/// An h2c connection's I/O, watched for frame boundaries so that GOAWAY can be written in
-/// between the server's frames; every other byte passes through unchanged.
-#[derive(Debug)]
-pub struct GoawayIo<T> {
-    inner: T,
-    incoming: IncomingFrames,
-    outgoing: OutgoingFrames,
-    request: Rc<GoawayRequest>,
-    broadcast: std::sync::Arc<GoawayBroadcast>,
-    listener: Option<EventListener>,
-    registered: bool,
-    phase: Phase,
-    /// Until the connection's point in the idle-close window ([`Phase::Spreading`]).
-    spread_timer: Option<Pin<Box<tokio::time::Sleep>>>,
-    /// Inserted bytes not yet written: written before any more of the server's bytes.
-    pending: [u8; 2 * CONTROL_FRAME_LEN],
-    pending_start: usize,
-    pending_end: usize,
-}
-
-impl<T> GoawayIo<T> {
-    /// Wraps the I/O of an h2c connection (whose first bytes from the client are the
-    /// preface), saying GOAWAY when `broadcast` is announced or the connection's own request
-    /// ([`GoawayIo::request`]) is made.
-    pub fn new(inner: T, broadcast: std::sync::Arc<GoawayBroadcast>) -> Self {
-        GoawayIo {
-            inner,
-            incoming: IncomingFrames::default(),
-            outgoing: OutgoingFrames::default(),
-            request: Rc::new(GoawayRequest::default()),
-            broadcast,
-            listener: None,
-            registered: false,
-            phase: Phase::Serving,
-            spread_timer: None,
-            pending: [0; 2 * CONTROL_FRAME_LEN],
-            pending_start: 0,
-            pending_end: 0,
-        }
-    }
-
-    /// This connection's own GOAWAY request, for its connection data.
-    pub fn request(&self) -> &Rc<GoawayRequest> {
-        &self.request
-    }
-
-    /// The wrapped I/O.
-    pub fn get_ref(&self) -> &T {
-        &self.inner
-    }
-
-    /// The wrapped I/O, mutably (bytes written or read through it directly are not watched).
-    pub fn get_mut(&mut self) -> &mut T {
-        &mut self.inner
-    }
-
-    /// Moves the phase on from what is known now: a request or the broadcast, the PING's
-    /// acknowledgement. Registers `cx` for both the first time.
-    fn update_phase(&mut self, cx: &mut Context<'_>) {
-        if self.phase == Phase::Serving {
-            self.request.register(cx.waker());
-            let broadcast = if self.registered {
-                self.broadcast.is_set()
-            } else {
-                self.registered = true;
-                self.broadcast.poll_register(&mut self.listener, cx)
-            };
-            if self.request.requested.get() {
-                self.phase = Phase::AnnounceDue;
-            } else if broadcast {
-                // At once, or at the connection's point in the idle-close window.
-                self.phase = match self.broadcast.close_at(None) {
-                    Some(until) => {
-                        self.spread_timer = Some(Box::pin(tokio::time::sleep_until(until.into())));
-                        Phase::Spreading
-                    }
-                    None => Phase::AnnounceDue,
-                };
-            }
-            if self.phase != Phase::Serving {
-                self.listener = None;
-            }
-        }
-        if self.phase == Phase::Spreading {
-            // A response that asks to close the connection cuts the wait short.
-            self.request.register(cx.waker());
-            let due = self
-                .spread_timer
-                .as_mut()
-                .is_none_or(|timer| timer.as_mut().poll(cx).is_ready());
-            if due || self.request.requested.get() {
-                self.phase = Phase::AnnounceDue;
-                self.spread_timer = None;
-            }
-        }
-        if !matches!(self.phase, Phase::Serving | Phase::Spreading) {
-            self.request.waker.take();
-        }
-        if self.phase == Phase::AwaitingAck && self.incoming.goaway_ping_acked() {
-            self.phase = Phase::FinalDue;
-        }
-    }
-
-    fn insertion_due(&self) -> bool {
-        matches!(self.phase, Phase::AnnounceDue | Phase::FinalDue)
-    }
-
-    fn queue(&mut self, frames: &[[u8; CONTROL_FRAME_LEN]]) {
-        let mut end = 0;
-        for frame in frames {
-            self.pending[end..end + CONTROL_FRAME_LEN].copy_from_slice(frame);
-            end += CONTROL_FRAME_LEN;
-        }
-        (self.pending_start, self.pending_end) = (0, end);
-    }
-}
-
-impl<T: AsyncWrite + Unpin> GoawayIo<T> {
-    /// Writes what is inserted: queued frames first, then a due GOAWAY if the server's output
-    /// is at a frame boundary. Ready once nothing inserted is left to write now.
-    fn poll_insert(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        loop {
-            while self.pending_start < self.pending_end {
-                let bytes = &self.pending[self.pending_start..self.pending_end];
-                match ready!(Pin::new(&mut self.inner).poll_write(cx, bytes))? {
-                    0 => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
-                    n => self.pending_start += n,
-                }
-            }
-            if !self.insertion_due() || !self.outgoing.at_boundary() {
-                return Poll::Ready(Ok(()));
-            }
-            if self.phase == Phase::AnnounceDue {
-                self.queue(&[goaway_frame(MAX_STREAM_ID), goaway_ping_frame()]);
-                self.phase = Phase::AwaitingAck;
-                tracing::debug!("h2 connection: GOAWAY announced, PING sent");
-            } else {
-                let last = self.incoming.highest_stream_id();
-                self.queue(&[goaway_frame(last)]);
-                self.phase = Phase::Done;
-                tracing::debug!(last_stream_id = last, "h2 connection: final GOAWAY");
-            }
-        }
-    }
-}
-
-impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for GoawayIo<T> {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        this.update_phase(cx);
-        // An idle connection is woken here: write what is due (not waiting for the socket
-        // to take it; the next read or write goes on).
-        if let Poll::Ready(Err(e)) = this.poll_insert(cx) {
-            return Poll::Ready(Err(e));
-        }
-        loop {
-            let before = buf.filled().len();
-            ready!(Pin::new(&mut this.inner).poll_read(cx, buf))?;
-            let read = buf.filled().len() - before;
-            let Some(ack) = this.incoming.read(&buf.filled()[before..]) else {
-                break;
-            };
-            // The acknowledgement of the GOAWAY's PING is left out when it came whole: h2
-            // never sent that PING, and would log the stray acknowledgement.
-            let (start, end) = (before + ack.start, before + ack.end);
-            let filled = buf.filled().len();
-            buf.filled_mut().copy_within(end..filled, start);
-            buf.set_filled(filled - (end - start));
-            if buf.filled().len() > before || read == 0 {
-                break;
-            }
-            // Nothing else came with it: read on (no bytes would mean the end of the stream).
-        }
-        if this.phase == Phase::AwaitingAck && this.incoming.goaway_ping_acked() {
-            this.phase = Phase::FinalDue;
-            if let Poll::Ready(Err(e)) = this.poll_insert(cx) {
-                return Poll::Ready(Err(e));
-            }
-        }
-        Poll::Ready(Ok(()))
-    }
-}
-
-impl<T: AsyncWrite + Unpin> AsyncWrite for GoawayIo<T> {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        this.update_phase(cx);
-        ready!(this.poll_insert(cx))?;
-        // With a GOAWAY due, the write stops at the end of the current frame (or of its
-        // header, which tells where the frame ends); the GOAWAY goes out before the rest.
-        let allowed = if this.insertion_due() {
-            buf.len().min(this.outgoing.bytes_to_next_boundary())
-        } else {
-            buf.len()
-        };
-        let written = ready!(Pin::new(&mut this.inner).poll_write(cx, &buf[..allowed]))?;
-        this.outgoing.wrote(&buf[..written]);
-        Poll::Ready(Ok(written))
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        this.update_phase(cx);
-        ready!(this.poll_insert(cx))?;
-        Pin::new(&mut this.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        // What was inserted is written first; nothing new is started.
-        if this.pending_start < this.pending_end {
-            ready!(this.poll_insert(cx))?;
-        }
-        Pin::new(&mut this.inner).poll_shutdown(cx)
     }
 }
 

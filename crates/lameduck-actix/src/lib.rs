@@ -53,7 +53,8 @@
 //! lameduck terminates TLS below the GOAWAY watcher, so HTTP/2 over TLS gets the same GOAWAY
 //! as h2c. Each handshake runs in its connection's own task on the worker, bounded by
 //! [`ServerTls::handshake_timeout`], and the connection is counted from accept on, so a
-//! termination waits for handshakes in progress. A plaintext HTTP request on the TLS port is
+//! termination waits for handshakes in progress, each for at most a second after the server
+//! stopped accepting (then it is cut and counted). A plaintext HTTP request on the TLS port is
 //! answered 400; failed handshakes are counted and logged without flooding. A server may mix
 //! plain-text and TLS listeners.
 //!
@@ -73,13 +74,43 @@
 //!   lifecycle events, never per request; call `lameduck::metrics::record_state` in your
 //!   `/metrics` handler before the exporter renders. Without it nothing of `metrics` is built.
 //!
+//! # Silent peers and connection ages
+//!
+//! A connection holds the exit only while it carries work in flight within that work's bound
+//! (see [`lameduck::Shared::connection_bound`]). On [`AutoH2cServer`], once the server stops
+//! accepting: a TLS handshake still running gets at most
+//! [`SILENT_PEER_TIMEOUT`](lameduck::connection::SILENT_PEER_TIMEOUT) more, not the rest of
+//! its timeout; an HTTP/2 connection gets its final GOAWAY when its client acknowledges the
+//! PING or a second after the first GOAWAY, whichever comes first, and is closed a second
+//! after the stop (or after its last stream ended) whatever its client does, or at its
+//! streams' own bound; idle HTTP/1 connections are closed at the stop. Whatever is still open
+//! past those bounds is closed by stopping actix forcibly. Every connection closed with its
+//! peer silent is counted: `connections_cut` in the termination summary, by kind in
+//! [`Shared::peer_counts`](lameduck::Shared::peer_counts).
+//!
+//! With a [maximum connection age](lameduck::Config::max_connection_age), each
+//! [`AutoH2cServer`] connection's own age is drawn when it is accepted: at its age an HTTP/1
+//! connection is closed after its response in progress (`Connection: close`), or at once
+//! when idle, and an HTTP/2 one says the two-step GOAWAY, as after a 429; past the
+//! [grace](lameduck::Config::max_connection_age_grace), if one is set, what is left is cut
+//! and counted.
+//!
+//! actix-web's own `HttpServer` gives lameduck no way to its connections' I/O, so it does
+//! less: its HTTP/2 connections get no GOAWAY (at the stop or at their age); an HTTP/1
+//! connection past its age is closed after its next response (the middleware's
+//! `Connection: close`) but not while idle, and nothing is cut at the age's grace; its TLS
+//! handshakes are actix's own; the connections still open [`CLOSE_AFTER_DRAIN`] after the
+//! drain are closed together by stopping actix forcibly (and counted).
+//!
 //! Every step of a termination is logged through `tracing` (install a subscriber, such as
 //! `tracing_subscriber::fmt()`, to see it), ending with a one-line termination summary.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
 mod body;
+mod connection;
 mod goaway;
+mod health;
 mod io;
 mod serve;
 mod server;
@@ -96,7 +127,7 @@ use actix_web::body::MessageBody;
 use actix_web::dev::{Extensions, Service, ServiceRequest, ServiceResponse, Transform};
 use actix_web::http::header::{self, HeaderName, HeaderValue};
 use actix_web::http::{ConnectionType, StatusCode};
-use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
+use actix_web::{HttpMessage, HttpRequest, HttpResponse};
 use bytes::Bytes;
 use lameduck::responses::{CannedResponse, REQUEST_TIMEOUT, ROUTES_NOT_READY};
 use lameduck::{ConnectionKind, RequestInfo, Shared, StdClock};
@@ -106,17 +137,20 @@ use lameduck_hyper::{
 use pin_project_lite::pin_project;
 
 pub use body::LameduckBody;
+pub use health::health_routes;
 // The GOAWAY watcher's parts, public for the crate's own integration tests only.
 #[doc(hidden)]
-pub use goaway::{GoawayBroadcast, GoawayIo, GoawayRequest};
+pub use goaway::{ConnectionCut, GoawayBroadcast, GoawayIo, GoawayRequest};
 /// Server-Sent Events at shutdown: events until the stream's turn, then a `retry:` hint.
 pub use lameduck_hyper::sse;
 pub use lameduck_hyper::{Builder, ConnectionTracker, Handle, ServeError, Server, ShutdownNotice};
 pub use lameduck_tls::{ServerTls, TlsError};
 pub use lameduck_tokio::builder;
 pub use lameduck_tokio::TokioRuntime;
+#[allow(deprecated)]
+pub use serve::IDLE_CONNECTION_LINGER;
 pub use serve::{
-    actix_shutdown_timeout, serve, ActixServeError, ActixServer, ServeSetup, IDLE_CONNECTION_LINGER,
+    actix_shutdown_timeout, serve, ActixServeError, ActixServer, ServeSetup, CLOSE_AFTER_DRAIN,
 };
 pub use server::AutoH2cServer;
 
@@ -131,6 +165,8 @@ pub struct AdmissionMiddleware {
     clock: StdClock,
     classifier: Classifier,
     serve_health: bool,
+    /// Whether connections have a maximum age (read once, from the configuration).
+    ages: bool,
 }
 
 impl std::fmt::Debug for AdmissionMiddleware {
@@ -152,11 +188,13 @@ impl AdmissionMiddleware {
     /// server.
     #[must_use]
     pub fn new(shared: Arc<Shared>, clock: StdClock) -> Self {
+        let ages = !shared.config().max_connection_age().is_zero();
         AdmissionMiddleware {
             shared,
             clock,
             classifier: Arc::new(lameduck::default_is_long_running),
             serve_health: true,
+            ages,
         }
     }
 
@@ -272,6 +310,21 @@ fn close_if_draining<B>(shared: &Shared, res: &mut ServiceResponse<B>) {
     }
 }
 
+/// Closes an HTTP/1 connection past its [maximum age](lameduck::Config::max_connection_age)
+/// after `res` (`Connection: close`): its age is in its connection data (an HTTP/2
+/// connection of [`AutoH2cServer`] says GOAWAY at its age by itself; actix-web's own HTTP/2
+/// cannot end a connection).
+#[cold]
+#[inline(never)]
+fn close_if_aged<B>(res: &mut ServiceResponse<B>) {
+    let aged_at = res.request().conn_data::<connection::AgedAt>().copied();
+    if aged_at.is_some_and(|connection::AgedAt(at)| TokioRuntime.now() >= at) {
+        res.response_mut()
+            .head_mut()
+            .set_connection_type(ConnectionType::Close);
+    }
+}
+
 /// Ends `res`'s connection gracefully after it: HTTP/1 `Connection: close`, HTTP/2 GOAWAY
 /// (through [`AutoH2cServer`]).
 fn close_connection_after<B>(res: &mut ServiceResponse<B>) {
@@ -298,6 +351,7 @@ where
             classifier,
             clock,
             serve_health,
+            ages: _,
         } = &*self.admission;
         if *serve_health && lameduck::health::route(req.path()).is_some() {
             return answer_health(&self.admission, req);
@@ -374,8 +428,14 @@ fn answer_health<F>(admission: &AdmissionMiddleware, req: ServiceRequest) -> Adm
             Bytes::from_static(b"404 page not found\n"),
         ),
     };
+    let aged = admission.ages
+        && req
+            .conn_data::<connection::AgedAt>()
+            .is_some_and(|connection::AgedAt(at)| TokioRuntime.now() >= *at);
     if admission.shared.keep_alive_ended() {
         server::request_goaway(req.conn_data());
+        res.head_mut().set_connection_type(ConnectionType::Close);
+    } else if aged {
         res.head_mut().set_connection_type(ConnectionType::Close);
     }
     AdmissionFuture {
@@ -495,6 +555,9 @@ where
                     return Poll::Ready(Ok(canned(req, &ROUTES_NOT_READY)));
                 }
                 close_if_draining(shared, &mut res);
+                if admission.ages {
+                    close_if_aged(&mut res);
+                }
                 if *close_connection {
                     // Drawn at the goaway chance.
                     close_connection_after(&mut res);
@@ -527,36 +590,5 @@ impl actix_web::ResponseError for RequestTimedOut {
 
     fn error_response(&self) -> HttpResponse {
         actix_response(&REQUEST_TIMEOUT).map_into_boxed_body()
-    }
-}
-
-/// State of the health routes.
-#[derive(Clone)]
-struct HealthState {
-    shared: Arc<Shared>,
-    clock: StdClock,
-}
-
-async fn health(req: HttpRequest, state: web::Data<HealthState>) -> HttpResponse {
-    let now = state.clock.instant(TokioRuntime.now());
-    let query = Some(req.query_string()).filter(|q| !q.is_empty());
-    match state.shared.health(req.path(), query, now) {
-        Some(h) => actix_response(h).map_into_boxed_body(),
-        None => HttpResponse::NotFound().body("404 page not found\n"),
-    }
-}
-
-/// Registers `/readyz`, `/livez`, `/healthz` and `/<endpoint>/<check>` on an `App`, for an
-/// [`AdmissionMiddleware`] that does not answer them itself ([`AdmissionMiddleware::serve_health`]`(false)`), or
-/// an app without it: `App::new().route(..).configure(health_routes(shared, clock))`.
-/// Configure it after the app's own routes: actix tries routes in order, and these six
-/// patterns (three of them regular expressions) would be tried on every request first.
-pub fn health_routes(shared: Arc<Shared>, clock: StdClock) -> impl FnOnce(&mut web::ServiceConfig) {
-    move |cfg| {
-        cfg.app_data(web::Data::new(HealthState { shared, clock }));
-        for endpoint in ["/readyz", "/livez", "/healthz"] {
-            cfg.route(endpoint, web::get().to(health));
-            cfg.route(&format!("{endpoint}/{{check:.*}}"), web::get().to(health));
-        }
     }
 }

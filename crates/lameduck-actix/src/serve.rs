@@ -11,11 +11,13 @@ use std::time::Duration;
 use actix_web::body::MessageBody;
 use actix_web::dev::Extensions;
 use futures_util::future::{select, Either};
+use lameduck::connection::{CutKind, SILENT_PEER_TIMEOUT};
 use lameduck::LifecycleSignal;
 use lameduck_hyper::ConnectionArrival;
 use lameduck_hyper::{ConnectionTracker, Runtime, ServeError, Server};
 use lameduck_tokio::TokioRuntime;
 
+use crate::connection::{age_from_now, AgedAt, TrackedConnection};
 use crate::goaway::GoawayBroadcast;
 
 /// What [`serve`] configures an [`ActixServer`] with.
@@ -23,10 +25,8 @@ use crate::goaway::GoawayBroadcast;
 pub struct ServeSetup {
     /// actix's own graceful-stop timeout ([`actix_shutdown_timeout`]).
     pub(crate) shutdown_timeout: Duration,
-    /// Counts the server's connections.
+    /// Counts the server's connections (TLS ones from accept on, before their handshake).
     pub(crate) connections: ConnectionTracker,
-    /// Counts the TLS handshakes in progress (their connections are counted above too).
-    pub(crate) handshakes: ConnectionTracker,
     /// Tells the server's HTTP/2 connections to say GOAWAY (where they can).
     pub(crate) goaway: Arc<GoawayBroadcast>,
     /// The lifecycle and its clock, which say how long an idle connection is kept at the
@@ -78,6 +78,15 @@ pub trait ActixServer: Sized {
     fn spreads_idle_closes(&self) -> bool {
         false
     }
+    /// Whether the server ends each of its connections by itself once stopped, at most
+    /// [`SILENT_PEER_TIMEOUT`] after the stop or after its work ended, whatever its peer
+    /// does ([`lameduck::Shared::connection_bound`]): then the connections still open after
+    /// the drain are given until their bounds, rather than [`CLOSE_AFTER_DRAIN`], before the
+    /// server is stopped forcibly. The default, for servers whose connections lameduck cannot
+    /// reach (actix-web's `HttpServer`): no.
+    fn bounds_silent_peers(&self) -> bool {
+        false
+    }
     /// Configures the server, not yet bound, for the lifecycle.
     fn configure(self, setup: ServeSetup) -> Self;
     /// Starts the bound server.
@@ -117,16 +126,25 @@ where
 }
 
 /// The `HttpServer::on_connect` callback that counts connections in `tracker`, so the
-/// lifecycle learns the moment the last one closes, and notes each new one in the
-/// lifecycle's arrivals. [`serve`] installs it.
+/// lifecycle learns the moment the last one closes (and the summary when it did), notes each
+/// new one in the lifecycle's arrivals and, with a [maximum
+/// age](lameduck::Config::max_connection_age), keeps when it reaches it for the admission
+/// middleware. [`serve`] installs it.
 fn track_connections(
     tracker: ConnectionTracker,
     lifecycle: Option<LifecycleRef>,
 ) -> impl Fn(&dyn Any, &mut Extensions) + Send + Sync + 'static {
     move |_, extensions| {
         note_arrival(lifecycle.as_ref(), extensions);
+        if let Some(at) = lifecycle
+            .as_ref()
+            .and_then(|(shared, _)| age_from_now(shared))
+        {
+            extensions.insert(AgedAt(at));
+        }
         // Dropped with the connection's extensions, when the connection ends.
-        extensions.insert(Rc::new(tracker.open()));
+        let tracked = TrackedConnection::new(tracker.open(), lifecycle.as_ref());
+        extensions.insert(Rc::new(tracked));
     }
 }
 
@@ -142,12 +160,28 @@ pub(crate) fn note_arrival(lifecycle: Option<&LifecycleRef>, data: &mut Extensio
     }
 }
 
-/// How long connections may stay open once every request has drained before they are
-/// closed. actix cannot tell idle connections from busy ones (and actix-web's own
-/// `HttpServer` sends no HTTP/2 GOAWAY), so an idle keep-alive or HTTP/2 connection would
-/// otherwise hold the exit until the HTTP shutdown timeout; the linger lets the last
-/// responses reach the socket first.
-pub const IDLE_CONNECTION_LINGER: std::time::Duration = std::time::Duration::from_millis(250);
+/// How long after the drain (`InFlightRequestsDrained`) the connections of actix-web's own
+/// `HttpServer` still open are closed, by stopping actix forcibly. actix cannot tell its idle
+/// connections from busy ones, and actix-web's own `HttpServer` sends no HTTP/2 GOAWAY, so
+/// an idle keep-alive or HTTP/2 connection would otherwise hold the exit until the HTTP
+/// shutdown timeout; the wait lets the last responses reach the socket first. (Not
+/// [`lameduck::IDLE_CONNECTION_LINGER`], the core's wait for the request a connection may be
+/// about to carry.) An [`AutoH2cServer`](crate::AutoH2cServer) ends its connections itself,
+/// each at its bound ([`ActixServer::bounds_silent_peers`]): it is stopped forcibly only once
+/// those bounds have passed.
+pub const CLOSE_AFTER_DRAIN: Duration = Duration::from_millis(250);
+
+/// The former name of [`CLOSE_AFTER_DRAIN`].
+#[deprecated(
+    since = "0.1.0",
+    note = "renamed CLOSE_AFTER_DRAIN: it is the wait after the drain, not the core's IDLE_CONNECTION_LINGER"
+)]
+pub const IDLE_CONNECTION_LINGER: Duration = CLOSE_AFTER_DRAIN;
+
+/// How much later than the bounds of an [`AutoH2cServer`](crate::AutoH2cServer)'s
+/// connections ([`SILENT_PEER_TIMEOUT`] after the stop or the drain) the server is stopped
+/// forcibly: the connections' own cuts, which say what they were, come first.
+const BOUND_SLACK: Duration = Duration::from_millis(100);
 
 /// How long the workers get, once actix stopped accepting, to take the connections its accept
 /// thread queued for them, before the graceful stop (which drops what is still queued).
@@ -207,9 +241,12 @@ pub enum ActixServeError {
 ///   connection at once;
 /// * an [`AutoH2cServer`](crate::AutoH2cServer)'s HTTP/2 connections (h2c or TLS) get GOAWAY
 ///   when the listener stops (close-listener mode: at `NotAcceptingNewRequest`) and after a
-///   response that closes its connection (retry-after mode's 429); its TLS handshakes in
-///   progress are waited for (each bounded by its timeout) before the idle connections are
-///   closed;
+///   response that closes its connection (retry-after mode's 429); peers cannot hold the
+///   termination: a connection without streams in flight is closed at most
+///   [`SILENT_PEER_TIMEOUT`] after the stop (or after its last stream ended), its final
+///   GOAWAY sent by then even if the client never acknowledged the PING, and a TLS
+///   handshake still running at the stop gets that second too, not its whole timeout (each
+///   connection cut there is counted: the summary's `connections_cut`);
 /// * with the idle-close spread ([`lameduck::Config::idle_close_spread`]), an
 ///   [`AutoH2cServer`](crate::AutoH2cServer)'s idle HTTP/1 connections are closed, and its
 ///   HTTP/2 connections told GOAWAY, each at its own random point of the window from the
@@ -225,10 +262,12 @@ pub enum ActixServeError {
 /// ```
 ///
 /// The lifecycle stops the server at the point of the mode (`ServerHandle::stop(true)`),
-/// and closes what is left [`IDLE_CONNECTION_LINGER`] after the drain (or, spreading, after
-/// the idle-close window's end). Should actix end
-/// connections before the lifecycle allows it anyway, the log says so and the exit code
-/// is 1.
+/// and closes what is left [`CLOSE_AFTER_DRAIN`] after the drain (or, spreading, after the
+/// idle-close window's end); an [`AutoH2cServer`](crate::AutoH2cServer) only once its
+/// connections' bounds have passed ([`SILENT_PEER_TIMEOUT`] after the stop or the drain).
+/// Each connection still open then is counted as cut (`request_head`: actix cannot tell
+/// what it waited for). Should actix end connections before the lifecycle allows it
+/// anyway, the log says so and the exit code is 1.
 ///
 /// # Errors
 ///
@@ -244,15 +283,16 @@ pub fn serve<H: ActixServer>(
         return Err(ActixServeError::AlreadyBound);
     }
     let connections = ConnectionTracker::new();
-    let handshakes = ConnectionTracker::new();
     let shutdown_timeout = actix_shutdown_timeout(lifecycle.shared().config());
     let lifecycle_ref: LifecycleRef = (Arc::clone(lifecycle.shared()), lifecycle.clock());
+    let clock = lifecycle.clock();
     let goaway = Arc::new(GoawayBroadcast::for_lifecycle(
         Arc::clone(lifecycle.shared()),
         lifecycle.clock(),
     ));
     let spread = lifecycle.shared().config().idle_close_spread();
     let spreads = http.spreads_idle_closes();
+    let bounded = http.bounds_silent_peers();
     if !spread.is_zero() && !spreads {
         tracing::warn!(
             listener = %name,
@@ -263,7 +303,6 @@ pub fn serve<H: ActixServer>(
     let http = http.configure(ServeSetup {
         shutdown_timeout,
         connections: connections.clone(),
-        handshakes: handshakes.clone(),
         goaway: Arc::clone(&goaway),
         lifecycle: Some(lifecycle_ref.clone()),
     });
@@ -324,19 +363,12 @@ pub fn serve<H: ActixServer>(
             drained
                 .signal_fired(LifecycleSignal::InFlightRequestsDrained)
                 .await;
-            // TLS handshakes in progress (each bounded by its timeout) end first: then their
-            // connections end gracefully (HTTP/2 GOAWAY, HTTP/1 closed before a request).
-            handshakes.wait_zero().await;
+            let drained_at = TokioRuntime.now();
             TokioRuntime
-                .sleep_until(TokioRuntime.now() + IDLE_CONNECTION_LINGER)
+                .sleep_until(forced_stop_at(&goaway_end, drained_at, spreads, bounded))
                 .await;
             // Idle connections kept for a request their clients may be sending.
             idle_linger(Some(lifecycle_ref)).await;
-            // With the idle-close spread, each connection ends at its own point of the
-            // window: the last of them gets the same linger after the window's end.
-            if let Some(end) = goaway_end.window_end().filter(|_| spreads) {
-                TokioRuntime.sleep_until(end + IDLE_CONNECTION_LINGER).await;
-            }
         });
         let closed = pin!(connections.wait_zero());
         let actix_done = pin!(async {
@@ -353,6 +385,9 @@ pub fn serve<H: ActixServer>(
                 }
             }
             Either::Right((Either::Right(_), _)) => {
+                // What is left is closed now, its peers silent (or busy with what actix
+                // cannot tell apart): counted.
+                count_forced_closes(&shared, clock, connections.live());
                 // Not awaited: actix handles its commands one at a time and is still busy
                 // with the graceful stop. The process exits next, closing what is left.
                 drop(tokio::spawn(handle.stop(false)));
@@ -363,4 +398,48 @@ pub fn serve<H: ActixServer>(
         drop((running, stopping));
     })?;
     Ok(())
+}
+
+/// When, after a drain at `drained_at`, the connections still open are closed by stopping
+/// actix forcibly: [`CLOSE_AFTER_DRAIN`] after the drain, or after the idle-close window's
+/// end when the server `spreads` its closes; for a server that `bounded` its connections,
+/// only once their bounds have passed ([`SILENT_PEER_TIMEOUT`] after the stop, the drain or
+/// the window's end).
+fn forced_stop_at(
+    goaway: &GoawayBroadcast,
+    drained_at: std::time::Instant,
+    spreads: bool,
+    bounded: bool,
+) -> std::time::Instant {
+    let after = if bounded {
+        SILENT_PEER_TIMEOUT + BOUND_SLACK
+    } else {
+        CLOSE_AFTER_DRAIN
+    };
+    let mut from = drained_at;
+    if bounded {
+        from = from.max(goaway.announced_at().unwrap_or(drained_at));
+    }
+    // With the idle-close spread, each connection ends at its own point of the window.
+    if let Some(end) = goaway.window_end().filter(|_| spreads) {
+        from = from.max(end);
+    }
+    from + after
+}
+
+/// Counts the `live` connections closed by the forced stop: cut with their peers silent, as
+/// far as actix tells (`request_head`: waiting for a request head, or for a peer that does
+/// not read); their close is noted now.
+fn count_forced_closes(shared: &lameduck::Shared, clock: lameduck::StdClock, live: usize) {
+    if live == 0 {
+        return;
+    }
+    for _ in 0..live {
+        shared.count_connection_cut(CutKind::RequestHead);
+    }
+    crate::connection::note_closed(shared, clock);
+    tracing::debug!(
+        connections = live,
+        "actix stopped forcibly: connections still open closed"
+    );
 }

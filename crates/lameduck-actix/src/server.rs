@@ -6,12 +6,19 @@
 //! TLS is terminated here, below the GOAWAY watcher: each TLS connection's handshake runs in
 //! the accept service, which actix-server calls in the worker's own task for that connection
 //! (`StreamService::call` spawns it), never in its accept thread, so a slow or silent client
-//! delays no other. The handshake is bounded by [`ServerTls::handshake_timeout`] and the
-//! connection is counted from accept on.
+//! delays no other. The handshake is bounded by [`ServerTls::handshake_timeout`], and by a
+//! second after the server stops accepting; the connection is counted from accept on.
+//!
+//! With a [maximum connection age](lameduck::Config::max_connection_age), each connection's
+//! age is drawn when it is accepted: at its age an HTTP/1 connection is closed after its
+//! response in progress (`Connection: close`), or at once when idle, and an HTTP/2 one says
+//! the two-step GOAWAY; past the [grace](lameduck::Config::max_connection_age_grace), if one
+//! is set, what is left of it is cut and counted.
 
 use std::io;
 use std::marker::PhantomData;
 use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
+use std::pin::pin;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,12 +31,14 @@ use actix_service::{
     fn_service, map_config, IntoServiceFactory, ServiceFactory, ServiceFactoryExt,
 };
 use actix_web::dev::AppConfig;
+use futures_util::future::select;
 use lameduck_hyper::{ConnectionTracker, Runtime as _};
 use lameduck_tls::ServerTls;
 use lameduck_tokio::TokioRuntime;
 
+use crate::connection::{hand_over_age, take_handed_over_age, AgedAt, TrackedConnection};
 use crate::goaway::{Announced, GoawayBroadcast, GoawayIo, GoawayRequest};
-use crate::io::ConnectionIo;
+use crate::io::{AgedIo, ConnectionIo};
 use crate::serve::{note_arrival, ActixServer, LifecycleRef, ServeSetup};
 use crate::tls::TlsAcceptor;
 
@@ -173,7 +182,9 @@ where
     ///
     /// Each handshake runs in its connection's own task, bounded by
     /// [`ServerTls::handshake_timeout`], and the connection is counted from accept on, so a
-    /// termination waits for the handshakes in progress. A client that speaks plaintext HTTP
+    /// termination waits for the handshakes in progress, each for at most
+    /// [`SILENT_PEER_TIMEOUT`](lameduck::connection::SILENT_PEER_TIMEOUT) after the server
+    /// stopped accepting (then it is cut and counted). A client that speaks plaintext HTTP
     /// is answered [`lameduck_tls::PLAINTEXT_HTTP_RESPONSE`] (400); failed handshakes are
     /// reported to [`ServerTls::handshake_failed`] (counted, logged without flooding).
     ///
@@ -260,14 +271,28 @@ where
         .graceful_shutdown_signal(move || {
             let (announced, stopping) =
                 (Announced::new(Arc::clone(&stopping)), Arc::clone(&stopping));
+            // actix-http builds an HTTP/1 connection's signal right after the connection
+            // callback, which left the connection's maximum age here, if it has one.
+            let aged_at = take_handed_over_age();
             async move {
-                announced.await;
-                // An idle connection is not closed under a request its client may be
-                // sending, and with the idle-close spread it waits for its own point of the
-                // window; a busy one closes after its response anyway (`Connection: close`
-                // once keep-alive has ended).
-                if let Some(until) = stopping.close_at(Some(false)) {
-                    TokioRuntime.sleep_until(until).await;
+                let stop = async {
+                    announced.await;
+                    // An idle connection is not closed under a request its client may be
+                    // sending, and with the idle-close spread it waits for its own point of
+                    // the window; a busy one closes after its response anyway
+                    // (`Connection: close` once keep-alive has ended).
+                    if let Some(until) = stopping.close_at(Some(false)) {
+                        TokioRuntime.sleep_until(until).await;
+                    }
+                };
+                match aged_at {
+                    None => stop.await,
+                    // At its age the connection ends as at the stop: after its response in
+                    // progress, at once when idle.
+                    Some(at) => {
+                        let aged = TokioRuntime.sleep_until(at);
+                        select(pin!(stop), pin!(aged)).await;
+                    }
                 }
             }
         })
@@ -278,22 +303,38 @@ where
     let builder = if secure { builder.secure() } else { builder };
     builder
         .on_connect_ext(move |io: &ConnectionIo, data: &mut Extensions| {
-            note_arrival(lifecycle_for_connections.as_ref(), data);
+            let lifecycle = lifecycle_for_connections.as_ref();
+            note_arrival(lifecycle, data);
             // Dropped with the connection's data, when the connection ends. A TLS connection
             // is counted by its `TlsIo`, from accept on.
+            let track = |data: &mut Extensions| {
+                data.insert(Rc::new(TrackedConnection::new(
+                    connections.open(),
+                    lifecycle,
+                )));
+            };
+            let mut aged_at = None;
             match io {
-                ConnectionIo::Http1(_) => {
-                    data.insert(Rc::new(connections.open()));
-                }
+                ConnectionIo::Http1(_) => track(data),
                 ConnectionIo::Http2(io) => {
-                    data.insert(Rc::new(connections.open()));
+                    track(data);
                     data.insert(Rc::clone(io.request()));
                 }
                 ConnectionIo::TlsHttp1(_) => {}
                 ConnectionIo::TlsHttp2(io) => {
                     data.insert(Rc::clone(io.request()));
                 }
+                ConnectionIo::AgedHttp1(io) => {
+                    if let ConnectionIo::Http1(_) = io.get_ref() {
+                        track(data);
+                    }
+                    // For the admission middleware's `Connection: close`.
+                    data.insert(AgedAt(io.aged_at()));
+                    aged_at = Some(io.aged_at());
+                }
             }
+            // For the connection's graceful-shutdown signal, built next (HTTP/1 only).
+            hand_over_age(aged_at);
         })
         .finish(map_config(app, move |()| {
             // What actix-web's `HttpServer` gives its apps; actix-web has no other public
@@ -328,6 +369,10 @@ where
         true
     }
 
+    fn bounds_silent_peers(&self) -> bool {
+        true
+    }
+
     fn configure(mut self, setup: ServeSetup) -> Self {
         self.setup = Some(setup);
         self
@@ -358,7 +403,6 @@ where
                 secure: tls.is_some(),
             };
             let (factory, goaway) = (self.factory.clone(), Arc::clone(&setup.goaway));
-            let handshakes = setup.handshakes.clone();
             let name = format!("lameduck-actix-{addr}");
             builder = match tls {
                 None => builder.listen(name, listener, move || {
@@ -374,7 +418,6 @@ where
                         tls: tls.clone(),
                         goaway: Arc::clone(&goaway),
                         connections: settings.connections.clone(),
-                        handshakes: handshakes.clone(),
                     });
                     fn_service(move |io: TcpStream| Rc::clone(&acceptor).accept(io)).and_then(http)
                 })?,
@@ -389,14 +432,22 @@ async fn accept(
     io: TcpStream,
     goaway: Arc<GoawayBroadcast>,
 ) -> Result<(ConnectionIo, Protocol, Option<SocketAddr>), DispatchError> {
+    let age = goaway.age_from_now();
     let mut start = [0; H2C_PREFACE_START.len()];
     io.peek(&mut start).await?;
     let peer = io.peer_addr().ok();
     Ok(if &start == H2C_PREFACE_START {
-        let io = GoawayIo::new(io, goaway);
+        let io = GoawayIo::new(io, goaway).with_age(age);
         (ConnectionIo::Http2(Box::new(io)), Protocol::Http2, peer)
     } else {
-        (ConnectionIo::Http1(io), Protocol::Http1, peer)
+        let io = match age {
+            None => ConnectionIo::Http1(io),
+            Some(at) => {
+                let aged = AgedIo::new(ConnectionIo::Http1(io), at, goaway);
+                ConnectionIo::AgedHttp1(Box::new(aged))
+            }
+        };
+        (io, Protocol::Http1, peer)
     })
 }
 

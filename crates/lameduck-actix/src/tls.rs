@@ -1,22 +1,34 @@
 //! TLS for [`AutoH2cServer`](crate::AutoH2cServer)'s TLS listeners: each connection's
 //! handshake, run in the connection's own task on its worker and bounded by the handshake
 //! timeout, below the HTTP/2 GOAWAY watcher, and the TLS stream a connection then speaks.
+//!
+//! A handshake still running when the server stops accepting gets at most
+//! [`SILENT_PEER_TIMEOUT`](lameduck::connection::SILENT_PEER_TIMEOUT) more (from the
+//! lifecycle's stop), not the rest of the handshake timeout: then it is cut and counted
+//! ([`CutKind::TlsHandshake`]). One that completes by then has its connection ended
+//! gracefully (HTTP/2 GOAWAY, HTTP/1 closed before its first request).
 
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
+use std::pin::pin;
 use std::rc::Rc;
 use std::sync::Arc;
 
 use actix_http::error::DispatchError;
 use actix_http::Protocol;
 use actix_rt::net::TcpStream;
-use lameduck_hyper::{Alpn, ConnectionTracker};
+use futures_util::future::{select, Either};
+use lameduck::connection::CutKind;
+use lameduck_hyper::{Alpn, ConnectionTracker, Runtime as _};
 use lameduck_tls::{HandshakeError, ServerTls};
+use lameduck_tokio::TokioRuntime;
 use tokio::io::AsyncWriteExt as _;
 use tokio_rustls::server::TlsStream;
 
-use crate::goaway::{GoawayBroadcast, GoawayIo};
-use crate::io::{ConnectionIo, TlsIo};
+use crate::connection::TrackedConnection;
+use crate::goaway::{Announced, GoawayBroadcast, GoawayIo};
+use crate::io::{AgedIo, ConnectionIo, TlsIo};
 
 /// The TLS handshake of one worker's connections of one TLS listener.
 pub(crate) struct TlsAcceptor {
@@ -24,8 +36,6 @@ pub(crate) struct TlsAcceptor {
     pub(crate) tls: ServerTls,
     pub(crate) goaway: Arc<GoawayBroadcast>,
     pub(crate) connections: ConnectionTracker,
-    /// The handshakes in progress, which a termination waits for.
-    pub(crate) handshakes: ConnectionTracker,
 }
 
 /// The most bytes of a plaintext request read (and discarded) before its connection is closed.
@@ -40,20 +50,36 @@ impl TlsAcceptor {
         io: TcpStream,
     ) -> Result<(ConnectionIo, Protocol, Option<SocketAddr>), DispatchError> {
         // Counted from accept on: a termination waits for the handshake.
-        let counted = self.connections.open();
-        let handshaking = self.handshakes.open();
+        let counted = TrackedConnection::new(self.connections.open(), self.goaway.lifecycle());
+        let age = self.goaway.age_from_now();
         let peer = io.peer_addr().ok();
         let timeout = self.tls.handshake_timeout();
-        let shaken = match tokio::time::timeout(timeout, self.handshake(io)).await {
-            Ok(shaken) => shaken,
-            Err(_elapsed) => Err(HandshakeError::TimedOut(timeout)),
+        let shaken = {
+            let shake = pin!(self.handshake(io));
+            let timed_out = pin!(TokioRuntime.sleep_until(TokioRuntime.now() + timeout));
+            let stopped = pin!(self.cut_after_stop());
+            match select(shake, select(timed_out, stopped)).await {
+                Either::Left((shaken, _)) => Some(shaken),
+                Either::Right((Either::Left(_), _)) => Some(Err(HandshakeError::TimedOut(timeout))),
+                // Still running a second after the server stopped accepting.
+                Either::Right((Either::Right(_), _)) => None,
+            }
         };
-        drop(handshaking);
         let stream = match shaken {
-            Ok(stream) => stream,
-            Err(e) => {
+            Some(Ok(stream)) => stream,
+            Some(Err(e)) => {
                 let unknown = SocketAddr::from(([0, 0, 0, 0], 0));
                 self.tls.handshake_failed(peer.unwrap_or(unknown), &e);
+                return Err(DispatchError::Io(io::ErrorKind::ConnectionAborted.into()));
+            }
+            None => {
+                if let Some((shared, _)) = self.goaway.lifecycle() {
+                    shared.count_connection_cut(CutKind::TlsHandshake);
+                }
+                tracing::debug!(
+                    ?peer,
+                    "TLS handshake cut: not complete a second after the stop"
+                );
                 return Err(DispatchError::Io(io::ErrorKind::ConnectionAborted.into()));
             }
         };
@@ -61,13 +87,36 @@ impl TlsAcceptor {
         let io = TlsIo::new(stream, counted);
         Ok(match alpn {
             Some(Alpn::Http2) => {
-                let io = GoawayIo::new(io, Arc::clone(&self.goaway));
+                let io = GoawayIo::new(io, Arc::clone(&self.goaway)).with_age(age);
                 (ConnectionIo::TlsHttp2(Box::new(io)), Protocol::Http2, peer)
             }
             Some(Alpn::Http1) | None => {
-                (ConnectionIo::TlsHttp1(Box::new(io)), Protocol::Http1, peer)
+                let io = ConnectionIo::TlsHttp1(Box::new(io));
+                let io = match age {
+                    Some(at) => {
+                        let aged = AgedIo::new(io, at, Arc::clone(&self.goaway));
+                        ConnectionIo::AgedHttp1(Box::new(aged))
+                    }
+                    None => io,
+                };
+                (io, Protocol::Http1, peer)
             }
         })
+    }
+
+    /// Resolves when a handshake still running is cut: [`SILENT_PEER_TIMEOUT`] after the
+    /// server stopped accepting (never without a lifecycle).
+    ///
+    /// [`SILENT_PEER_TIMEOUT`]: lameduck::connection::SILENT_PEER_TIMEOUT
+    fn cut_after_stop(&self) -> impl Future<Output = ()> + 'static {
+        let goaway = Arc::clone(&self.goaway);
+        async move {
+            Announced::new(Arc::clone(&goaway)).await;
+            match goaway.handshake_cut_at() {
+                Some(at) => TokioRuntime.sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        }
     }
 
     /// The handshake: a plaintext request is answered 400 and closed, anything else that is

@@ -4,7 +4,7 @@
 //! [`WebSocketShutdown::answer_deadline`] less actix's [`DISCONNECT_LINGER`] and lets the
 //! connection go. A client that never
 //! answers is cut at that bound and counted (`websocket_unanswered` in the termination
-//! summary). See [`lameduck_hyper::websocket`] for the parts shared with the other adapters.
+//! summary, and a `websocket_close` among its `connections_cut`). See [`lameduck_hyper::websocket`] for the parts shared with the other adapters.
 //!
 //! [`handle`] is actix-ws's handshake (`actix_ws::handle`) with the client's disconnect read
 //! as the end of its messages, so that a Close the client sends just before closing the
@@ -56,6 +56,7 @@ use actix_web::{dev, web, FromRequest, HttpMessage, HttpRequest, HttpResponse};
 use actix_ws::{CloseCode, CloseReason, Message, MessageStream, ProtocolError, Session};
 use futures_util::future::{select, Either};
 use futures_util::{FutureExt, Stream, StreamExt};
+use lameduck::connection::CutKind;
 use lameduck_hyper::{Runtime, ShutdownNotice, UpgradeTicketSlot};
 use lameduck_tokio::TokioRuntime;
 
@@ -301,11 +302,13 @@ impl GoingAway {
     }
 
     /// Says goodbye: sends Close 1001 with [`GOING_AWAY_REASON`], waits for the client's
-    /// Close until [`WebSocketShutdown::answer_deadline`] less [`DISCONNECT_LINGER`] (messages received meanwhile are
-    /// dropped), then lets the connection go. A client that closed first gets its answer
-    /// instead (its own close reason, echoed). Never fails: how it went is the outcome
-    /// ([`CloseOutcome::Failed`] after a protocol error or the end of the client's stream,
-    /// or when not even the Close could be queued by the bound).
+    /// Close until [`WebSocketShutdown::answer_deadline`] less [`DISCONNECT_LINGER`]
+    /// (messages received meanwhile are dropped), then lets the connection go. A client that
+    /// closed first gets its answer instead (its own close reason, echoed). Never fails: how
+    /// it went is the outcome ([`CloseOutcome::Failed`] after a protocol error or the end of
+    /// the client's stream, or when not even the Close could be queued by the bound). A
+    /// client cut at the bound is counted ([`CutKind::WebsocketClose`]), and the
+    /// connection's close is noted for the termination summary.
     pub async fn close(self) -> CloseOutcome {
         let GoingAway {
             shutdown,
@@ -358,11 +361,18 @@ impl GoingAway {
         let outcome = match select(pin!(goodbye), pin!(cut)).await {
             Either::Left((outcome, _)) => outcome,
             // Not even the Close could be queued by then (a client that does not read).
-            Either::Right(_) if !sent.get() => CloseOutcome::Failed,
-            Either::Right(_) => CloseOutcome::Cut,
+            Either::Right(_) if !sent.get() => {
+                shared.count_connection_cut(CutKind::WebsocketClose);
+                CloseOutcome::Failed
+            }
+            Either::Right(_) => {
+                shared.count_connection_cut(CutKind::WebsocketClose);
+                CloseOutcome::Cut
+            }
         };
         // The last session goes: the response ends and actix closes the connection.
-        drop((session, stream, shutdown));
+        drop((session, stream));
+        shutdown.note_closed(&TokioRuntime);
         outcome
     }
 }

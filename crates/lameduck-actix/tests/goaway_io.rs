@@ -4,7 +4,10 @@
 //! pieces and sometimes none, while a scripted client's frames are read in arbitrary pieces.
 //! Whatever the splits: the GOAWAY, its PING and the final GOAWAY are each inserted whole
 //! between two of the server's frames, every other byte is the server's, unchanged and in
-//! order, and the final GOAWAY names the highest stream the client opened.
+//! order, and the final GOAWAY names the highest stream the client opened. With a lifecycle
+//! (tokio's paused clock), a client that never acknowledges the PING gets the final GOAWAY a
+//! second after the first, still between two frames, and, once the server ended its streams,
+//! the connection is cut a second later and counted.
 
 use std::collections::VecDeque;
 use std::io;
@@ -12,6 +15,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
+use lameduck::connection::{CutKind, SILENT_PEER_TIMEOUT};
 use lameduck_actix::{GoawayBroadcast, GoawayIo};
 use lameduck_hyper::h2_frames::{GOAWAY_PING_PAYLOAD, MAX_STREAM_ID, PREFACE, TYPE_GOAWAY};
 use proptest::prelude::*;
@@ -378,5 +382,156 @@ proptest! {
     ) {
         let trigger = if broadcast { Trigger::Broadcast } else { Trigger::Request };
         run_case(seed, streams, late, trigger_after, trigger);
+    }
+}
+
+/// The whole frames at the start of `bytes` (an incomplete one at the end left out).
+fn whole_frames(bytes: &[u8]) -> Vec<Written> {
+    let mut end = 0;
+    while let Some(h) = bytes.get(end..end + 9) {
+        let len = usize::from(h[0]) << 16 | usize::from(h[1]) << 8 | usize::from(h[2]);
+        if bytes.len() < end + 9 + len {
+            break;
+        }
+        end += 9 + len;
+    }
+    parse_frames(&bytes[..end]).unwrap_or_default()
+}
+
+/// Reads all the client has sent (bounded).
+fn read_all(io: &mut GoawayIo<MemorySocket>, cx: &mut Context<'_>) -> Vec<u8> {
+    let mut read = Vec::new();
+    let mut buf = [0u8; 64];
+    for _ in 0..100_000 {
+        if io.get_ref().from_client.is_empty() {
+            break;
+        }
+        let mut buf = ReadBuf::new(&mut buf);
+        if let Poll::Ready(result) = Pin::new(&mut *io).poll_read(cx, &mut buf) {
+            result.expect("read");
+            read.extend_from_slice(buf.filled());
+        }
+    }
+    read
+}
+
+/// Writes the server's bytes up to `upto` in random pieces, then flushes what was inserted
+/// (bounded).
+fn write_up_to(
+    io: &mut GoawayIo<MemorySocket>,
+    cx: &mut Context<'_>,
+    (server_bytes, sent): (&[u8], &mut usize),
+    upto: usize,
+    rng: &mut Rng,
+) {
+    for _ in 0..1_000_000 {
+        if *sent >= upto {
+            break;
+        }
+        let end = (*sent + 1 + rng.below(20_000)).min(upto);
+        if let Poll::Ready(n) = Pin::new(&mut *io).poll_write(cx, &server_bytes[*sent..end]) {
+            *sent += n.expect("write");
+        }
+    }
+    for _ in 0..1_000 {
+        if let Poll::Ready(result) = Pin::new(&mut *io).poll_flush(cx) {
+            result.expect("flush");
+            break;
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_silent_client_gets_the_final_goaway_a_second_later_at_a_boundary_then_the_cut() {
+    for seed in 1..20u64 {
+        let mut rng = Rng((seed * 104_729) | 1);
+        let streams = 6;
+        let server_bytes = server_frames(&mut rng, streams);
+        let mut client = PREFACE.to_vec();
+        client.extend(frame(SETTINGS, 0, 0, &[]));
+        client.extend(client_frames(&mut rng, 0..streams));
+        let mut builder = lameduck_actix::builder(lameduck::Config::default());
+        builder.without_signals();
+        let lifecycle = builder.prepare();
+        let shared = Arc::clone(lifecycle.shared());
+        let broadcast = Arc::new(GoawayBroadcast::for_lifecycle(
+            Arc::clone(&shared),
+            lifecycle.clock(),
+        ));
+        let socket = MemorySocket {
+            rng: Rng(rng.next() | 1),
+            written: Vec::new(),
+            from_client: client.clone().into(),
+        };
+        let mut io = GoawayIo::new(socket, Arc::clone(&broadcast));
+        let mut cx = Context::from_waker(Waker::noop());
+        // Every stream is opened before the server answers any.
+        assert_eq!(read_all(&mut io, &mut cx), client, "seed {seed}");
+        let mut sent = 0;
+        let half = server_bytes.len() / 2;
+        write_up_to(&mut io, &mut cx, (&server_bytes, &mut sent), half, &mut rng);
+        broadcast.announce();
+        // Up to the first frame boundary after the stop: the GOAWAY goes in there.
+        let boundary = parse_frames(&server_bytes)
+            .expect("whole frames")
+            .iter()
+            .map(|f| f.start + 9 + f.payload.len())
+            .find(|end| *end > half)
+            .expect("a boundary at the end");
+        write_up_to(
+            &mut io,
+            &mut cx,
+            (&server_bytes, &mut sent),
+            boundary,
+            &mut rng,
+        );
+        let so_far = whole_frames(&io.get_ref().written);
+        let goaways: Vec<u32> = so_far
+            .iter()
+            .filter(|f| f.kind == TYPE_GOAWAY)
+            .map(goaway_last_stream_id)
+            .collect();
+        assert_eq!(goaways, [MAX_STREAM_ID], "seed {seed}");
+        // The client never acknowledges: a second later the final GOAWAY is due.
+        tokio::time::advance(SILENT_PEER_TIMEOUT).await;
+        let all = server_bytes.len();
+        write_up_to(&mut io, &mut cx, (&server_bytes, &mut sent), all, &mut rng);
+        let written = &io.get_ref().written;
+        let frames = parse_frames(written).expect("the output is whole frames");
+        let inserted: Vec<&Written> = frames.iter().filter(|f| is_inserted(f)).collect();
+        assert_eq!(inserted.len(), 3, "seed {seed}: {inserted:?}");
+        assert_eq!(goaway_last_stream_id(inserted[0]), MAX_STREAM_ID);
+        assert_eq!(inserted[1].kind, PING);
+        assert_eq!(goaway_last_stream_id(inserted[2]), 2 * streams - 1);
+        let mut rest = Vec::new();
+        for f in frames.iter().filter(|f| !is_inserted(f)) {
+            rest.extend_from_slice(&written[f.start..f.start + 9 + f.payload.len()]);
+        }
+        assert!(
+            rest == server_bytes,
+            "seed {seed}: the server's bytes were changed"
+        );
+        // Every stream ended: a second later the connection is cut, whatever the client does.
+        assert_eq!(io.open_streams(), 0, "seed {seed}");
+        let mut buf = [0u8; 8];
+        let mut read = ReadBuf::new(&mut buf);
+        assert!(Pin::new(&mut io).poll_read(&mut cx, &mut read).is_pending());
+        tokio::time::advance(SILENT_PEER_TIMEOUT).await;
+        let mut read = ReadBuf::new(&mut buf);
+        match Pin::new(&mut io).poll_read(&mut cx, &mut read) {
+            Poll::Ready(Err(e)) => assert_eq!(e.kind(), io::ErrorKind::ConnectionAborted),
+            other => panic!("seed {seed}: not cut: {other:?}"),
+        }
+        let write = Pin::new(&mut io).poll_write(&mut cx, b"more");
+        assert!(
+            matches!(write, Poll::Ready(Err(_))),
+            "seed {seed}: {write:?}"
+        );
+        let peers = shared.peer_counts();
+        assert_eq!(
+            peers.cut_since_start[CutKind::Http2Goaway.index()],
+            1,
+            "seed {seed}"
+        );
     }
 }

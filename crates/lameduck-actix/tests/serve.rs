@@ -1,12 +1,20 @@
 //! `lameduck_actix::serve` configures the actix server before it is bound (actix fixes its
 //! connection callback at bind time), so a server bound beforehand is refused with a typed
-//! error instead of being served with connections nobody counts.
+//! error instead of being served with connections nobody counts; on actix-web's own
+//! `HttpServer`, whose HTTP/2 connections get no GOAWAY, what is still open shortly after the
+//! drain is closed by stopping actix forcibly, and counted.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use actix_web::{App, HttpServer};
+use actix_web::{web, App, HttpServer};
+use lameduck::connection::CutKind;
 use lameduck::Config;
-use lameduck_actix::ActixServeError;
+use lameduck_actix::{ActixServeError, CLOSE_AFTER_DRAIN};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+mod h2_raw;
+use h2_raw::{answered, get_frame, read_until, H2_START};
 
 #[actix_web::test]
 async fn a_server_bound_before_serve_is_refused() {
@@ -52,4 +60,54 @@ fn actix_shutdown_timeout_is_above_every_bound() {
         .build()
         .unwrap();
     assert!(lameduck_actix::actix_shutdown_timeout(&unbounded) >= Duration::from_secs(86_400));
+}
+
+#[actix_web::test]
+async fn an_idle_http2_connection_of_actix_webs_own_server_is_closed_after_the_drain_and_counted() {
+    let mut builder = lameduck_actix::builder(Config::default());
+    builder.without_signals();
+    let mut server = builder.prepare();
+    let admission = lameduck_actix::AdmissionMiddleware::for_server(&server);
+    let http = HttpServer::new(move || {
+        App::new()
+            .wrap(admission.clone())
+            .route("/", web::get().to(|| async { "ok" }))
+    });
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    lameduck_actix::serve(&mut server, "api", http, |http| {
+        http.workers(1).listen_auto_h2c(listener)
+    })
+    .unwrap();
+    let handle = server.handle();
+    let run = actix_rt::spawn(async move { server.run().await.unwrap() });
+
+    let mut conn = TcpStream::connect(addr).await.unwrap();
+    conn.write_all(H2_START).await.unwrap();
+    conn.write_all(&get_frame(1, "/")).await.unwrap();
+    let mut bytes = Vec::new();
+    let wait = Duration::from_secs(10);
+    assert!(read_until(&mut conn, &mut bytes, wait, |f| answered(f, 1)).await);
+
+    // Idle, and never told GOAWAY: closed by the forced stop shortly after the drain.
+    let stop = Instant::now();
+    assert!(handle.request_shutdown());
+    let code = tokio::time::timeout(wait, run)
+        .await
+        .expect("the server exits")
+        .unwrap();
+    assert_eq!(code, 0);
+    let took = stop.elapsed();
+    assert!(
+        took >= CLOSE_AFTER_DRAIN && took <= Duration::from_millis(1500),
+        "exited {took:?} after the stop"
+    );
+    let peers = handle.shared().peer_counts();
+    assert_eq!(
+        peers.cut_in_termination(CutKind::RequestHead),
+        1,
+        "{peers:?}"
+    );
+    assert_eq!(peers.connections_cut(), 1, "{peers:?}");
+    drop(conn);
 }

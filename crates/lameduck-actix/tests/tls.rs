@@ -1,19 +1,21 @@
 //! `AutoH2cServer::listen_tls`: TLS terminated by lameduck, below the HTTP/2 frame watcher.
 //! HTTP/1.1 and HTTP/2 (chosen by ALPN) are served over TLS next to a plain-text listener; a
 //! plaintext request on the TLS port is answered 400 and the server carries on; a silent
-//! client is cut at the handshake timeout; an HTTP/2 connection over TLS gets the same
-//! GOAWAY (and PING) as h2c when the server stops accepting, and the server exits 0.
+//! client is cut at the handshake timeout, and a second after the stop when the server stops
+//! first (counted); an HTTP/2 connection over TLS gets the same GOAWAY (and PING) as h2c when
+//! the server stops accepting, and the server exits 0.
 
 use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use actix_web::{web, App, HttpRequest};
 use http_body_util::{BodyExt as _, Empty};
 use hyper::body::Bytes;
 use hyper::{Request, Version};
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use lameduck::connection::CutKind;
 use lameduck::Config;
 use lameduck_actix::{AutoH2cServer, Handle, ServerTls};
 use lameduck_tls::rustls;
@@ -348,7 +350,8 @@ async fn a_termination_waits_for_a_handshake_in_progress() {
     let tcp = TcpStream::connect(running.tls_addr).await.unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(running.handle.request_shutdown());
-    // Longer than the linger after the drain: the connection is still waited for.
+    // Longer than actix's wait after the drain: the handshake, which has a second from the
+    // stop, is still waited for.
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert!(
         !running.run.is_finished(),
@@ -375,5 +378,52 @@ async fn a_termination_waits_for_a_handshake_in_progress() {
         .expect("the server exits")
         .unwrap();
     assert_eq!(code, 0);
+    assert_eq!(tls.handshake_failures(), 0);
+}
+
+#[actix_web::test]
+async fn a_handshake_unfinished_at_the_stop_is_cut_a_second_later_and_counted() {
+    let certs = Certs::new("unfinished");
+    // The handshake timeout is far: the stop, not the timeout, ends the handshake.
+    let tls = certs.server_tls(Duration::from_secs(10));
+    let running = start(&tls);
+    let shared = running.handle.shared().clone();
+
+    // The start of a ClientHello record, and nothing more.
+    let mut tcp = TcpStream::connect(running.tls_addr).await.unwrap();
+    tcp.write_all(&[0x16, 0x03, 0x01, 0x00, 0x80])
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let stop = Instant::now();
+    assert!(running.handle.request_shutdown());
+    let mut buf = [0u8; 16];
+    let read = tokio::time::timeout(Duration::from_secs(5), tcp.read(&mut buf))
+        .await
+        .expect("closed a second after the stop");
+    assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+    let cut = stop.elapsed();
+    assert!(
+        cut >= Duration::from_millis(800) && cut <= Duration::from_millis(2000),
+        "cut {cut:?} after the stop"
+    );
+    let code = tokio::time::timeout(Duration::from_secs(5), running.run)
+        .await
+        .expect("the server exits")
+        .unwrap();
+    assert_eq!(code, 0);
+    let took = stop.elapsed();
+    assert!(
+        took <= Duration::from_millis(2500),
+        "exited {took:?} after the stop"
+    );
+    let peers = shared.peer_counts();
+    assert_eq!(
+        peers.cut_in_termination(CutKind::TlsHandshake),
+        1,
+        "{peers:?}"
+    );
+    assert_eq!(peers.connections_cut(), 1, "{peers:?}");
+    // Cut at the stop's bound, not failed: no handshake failure is reported.
     assert_eq!(tls.handshake_failures(), 0);
 }
