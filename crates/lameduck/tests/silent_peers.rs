@@ -205,7 +205,10 @@ fn an_aged_connection_is_closed_a_second_after_its_age_when_idle_and_at_the_grac
     let shared = sim.shared();
     let aged = Instant::from_secs(61);
     let idle = ConnectionWork::Idle { since: aged };
-    assert_eq!(shared.aged_connection_bound(aged, idle), Some(aged + secs(1)));
+    assert_eq!(
+        shared.aged_connection_bound(aged, idle),
+        Some(aged + secs(1))
+    );
     assert_eq!(
         shared.aged_connection_bound(aged, busy(true, true, None)),
         Some(aged + secs(5))
