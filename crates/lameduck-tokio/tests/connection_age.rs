@@ -3,23 +3,21 @@
 //! HTTP/1 connection is closed, a busy one answers with `Connection: close`, an HTTP/2 one
 //! gets the two-step GOAWAY; after the grace, work still in flight is cut and counted.
 
-use std::convert::Infallible;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{Request, Response};
-use http_body_util::Full;
 use lameduck::connection::CutKind;
 use lameduck::Config;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 use tokio::time::Instant;
 
 mod support;
+use support::Run;
 
-use support::h2::{answered_ok, frames, get_frame, read_frames_until, GOAWAY, H2_START, PING};
-use support::{read_response, Connections};
-
-const GET: &[u8] = b"GET / HTTP/1.1\r\nhost: x\r\n\r\n";
+use lameduck_test_support::h2::{
+    answered_ok, frames, get_frame, ping_ack, read_frames_until, GOAWAY, H2_START, PING,
+};
+use lameduck_test_support::http1::{read_response, GET};
 
 /// A server (no signal handlers) serving one in-memory connection with a handler that
 /// answers `ok` after `delay`, connections aging at `age` with `grace`.
@@ -27,29 +25,16 @@ fn serve(
     age: Duration,
     grace: Duration,
     delay: Duration,
-) -> (
-    DuplexStream,
-    lameduck_hyper::Handle,
-    tokio::task::JoinHandle<Result<u8, lameduck_hyper::ServeError>>,
-) {
-    let (client, server) = tokio::io::duplex(8192);
+) -> (DuplexStream, lameduck_hyper::Handle, Run) {
     let config = Config::builder()
         .max_connection_age(age)
         .max_connection_age_grace(grace)
         .build()
         .unwrap();
-    let mut b = lameduck_tokio::builder(config);
-    b.without_signals();
-    let mut server_ = b.prepare();
-    let service = tower::service_fn(move |_req: Request<hyper::body::Incoming>| async move {
-        tokio::time::sleep(delay).await;
-        Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"ok"))))
-    });
-    server_
-        .serve("api", Connections(vec![server]), service)
-        .unwrap();
-    let handle = server_.handle();
-    (client, handle, tokio::spawn(server_.run()))
+    let service = support::slow(delay, Bytes::from_static(b"ok"));
+    let (mut clients, handle, run) =
+        support::serve_in_memory(1, 8192, support::prepare(config), service);
+    (clients.remove(0), handle, run)
 }
 
 /// Waits until the server closes `client`; how long after `from` that was.
@@ -115,10 +100,10 @@ async fn an_http2_connection_gets_goaway_at_its_age_and_a_stream_past_the_grace_
     client.write_all(H2_START).await.unwrap();
     tokio::time::sleep(Duration::from_secs(8)).await;
     // A stream that would take a minute.
-    client.write_all(&get_frame(1)).await.unwrap();
+    client.write_all(&get_frame(1, "/")).await.unwrap();
     let mut bytes = Vec::new();
     read_frames_until(&mut client, &mut bytes, |f| {
-        f.iter().any(|(t, ..)| *t == GOAWAY)
+        f.iter().any(|f| f.kind == GOAWAY)
     })
     .await;
     let goaway_after = opened.elapsed();
@@ -129,12 +114,10 @@ async fn an_http2_connection_gets_goaway_at_its_age_and_a_stream_past_the_grace_
     // The client answers the PING: the final GOAWAY names stream 1.
     let ping = frames(&bytes)
         .into_iter()
-        .find(|(t, ..)| *t == PING)
-        .map(|(_, _, p)| p)
+        .find(|f| f.kind == PING)
+        .map(|f| f.payload)
         .expect("a PING with the GOAWAY");
-    let mut ack = vec![0, 0, 8, PING, 0x1, 0, 0, 0, 0];
-    ack.extend_from_slice(&ping);
-    client.write_all(&ack).await.unwrap();
+    client.write_all(&ping_ack(&ping)).await.unwrap();
     // The stream outlasts the grace: the connection is cut then.
     let cut_after = closed_after(&mut client, opened).await;
     assert!(

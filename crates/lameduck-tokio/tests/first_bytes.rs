@@ -8,46 +8,25 @@ use lameduck::Config;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 
 mod support;
-use support::OneConnection;
+use support::Run;
+
+use lameduck_test_support::conn::read_to_close;
 
 /// A server (no signal handlers) serving one in-memory connection with a handler that answers
 /// `ok`: the client's end, the handle and the running server.
-fn serve_one() -> (
-    DuplexStream,
-    lameduck_hyper::Handle,
-    tokio::task::JoinHandle<Result<u8, lameduck_hyper::ServeError>>,
-) {
-    let (client, server_io) = tokio::io::duplex(4096);
-    let mut b = lameduck_tokio::builder(Config::default());
-    b.without_signals();
-    let mut server = b.prepare();
-    server
-        .serve(
-            "api",
-            OneConnection(Some(server_io)),
-            support::service("ok"),
-        )
-        .unwrap();
-    let handle = server.handle();
-    (client, handle, tokio::spawn(server.run()))
+fn serve_one() -> (DuplexStream, lameduck_hyper::Handle, Run) {
+    let server = support::prepare(Config::default());
+    let (mut clients, handle, run) =
+        support::serve_in_memory(1, 4096, server, support::service("ok"));
+    (clients.remove(0), handle, run)
 }
 
 /// Reads until the server closes the connection (bounded: 120 virtual seconds); how long it
 /// took, or `None` if it stayed open.
 async fn closed_after(client: &mut DuplexStream) -> Option<Duration> {
-    let started = tokio::time::Instant::now();
-    let mut buf = vec![0u8; 1024];
-    tokio::time::timeout(Duration::from_secs(120), async {
-        loop {
-            match client.read(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(_) => {}
-            }
-        }
-    })
-    .await
-    .ok()
-    .map(|()| started.elapsed())
+    read_to_close(client, Duration::from_secs(120))
+        .await
+        .map(|closed| closed.after)
 }
 
 #[tokio::test(start_paused = true)]

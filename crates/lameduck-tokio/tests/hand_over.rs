@@ -37,11 +37,7 @@ async fn the_successor_serves_at_once_and_is_ready_after_its_post_start_hook() {
         .unwrap();
 
     // The running server, which will hand over.
-    let mut old = {
-        let mut b = lameduck_tokio::builder(config.clone());
-        b.without_signals();
-        b.prepare()
-    };
+    let mut old = support::prepare(config.clone());
     let listener = lameduck_tokio::bind(([127, 0, 0, 1], 0).into())
         .await
         .unwrap();
@@ -71,8 +67,7 @@ async fn the_successor_serves_at_once_and_is_ready_after_its_post_start_hook() {
 
     let (release, released) = tokio::sync::oneshot::channel::<()>();
     let mut new = {
-        let mut b = lameduck_tokio::builder(config);
-        b.without_signals();
+        let mut b = support::builder(config);
         b.post_start_hook("warm-up", move || async move {
             let _ = released.await;
             Ok::<_, Infallible>(())

@@ -16,11 +16,16 @@ use lameduck_hyper::{Alpn, Handshake};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 
 mod support;
+use support::{Connections, Run};
 
-use support::Connections;
+use lameduck_test_support::conn::read_to_close;
+use lameduck_test_support::h2::{frames, GOAWAY, H2_START};
 
 /// The bound of the stand-in handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long a test waits for the server to close a connection (virtual time).
+const WITHIN: Duration = Duration::from_secs(120);
 
 /// The stand-in for TLS: the client's first byte is its "ClientHello" and names the protocol
 /// (`1`: HTTP/1.1, `2`: HTTP/2); anything else fails the handshake.
@@ -67,12 +72,10 @@ fn serve(
     Vec<DuplexStream>,
     ByteHandshake,
     lameduck_hyper::Handle,
-    tokio::task::JoinHandle<Result<u8, lameduck_hyper::ServeError>>,
+    Run,
 ) {
     let (clients, servers): (Vec<_>, Vec<_>) = (0..n).map(|_| tokio::io::duplex(4096)).unzip();
-    let mut b = lameduck_tokio::builder(Config::default());
-    b.without_signals();
-    let mut server = b.prepare();
+    let mut server = support::prepare(Config::default());
     let handshake = ByteHandshake::default();
     server
         .serve_tls(
@@ -86,40 +89,10 @@ fn serve(
     (clients, handshake, handle, tokio::spawn(server.run()))
 }
 
-/// Reads until the server closes the connection (bounded: 120 virtual seconds): everything
-/// read, and how long it took; `None` if it stayed open.
-async fn read_to_close(client: &mut DuplexStream) -> Option<(Vec<u8>, Duration)> {
-    let started = tokio::time::Instant::now();
-    let mut all = Vec::new();
-    let mut buf = vec![0u8; 1024];
-    tokio::time::timeout(Duration::from_secs(120), async {
-        loop {
-            match client.read(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => all.extend_from_slice(&buf[..n]),
-            }
-        }
-    })
-    .await
-    .ok()
-    .map(|()| (all, started.elapsed()))
-}
-
 /// The HTTP/2 frame types in `bytes`, in order.
-fn frame_types(mut bytes: &[u8]) -> Vec<u8> {
-    let mut types = Vec::new();
-    while bytes.len() >= 9 {
-        let len = usize::from(bytes[0]) << 16 | usize::from(bytes[1]) << 8 | usize::from(bytes[2]);
-        types.push(bytes[3]);
-        bytes = &bytes[(9 + len).min(bytes.len())..];
-    }
-    types
+fn frame_types(bytes: &[u8]) -> Vec<u8> {
+    frames(bytes).iter().map(|f| f.kind).collect()
 }
-
-const GOAWAY: u8 = 0x7;
-
-/// The client preface and an empty SETTINGS frame.
-const H2_START: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00";
 
 #[tokio::test(start_paused = true)]
 async fn a_silent_handshake_delays_no_other_connection() {
@@ -147,9 +120,10 @@ async fn a_silent_handshake_delays_no_other_connection() {
 #[tokio::test(start_paused = true)]
 async fn a_handshake_is_cut_at_its_timeout_and_reported() {
     let (mut clients, handshake, handle, run) = serve(1);
-    let (_, waited) = read_to_close(&mut clients[0])
+    let waited = read_to_close(&mut clients[0], WITHIN)
         .await
-        .expect("the silent connection stayed open");
+        .expect("the silent connection stayed open")
+        .after;
     assert!(
         waited >= HANDSHAKE_TIMEOUT && waited <= HANDSHAKE_TIMEOUT + Duration::from_secs(1),
         "closed {waited:?} after accept"
@@ -163,7 +137,10 @@ async fn a_handshake_is_cut_at_its_timeout_and_reported() {
 async fn a_failed_handshake_is_reported_and_closed() {
     let (mut clients, handshake, handle, run) = serve(1);
     clients[0].write_all(b"x").await.unwrap();
-    let (bytes, _) = read_to_close(&mut clients[0]).await.expect("closed");
+    let bytes = read_to_close(&mut clients[0], WITHIN)
+        .await
+        .expect("closed")
+        .bytes;
     assert!(bytes.is_empty());
     assert_eq!(handshake.failed.load(Ordering::Relaxed), 1);
     handle.request_shutdown();
@@ -209,7 +186,10 @@ async fn a_handshake_running_at_shutdown_that_never_completes_is_cut_a_second_la
     tokio::time::sleep(Duration::from_millis(10)).await;
     let shared = handle.shared().clone();
     handle.request_shutdown();
-    let (_, waited) = read_to_close(&mut clients[0]).await.expect("closed");
+    let waited = read_to_close(&mut clients[0], WITHIN)
+        .await
+        .expect("closed")
+        .after;
     // Not the handshake timeout (5 s): the stop's bound.
     let bound = lameduck::connection::SILENT_PEER_TIMEOUT;
     assert!(
@@ -236,7 +216,10 @@ async fn an_http1_request_sent_with_the_handshake_at_shutdown_is_answered_then_c
         .write_all(b"1GET / HTTP/1.1\r\nhost: x\r\n\r\n")
         .await
         .unwrap();
-    let (bytes, _) = read_to_close(&mut clients[0]).await.expect("closed");
+    let bytes = read_to_close(&mut clients[0], WITHIN)
+        .await
+        .expect("closed")
+        .bytes;
     // Answered (503 once the gate has closed), then closed; not cut before the answer.
     let reply = String::from_utf8_lossy(&bytes).to_lowercase();
     assert!(reply.starts_with("http/1.1 503"), "{reply}");

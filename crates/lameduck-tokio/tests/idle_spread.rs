@@ -23,10 +23,11 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 mod support;
+use support::Run;
 
-use support::{read_response, Connections};
-
-const GET: &[u8] = b"GET / HTTP/1.1\r\nhost: x\r\n\r\n";
+use lameduck_test_support::conn::read_to_close;
+use lameduck_test_support::http1::{read_response, GET};
+use lameduck_test_support::spread::buckets;
 
 /// A configuration with shutdown delay 0 and the idle-close spread `spread`.
 fn config(spread: Duration) -> Config {
@@ -39,30 +40,7 @@ fn config(spread: Duration) -> Config {
 /// Waits for the server to close `client` (end of stream, or a reset), bounded by `within`;
 /// when it did.
 async fn closed_at(client: &mut (impl AsyncReadExt + Unpin), within: Duration) -> Option<Instant> {
-    let mut buf = [0u8; 256];
-    tokio::time::timeout(within, async {
-        loop {
-            match client.read(&mut buf).await {
-                Ok(0) | Err(_) => return Instant::now(),
-                Ok(_) => {}
-            }
-        }
-    })
-    .await
-    .ok()
-}
-
-/// The number of closes in each 100 ms bucket from `start`.
-fn buckets(start: Instant, closes: &[Instant]) -> Vec<usize> {
-    let mut buckets = Vec::new();
-    for at in closes {
-        let bucket = usize::try_from(at.duration_since(start).as_millis() / 100).unwrap();
-        if buckets.len() <= bucket {
-            buckets.resize(bucket + 1, 0);
-        }
-        buckets[bucket] += 1;
-    }
-    buckets
+    read_to_close(client, within).await.map(|closed| closed.at)
 }
 
 /// Serves on 127.0.0.1 with `spread`, opens `n` keep-alive connections that each carry one
@@ -70,9 +48,7 @@ fn buckets(start: Instant, closes: &[Instant]) -> Vec<usize> {
 /// `NotAcceptingNewRequest` signal: the listener stops then) and when each connection was
 /// closed by the server.
 async fn idle_closes_over_tcp(n: usize, spread: Duration) -> (Instant, Vec<Instant>) {
-    let mut b = lameduck_tokio::builder(config(spread));
-    b.without_signals();
-    let mut server = b.prepare();
+    let mut server = support::prepare(config(spread));
     let listener = lameduck_tokio::bind(([127, 0, 0, 1], 0).into())
         .await
         .unwrap();
@@ -156,18 +132,8 @@ fn serve_in_memory(
     n: usize,
     spread: Duration,
     service: impl lameduck_hyper::HttpService,
-) -> (
-    Vec<DuplexStream>,
-    lameduck_hyper::Handle,
-    tokio::task::JoinHandle<Result<u8, lameduck_hyper::ServeError>>,
-) {
-    let (clients, servers): (Vec<_>, Vec<_>) = (0..n).map(|_| tokio::io::duplex(8192)).unzip();
-    let mut b = lameduck_tokio::builder(config(spread));
-    b.without_signals();
-    let mut server = b.prepare();
-    server.serve("api", Connections(servers), service).unwrap();
-    let handle = server.handle();
-    (clients, handle, tokio::spawn(server.run()))
+) -> (Vec<DuplexStream>, lameduck_hyper::Handle, Run) {
+    support::serve_in_memory(n, 8192, support::prepare(config(spread)), service)
 }
 
 #[tokio::test(start_paused = true)]

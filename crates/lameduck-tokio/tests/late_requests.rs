@@ -16,21 +16,17 @@ use lameduck::Config;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 
 mod support;
+use support::Run;
 
-use support::h2::{answered_ok, frames, get_frame, read_frames_until, status_byte};
-use support::h2::{GOAWAY, H2_START, PING, WINDOW_UPDATE};
-use support::{read_response, Connections};
+use lameduck_test_support::h2::{
+    answered_ok, frame, frames, get_frame, ping_ack, read_frames_until, status_byte, GOAWAY,
+    H2_START, PING, WINDOW_UPDATE,
+};
+use lameduck_test_support::http1::{read_response, GET};
 
 /// A server (no signal handlers, shutdown delay 0) serving `n` in-memory connections, its
 /// sockets outliving it or not: the clients' ends, the handle and the running server.
-fn serve(
-    n: usize,
-    outlive: bool,
-) -> (
-    Vec<DuplexStream>,
-    lameduck_hyper::Handle,
-    tokio::task::JoinHandle<Result<u8, lameduck_hyper::ServeError>>,
-) {
+fn serve(n: usize, outlive: bool) -> (Vec<DuplexStream>, lameduck_hyper::Handle, Run) {
     serve_with(n, outlive, support::service("ok"))
 }
 
@@ -39,21 +35,12 @@ fn serve_with(
     n: usize,
     outlive: bool,
     service: impl lameduck_hyper::HttpService,
-) -> (
-    Vec<DuplexStream>,
-    lameduck_hyper::Handle,
-    tokio::task::JoinHandle<Result<u8, lameduck_hyper::ServeError>>,
-) {
-    let (clients, servers): (Vec<_>, Vec<_>) = (0..n).map(|_| tokio::io::duplex(8192)).unzip();
-    let mut b = lameduck_tokio::builder(Config::default());
-    b.without_signals();
-    let mut server = b.prepare();
-    server.serve("api", Connections(servers), service).unwrap();
+) -> (Vec<DuplexStream>, lameduck_hyper::Handle, Run) {
+    let mut server = support::prepare(Config::default());
     if outlive {
         server.sockets_outlive_process();
     }
-    let handle = server.handle();
-    (clients, handle, tokio::spawn(server.run()))
+    support::serve_in_memory(n, 8192, server, service)
 }
 
 /// `reply` is a 200 `ok` that closes its connection, and the server then closes it.
@@ -66,8 +53,6 @@ async fn assert_served_then_closed(client: &mut DuplexStream, reply: &str) {
     );
     assert!(closed_within(client, Duration::from_secs(1)).await);
 }
-
-const GET: &[u8] = b"GET / HTTP/1.1\r\nhost: x\r\n\r\n";
 
 /// Whether the server closes `client` within `within` (virtual time).
 async fn closed_within(client: &mut DuplexStream, within: Duration) -> bool {
@@ -104,12 +89,7 @@ async fn sockets_outlive_a_request_on_a_kept_alive_connection_after_the_stop_is_
 #[tokio::test(start_paused = true)]
 async fn sockets_outlive_a_connection_busy_at_the_stop_serves_the_next_request_instead_of_closing_under_it(
 ) {
-    let slow = tower::service_fn(|_req: http::Request<hyper::body::Incoming>| async {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        Ok::<_, std::convert::Infallible>(http::Response::new(http_body_util::Full::new(
-            bytes::Bytes::from_static(b"ok"),
-        )))
-    });
+    let slow = support::slow(Duration::from_millis(100), bytes::Bytes::from_static(b"ok"));
     let (mut clients, handle, run) = serve_with(1, true, slow);
     let client = &mut clients[0];
 
@@ -176,15 +156,15 @@ async fn http2_a_stream_that_races_the_goaway_is_served() {
     let (mut clients, handle, run) = serve(1, false);
     let client = &mut clients[0];
     client.write_all(H2_START).await.unwrap();
-    client.write_all(&get_frame(1)).await.unwrap();
+    client.write_all(&get_frame(1, "/")).await.unwrap();
     let mut bytes = Vec::new();
     read_frames_until(client, &mut bytes, |f| answered_ok(f, 1)).await;
 
     // Shutdown delay 0: the server stops accepting and says GOAWAY (with the highest stream
     // id, and a PING). The client sends a stream before it has read the GOAWAY.
     handle.request_shutdown();
-    read_frames_until(client, &mut bytes, |f| f.iter().any(|(t, ..)| *t == GOAWAY)).await;
-    client.write_all(&get_frame(3)).await.unwrap();
+    read_frames_until(client, &mut bytes, |f| f.iter().any(|f| f.kind == GOAWAY)).await;
+    client.write_all(&get_frame(3, "/")).await.unwrap();
     read_frames_until(client, &mut bytes, |f| answered_ok(f, 3)).await;
     assert_eq!(
         status_byte(&bytes, 3),
@@ -207,14 +187,14 @@ async fn http2_a_new_connection_at_the_stop_gets_its_first_stream_served_then_go
     // does not close it under the client's first stream, which comes a moment later.
     handle.request_shutdown();
     tokio::time::sleep(Duration::from_millis(100)).await;
-    client.write_all(&get_frame(1)).await.unwrap();
+    client.write_all(&get_frame(1, "/")).await.unwrap();
     read_frames_until(client, &mut bytes, |f| answered_ok(f, 1)).await;
     assert_eq!(
         status_byte(&bytes, 1),
         Some(0x88),
         "stream 1 was not answered 200"
     );
-    read_frames_until(client, &mut bytes, |f| f.iter().any(|(t, ..)| *t == GOAWAY)).await;
+    read_frames_until(client, &mut bytes, |f| f.iter().any(|f| f.kind == GOAWAY)).await;
     drop(clients);
     assert_eq!(run.await.unwrap().unwrap(), 0);
 }
@@ -225,43 +205,36 @@ async fn http2_a_new_connection_at_the_stop_gets_its_first_stream_served_then_go
 /// flight (below the last-stream-id) completes.
 #[tokio::test(start_paused = true)]
 async fn http2_a_window_update_for_a_stream_after_the_final_goaway_does_not_end_the_connection() {
-    let slow = tower::service_fn(|_req: http::Request<hyper::body::Incoming>| async {
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        Ok::<_, std::convert::Infallible>(http::Response::new(http_body_util::Full::new(
-            bytes::Bytes::from_static(b"ok"),
-        )))
-    });
+    let slow = support::slow(Duration::from_secs(1), bytes::Bytes::from_static(b"ok"));
     let (mut clients, handle, run) = serve_with(1, false, slow);
     let client = &mut clients[0];
     client.write_all(H2_START).await.unwrap();
-    client.write_all(&get_frame(1)).await.unwrap();
+    client.write_all(&get_frame(1, "/")).await.unwrap();
     let mut bytes = Vec::new();
     tokio::time::sleep(Duration::from_millis(10)).await;
     handle.request_shutdown();
-    read_frames_until(client, &mut bytes, |f| f.iter().any(|(t, ..)| *t == PING)).await;
+    read_frames_until(client, &mut bytes, |f| f.iter().any(|f| f.kind == PING)).await;
     let ping = frames(&bytes)
         .into_iter()
-        .find(|(t, ..)| *t == PING)
-        .map(|(_, _, p)| p)
+        .find(|f| f.kind == PING)
+        .map(|f| f.payload)
         .unwrap();
-    let mut ack = vec![0, 0, 8, PING, 0x1, 0, 0, 0, 0];
-    ack.extend_from_slice(&ping);
-    client.write_all(&ack).await.unwrap();
+    client.write_all(&ping_ack(&ping)).await.unwrap();
     read_frames_until(client, &mut bytes, |f| {
-        f.iter().filter(|(t, ..)| *t == GOAWAY).count() >= 2
+        f.iter().filter(|f| f.kind == GOAWAY).count() >= 2
     })
     .await;
     // Stream 3, above the final GOAWAY's last-stream-id (1), and a WINDOW_UPDATE for it.
-    client.write_all(&get_frame(3)).await.unwrap();
+    client.write_all(&get_frame(3, "/")).await.unwrap();
     client
-        .write_all(&[0, 0, 4, WINDOW_UPDATE, 0, 0, 0, 0, 3, 0, 0, 0x10, 0])
+        .write_all(&frame(WINDOW_UPDATE, 0, 3, &[0, 0, 0x10, 0]))
         .await
         .unwrap();
     read_frames_until(client, &mut bytes, |f| answered_ok(f, 1)).await;
     let errors: Vec<Vec<u8>> = frames(&bytes)
         .into_iter()
-        .filter(|(t, ..)| *t == GOAWAY)
-        .map(|(_, _, p)| p[4..8].to_vec())
+        .filter(|f| f.kind == GOAWAY)
+        .map(|f| f.payload[4..8].to_vec())
         .collect();
     assert!(
         errors.iter().all(|code| code == &[0, 0, 0, 0]),

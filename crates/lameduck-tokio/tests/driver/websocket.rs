@@ -10,7 +10,18 @@ use futures_channel::mpsc::{unbounded, UnboundedReceiver, UnboundedSender};
 use futures_util::{Sink, SinkExt, Stream, StreamExt};
 use lameduck_tokio::websocket::{going_away, CloseOutcome, MessageKind, WebSocketShutdown};
 
-use super::*;
+use std::convert::Infallible;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body_util::{BodyExt, Empty};
+use lameduck_tokio::{AdmissionLayer, TokioRuntime};
+use tokio::task::JoinHandle;
+use tower::{service_fn, Layer, ServiceExt};
+
+use crate::support::builder;
+use crate::{config, serve_idle_api, PreparedServer, RunningServer};
 
 /// A WebSocket message, as far as the goodbye cares.
 #[derive(Clone, Debug, PartialEq)]
@@ -141,7 +152,7 @@ async fn client(mut end: ClientEnd, answers: bool) -> (tokio::time::Instant, Mes
 
 #[tokio::test(start_paused = true)]
 async fn websockets_close_1001_at_their_turn_and_a_silent_client_is_cut_before_the_grace_ends() {
-    let builder = builder_without_signals(config(|c| {
+    let builder = builder(config(|c| {
         c.shutdown_delay(Duration::from_millis(300))
             .shutdown_watch_termination_grace_period(Duration::from_secs(10))
     }));
@@ -193,7 +204,7 @@ async fn websockets_close_1001_at_their_turn_and_a_silent_client_is_cut_before_t
 #[tokio::test(start_paused = true)]
 async fn a_client_that_breaks_the_protocol_gets_its_error_close_and_one_that_closes_first_its_answer(
 ) {
-    let builder = builder_without_signals(config(|c| {
+    let builder = builder(config(|c| {
         c.shutdown_delay(Duration::from_millis(300))
             .shutdown_watch_termination_grace_period(Duration::from_secs(10))
     }));

@@ -1,10 +1,9 @@
-//! What the driver's tests share: a handler that answers with a fixed body, listeners that
-//! hand out in-memory connections, and a reader of one HTTP/1 response.
+//! What the driver's tests share: a handler that answers with a fixed body, servers without
+//! OS signal handlers, and listeners that hand out in-memory connections. The raw HTTP/1 and
+//! HTTP/2 clients are `lameduck_test_support`'s.
 
 // Each test file uses the part it needs.
 #![allow(dead_code)]
-
-pub mod h2;
 
 use std::convert::Infallible;
 use std::io;
@@ -15,8 +14,11 @@ use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::Full;
 use hyper_util::rt::TokioIo;
-use lameduck_hyper::Listener;
-use tokio::io::{AsyncRead, AsyncReadExt, DuplexStream};
+use lameduck::Config;
+use lameduck_hyper::{Handle, HttpService, Listener, ServeError};
+use lameduck_tokio::{Builder, Server, TokioRuntime};
+use tokio::io::DuplexStream;
+use tokio::task::JoinHandle;
 use tower::service_fn;
 
 /// A handler that answers every request with `body`.
@@ -35,6 +37,57 @@ pub fn service(
             body.as_bytes(),
         ))))
     })
+}
+
+/// A handler answering `body` after `delay`.
+pub fn slow(
+    delay: Duration,
+    body: Bytes,
+) -> impl tower::Service<
+    Request<hyper::body::Incoming>,
+    Response = Response<Full<Bytes>>,
+    Error = Infallible,
+    Future = impl Send,
+> + Clone
+       + Send
+       + 'static {
+    service_fn(move |_req: Request<hyper::body::Incoming>| {
+        let body = body.clone();
+        async move {
+            tokio::time::sleep(delay).await;
+            Ok::<_, Infallible>(Response::new(Full::new(body)))
+        }
+    })
+}
+
+/// Starts configuring a server for `config` that installs no OS signal handlers: the tests
+/// deliver their signals through its [`Handle`].
+pub fn builder(config: Config) -> Builder<TokioRuntime> {
+    let mut builder = lameduck_tokio::builder(config);
+    builder.without_signals();
+    builder
+}
+
+/// A prepared server for `config` that installs no OS signal handlers.
+pub fn prepare(config: Config) -> Server<TokioRuntime> {
+    builder(config).prepare()
+}
+
+/// A server's `run`, spawned.
+pub type Run = JoinHandle<Result<u8, ServeError>>;
+
+/// Serves `service` as "api" on `n` in-memory connections of `capacity` bytes each way, and
+/// spawns `server`'s run: the clients' ends, the handle and the running server.
+pub fn serve_in_memory(
+    n: usize,
+    capacity: usize,
+    mut server: Server<TokioRuntime>,
+    service: impl HttpService,
+) -> (Vec<DuplexStream>, Handle, Run) {
+    let (clients, servers): (Vec<_>, Vec<_>) = (0..n).map(|_| tokio::io::duplex(capacity)).unzip();
+    server.serve("api", Connections(servers), service).unwrap();
+    let handle = server.handle();
+    (clients, handle, tokio::spawn(server.run()))
 }
 
 /// A listener that hands out one in-memory connection, then waits forever.
@@ -71,36 +124,4 @@ impl Listener for Connections {
     fn local_addr(&self) -> io::Result<SocketAddr> {
         Ok(([127, 0, 0, 1], 1).into())
     }
-}
-
-/// Reads one HTTP/1 response (head and a body of `content-length`), bounded by 5 seconds
-/// (of tokio's clock, virtual when paused); the text, or what was read when the connection closed first.
-pub async fn read_response(client: &mut (impl AsyncRead + Unpin)) -> String {
-    let mut all = Vec::new();
-    let mut buf = [0u8; 1024];
-    let _ = tokio::time::timeout(Duration::from_secs(5), async {
-        loop {
-            let text = String::from_utf8_lossy(&all).to_string();
-            if let Some((head, body)) = text.split_once("\r\n\r\n") {
-                let len = head
-                    .lines()
-                    .find_map(|l| {
-                        l.to_ascii_lowercase()
-                            .strip_prefix("content-length: ")
-                            .map(str::to_string)
-                    })
-                    .and_then(|v| v.trim().parse::<usize>().ok())
-                    .unwrap_or(0);
-                if body.len() >= len {
-                    return;
-                }
-            }
-            match client.read(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => all.extend_from_slice(&buf[..n]),
-            }
-        }
-    })
-    .await;
-    String::from_utf8_lossy(&all).to_string()
 }
