@@ -21,38 +21,12 @@ use lameduck_hyper::h2_frames::{GOAWAY_PING_PAYLOAD, MAX_STREAM_ID, PREFACE, TYP
 use proptest::prelude::*;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-const DATA: u8 = 0x0;
-const HEADERS: u8 = 0x1;
-const RST_STREAM: u8 = 0x3;
-const SETTINGS: u8 = 0x4;
-const PING: u8 = 0x6;
-const WINDOW_UPDATE: u8 = 0x8;
-const ACK: u8 = 0x1;
-
-/// A small deterministic generator (xorshift), so that every case is reproducible from its
-/// seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
-
-fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
-    let len = payload.len();
-    let mut f = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags];
-    f.extend_from_slice(&stream.to_be_bytes());
-    f.extend_from_slice(payload);
-    f
-}
+// Every case is reproducible from its seed.
+use lameduck_test_support::h2::{
+    exact_frames, frame, frames, Frame, ACK, DATA, HEADERS, PING, RST_STREAM, SETTINGS,
+    WINDOW_UPDATE,
+};
+use lameduck_test_support::rng::Rng;
 
 /// The server's output: SETTINGS first, then responses on `streams` interleaved with large
 /// DATA frames, WINDOW_UPDATEs, PING ACKs, SETTINGS ACKs and RST_STREAMs.
@@ -148,38 +122,11 @@ impl AsyncRead for MemorySocket {
     }
 }
 
-/// A frame of the written stream, and where it starts.
-#[derive(Debug)]
-struct Written {
-    start: usize,
-    kind: u8,
-    flags: u8,
-    payload: Vec<u8>,
-}
-
-/// Splits `bytes` into whole frames; `None` if it does not end at a frame boundary.
-fn parse_frames(bytes: &[u8]) -> Option<Vec<Written>> {
-    let (mut frames, mut at) = (Vec::new(), 0);
-    while at < bytes.len() {
-        let h = bytes.get(at..at + 9)?;
-        let len = usize::from(h[0]) << 16 | usize::from(h[1]) << 8 | usize::from(h[2]);
-        let payload = bytes.get(at + 9..at + 9 + len)?.to_vec();
-        frames.push(Written {
-            start: at,
-            kind: h[3],
-            flags: h[4],
-            payload,
-        });
-        at += 9 + len;
-    }
-    Some(frames)
-}
-
-fn is_inserted(f: &Written) -> bool {
+fn is_inserted(f: &Frame) -> bool {
     f.kind == TYPE_GOAWAY || (f.kind == PING && f.flags == 0 && f.payload == GOAWAY_PING_PAYLOAD)
 }
 
-fn goaway_last_stream_id(f: &Written) -> u32 {
+fn goaway_last_stream_id(f: &Frame) -> u32 {
     u32::from_be_bytes([f.payload[0], f.payload[1], f.payload[2], f.payload[3]])
 }
 
@@ -209,7 +156,7 @@ fn run_case(
     client.extend(frame(SETTINGS, 0, 0, &[]));
     client.extend(client_frames(&mut rng, 0..streams));
     let socket = MemorySocket {
-        rng: Rng(rng.next() | 1),
+        rng: Rng(rng.next_u64() | 1),
         written: Vec::new(),
         from_client: client.clone().into(),
     };
@@ -273,8 +220,8 @@ fn run_case(
         }
     }
     let written = &io.get_ref().written;
-    let frames = parse_frames(written).expect("the output is whole frames");
-    let inserted: Vec<&Written> = frames.iter().filter(|f| is_inserted(f)).collect();
+    let frames = exact_frames(written).expect("the output is whole frames");
+    let inserted: Vec<&Frame> = frames.iter().filter(|f| is_inserted(f)).collect();
     assert_eq!(
         inserted.len(),
         3,
@@ -282,28 +229,28 @@ fn run_case(
     );
     assert_eq!(frames[0].kind, SETTINGS, "the server's SETTINGS come first");
     assert!(
-        inserted[0].start > 0,
+        inserted[0].at > 0,
         "nothing goes before the server's SETTINGS"
     );
     // Not only on a boundary: on the first one after the request (the first frame's end at
     // the earliest).
     let requested_at = requested_at.expect("the GOAWAY was asked for");
-    let boundaries = parse_frames(&server_bytes).expect("whole frames");
+    let boundaries = exact_frames(&server_bytes).expect("whole frames");
     let first_boundary_after = boundaries
         .iter()
-        .map(|f| f.start + 9 + f.payload.len())
+        .map(|f| f.end())
         .find(|&end| end >= requested_at)
         .expect("a boundary at the end of the output");
     assert_eq!(
-        inserted[0].start, first_boundary_after,
+        inserted[0].at, first_boundary_after,
         "GOAWAY asked for after {requested_at} bytes of the server's output"
     );
     assert_eq!(inserted[0].kind, TYPE_GOAWAY);
     assert_eq!(goaway_last_stream_id(inserted[0]), MAX_STREAM_ID);
     assert_eq!(inserted[1].kind, PING);
     assert_eq!(
-        inserted[1].start,
-        inserted[0].start + 17,
+        inserted[1].at,
+        inserted[0].at + 17,
         "the PING follows the GOAWAY"
     );
     assert_eq!(inserted[2].kind, TYPE_GOAWAY);
@@ -323,7 +270,7 @@ fn run_case(
     // Without the inserted frames, the server's bytes, unchanged.
     let mut rest = Vec::new();
     for f in frames.iter().filter(|f| !is_inserted(f)) {
-        rest.extend_from_slice(&written[f.start..f.start + 9 + f.payload.len()]);
+        rest.extend_from_slice(&written[f.at..f.end()]);
     }
     assert!(rest == server_bytes, "the server's bytes were changed");
     server_read == without_ack
@@ -334,7 +281,7 @@ fn windows_contain(haystack: &[u8], needle: &[u8]) -> bool {
 }
 
 fn count_goaways(written: &[u8]) -> usize {
-    parse_frames(written).map_or(0, |frames| {
+    exact_frames(written).map_or(0, |frames| {
         frames.iter().filter(|f| f.kind == TYPE_GOAWAY).count()
     })
 }
@@ -383,19 +330,6 @@ proptest! {
         let trigger = if broadcast { Trigger::Broadcast } else { Trigger::Request };
         run_case(seed, streams, late, trigger_after, trigger);
     }
-}
-
-/// The whole frames at the start of `bytes` (an incomplete one at the end left out).
-fn whole_frames(bytes: &[u8]) -> Vec<Written> {
-    let mut end = 0;
-    while let Some(h) = bytes.get(end..end + 9) {
-        let len = usize::from(h[0]) << 16 | usize::from(h[1]) << 8 | usize::from(h[2]);
-        if bytes.len() < end + 9 + len {
-            break;
-        }
-        end += 9 + len;
-    }
-    parse_frames(&bytes[..end]).unwrap_or_default()
 }
 
 /// Reads all the client has sent (bounded).
@@ -459,7 +393,7 @@ async fn a_silent_client_gets_the_final_goaway_a_second_later_at_a_boundary_then
             lifecycle.clock(),
         ));
         let socket = MemorySocket {
-            rng: Rng(rng.next() | 1),
+            rng: Rng(rng.next_u64() | 1),
             written: Vec::new(),
             from_client: client.clone().into(),
         };
@@ -472,10 +406,10 @@ async fn a_silent_client_gets_the_final_goaway_a_second_later_at_a_boundary_then
         write_up_to(&mut io, &mut cx, (&server_bytes, &mut sent), half, &mut rng);
         broadcast.announce();
         // Up to the first frame boundary after the stop: the GOAWAY goes in there.
-        let boundary = parse_frames(&server_bytes)
+        let boundary = exact_frames(&server_bytes)
             .expect("whole frames")
             .iter()
-            .map(|f| f.start + 9 + f.payload.len())
+            .map(|f| f.end())
             .find(|end| *end > half)
             .expect("a boundary at the end");
         write_up_to(
@@ -485,7 +419,7 @@ async fn a_silent_client_gets_the_final_goaway_a_second_later_at_a_boundary_then
             boundary,
             &mut rng,
         );
-        let so_far = whole_frames(&io.get_ref().written);
+        let so_far = frames(&io.get_ref().written);
         let goaways: Vec<u32> = so_far
             .iter()
             .filter(|f| f.kind == TYPE_GOAWAY)
@@ -497,15 +431,15 @@ async fn a_silent_client_gets_the_final_goaway_a_second_later_at_a_boundary_then
         let all = server_bytes.len();
         write_up_to(&mut io, &mut cx, (&server_bytes, &mut sent), all, &mut rng);
         let written = &io.get_ref().written;
-        let frames = parse_frames(written).expect("the output is whole frames");
-        let inserted: Vec<&Written> = frames.iter().filter(|f| is_inserted(f)).collect();
+        let frames = exact_frames(written).expect("the output is whole frames");
+        let inserted: Vec<&Frame> = frames.iter().filter(|f| is_inserted(f)).collect();
         assert_eq!(inserted.len(), 3, "seed {seed}: {inserted:?}");
         assert_eq!(goaway_last_stream_id(inserted[0]), MAX_STREAM_ID);
         assert_eq!(inserted[1].kind, PING);
         assert_eq!(goaway_last_stream_id(inserted[2]), 2 * streams - 1);
         let mut rest = Vec::new();
         for f in frames.iter().filter(|f| !is_inserted(f)) {
-            rest.extend_from_slice(&written[f.start..f.start + 9 + f.payload.len()]);
+            rest.extend_from_slice(&written[f.at..f.end()]);
         }
         assert!(
             rest == server_bytes,

@@ -4,44 +4,31 @@
 //! lifecycle waits for them and exits 0; without it, the idle HTTP/1 connections are closed
 //! together.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
+use lameduck_test_support::conn::read_to_close;
+use lameduck_test_support::http1::{read_response, GET};
+use lameduck_test_support::spread::buckets;
+
 mod support;
-use support::{prepare_ok_server, response, GET};
+use support::{exit_code, prepare_ok_server, spawn_run, Running};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use lameduck::Config;
-use lameduck_hyper::Handle;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 /// A running lifecycle (shutdown delay 0, the idle-close spread `spread`) on one loopback
 /// listener.
-fn start(spread: Duration) -> (SocketAddr, Handle, tokio::task::JoinHandle<u8>) {
+fn start(spread: Duration) -> Running {
     let (addr, server) = prepare_ok_server(
         Config::builder().idle_close_spread(spread).build().unwrap(),
         2,
     );
-    let handle = server.handle();
-    let run = actix_rt::spawn(async move { server.run().await.unwrap() });
-    (addr, handle, run)
-}
-
-/// The number of instants in each 100 ms bucket from `start`.
-fn buckets(start: Instant, at: &[Instant]) -> Vec<usize> {
-    let mut buckets = Vec::new();
-    for t in at {
-        let bucket = usize::try_from(t.duration_since(start).as_millis() / 100).unwrap();
-        if buckets.len() <= bucket {
-            buckets.resize(bucket + 1, 0);
-        }
-        buckets[bucket] += 1;
-    }
-    buckets
+    spawn_run(addr, server)
 }
 
 /// Serves with `spread`; opens `http1` keep-alive and `h2c` HTTP/2 connections, each
@@ -53,24 +40,18 @@ async fn closes(
     http1: usize,
     h2c: usize,
 ) -> (Instant, Vec<Instant>, Vec<Instant>) {
-    let (addr, handle, run) = start(spread);
+    let Running { addr, handle, run } = start(spread);
     let mut waits = Vec::new();
     for _ in 0..http1 {
         let mut conn = TcpStream::connect(addr).await.unwrap();
         conn.write_all(GET).await.unwrap();
-        let reply = response(&mut conn).await;
+        let reply = read_response(&mut conn).await;
         assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
         waits.push(tokio::spawn(async move {
-            let mut buf = [0u8; 64];
-            tokio::time::timeout(Duration::from_secs(10), async {
-                loop {
-                    if matches!(conn.read(&mut buf).await, Ok(0) | Err(_)) {
-                        return Instant::now();
-                    }
-                }
-            })
-            .await
-            .expect("the server closes the connection")
+            read_to_close(&mut conn, Duration::from_secs(10))
+                .await
+                .expect("the server closes the connection")
+                .at
         }));
     }
     let mut h2 = Vec::new();
@@ -104,10 +85,7 @@ async fn closes(
         h2_ends.push(ended.await.unwrap());
         drop(sender);
     }
-    let code = tokio::time::timeout(Duration::from_secs(10), run)
-        .await
-        .expect("the server exits")
-        .unwrap();
+    let code = exit_code(run, Duration::from_secs(10)).await;
     assert_eq!(code, 0);
     (stop, http1_closes, h2_ends)
 }

@@ -4,35 +4,33 @@
 //! `Connection: close`, and an idle connection is not closed under it; behind a balancer,
 //! a request after the close gets the 503 with `Retry-After` and `Connection: close`.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
+use lameduck_test_support::http1::{read_response, GET};
+
 mod support;
-use support::{prepare_ok_server, response, GET};
+use support::{exit_code, prepare_ok_server, spawn_run, Running};
 
 use lameduck::Config;
-use lameduck_hyper::Handle;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// A running lifecycle (shutdown delay 0) on one loopback listener, its sockets outliving
 /// it or not.
-fn start(outlive: bool) -> (SocketAddr, Handle, tokio::task::JoinHandle<u8>) {
+fn start(outlive: bool) -> Running {
     let (addr, mut server) = prepare_ok_server(Config::default(), 1);
     if outlive {
         server.sockets_outlive_process();
     }
-    let handle = server.handle();
-    let run = actix_rt::spawn(async move { server.run().await.unwrap() });
-    (addr, handle, run)
+    spawn_run(addr, server)
 }
 
 /// Keep-alive connection, one request served; the gate closes; the next request follows.
 async fn request_after_the_close(outlive: bool) -> String {
-    let (addr, handle, run) = start(outlive);
+    let Running { addr, handle, run } = start(outlive);
     let mut conn = TcpStream::connect(addr).await.unwrap();
     conn.write_all(GET).await.unwrap();
-    let first = response(&mut conn).await;
+    let first = read_response(&mut conn).await;
     assert!(first.starts_with("HTTP/1.1 200"), "{first}");
     assert!(handle.request_shutdown());
     // Shutdown delay 0: wait for the gate to close, as a busy client's next request would
@@ -46,17 +44,14 @@ async fn request_after_the_close(outlive: bool) -> String {
     .expect("the gate closes");
     tokio::time::sleep(Duration::from_millis(20)).await;
     conn.write_all(GET).await.unwrap();
-    let second = response(&mut conn).await;
+    let second = read_response(&mut conn).await;
     let mut buf = [0u8; 16];
     let closed = tokio::time::timeout(Duration::from_secs(5), conn.read(&mut buf)).await;
     assert!(
         matches!(closed, Ok(Ok(0) | Err(_))),
         "the connection stayed open"
     );
-    let code = tokio::time::timeout(Duration::from_secs(10), run)
-        .await
-        .expect("the server exits")
-        .unwrap();
+    let code = exit_code(run, Duration::from_secs(10)).await;
     assert_eq!(code, 0);
     second
 }

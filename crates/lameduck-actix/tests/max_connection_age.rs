@@ -7,25 +7,21 @@
 //! - on actix-web's own `HttpServer`, the first response past the age closes its HTTP/1
 //!   connection (`Connection: close`).
 
-use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
 use actix_web::{web, App, HttpServer};
 use lameduck::connection::CutKind;
 use lameduck::Config;
-use lameduck_hyper::Handle;
+use lameduck_test_support::h2::{answered, frames, get_frame, goaway_ids, read_until, H2_START};
+use lameduck_test_support::http1::GET;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-mod h2_raw;
-use h2_raw::{
-    answered, frames, get_frame, goaway_ids, ping_ack, read_to_close, read_until, start, Running,
-    GOAWAY, H2_START, PING,
-};
+mod support;
+use support::{acknowledge_goaway, serve_on_loopback, spawn_run, start, stop, Running, WAIT};
 
 const AGE: Duration = Duration::from_millis(300);
 const GRACE: Duration = Duration::from_millis(300);
-const WAIT: Duration = Duration::from_secs(10);
 
 fn aged(grace: Duration) -> Config {
     Config::builder()
@@ -35,18 +31,9 @@ fn aged(grace: Duration) -> Config {
         .unwrap()
 }
 
-async fn stop(handle: &Handle, run: tokio::task::JoinHandle<u8>) {
-    assert!(handle.request_shutdown());
-    let code = tokio::time::timeout(WAIT, run)
-        .await
-        .expect("the server exits")
-        .unwrap();
-    assert_eq!(code, 0);
-}
-
 /// What the server sends on `conn` within `within` until it closes it.
 async fn until_closed(conn: &mut TcpStream, within: Duration) -> String {
-    String::from_utf8_lossy(&read_to_close(conn, within).await).into_owned()
+    String::from_utf8_lossy(&support::until_closed(conn, within).await).into_owned()
 }
 
 #[actix_web::test]
@@ -54,9 +41,7 @@ async fn an_idle_http1_connection_is_closed_once_past_its_age() {
     let Running { addr, handle, run } = start(aged(Duration::ZERO));
     let accepted = Instant::now();
     let mut conn = TcpStream::connect(addr).await.unwrap();
-    conn.write_all(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n")
-        .await
-        .unwrap();
+    conn.write_all(GET).await.unwrap();
     let mut head = [0u8; 1024];
     let n = conn.read(&mut head).await.unwrap();
     let head = String::from_utf8_lossy(&head[..n]).to_ascii_lowercase();
@@ -88,18 +73,7 @@ async fn h2c(addr: std::net::SocketAddr, path: &str) -> (TcpStream, Instant) {
 /// Reads up to the GOAWAY's PING and acknowledges it; then up to the final GOAWAY. How long
 /// after `opened` the first GOAWAY came.
 async fn goodbye(conn: &mut TcpStream, bytes: &mut Vec<u8>, opened: Instant) -> Duration {
-    let ping = |f: &[h2_raw::Frame]| f.iter().any(|f| f.kind == PING && f.flags & 1 == 0);
-    assert!(read_until(conn, bytes, WAIT, ping).await);
-    let at = opened.elapsed();
-    let payload = frames(bytes)
-        .into_iter()
-        .find(|f| f.kind == PING && f.flags & 1 == 0)
-        .unwrap()
-        .payload;
-    conn.write_all(&ping_ack(&payload)).await.unwrap();
-    let last = |f: &[h2_raw::Frame]| f.iter().filter(|f| f.kind == GOAWAY).count() >= 2;
-    assert!(read_until(conn, bytes, WAIT, last).await);
-    at
+    acknowledge_goaway(conn, bytes).await.duration_since(opened)
 }
 
 #[actix_web::test]
@@ -128,7 +102,7 @@ async fn a_stream_outlasting_the_grace_is_cut_and_counted() {
     let mut bytes = Vec::new();
     goodbye(&mut conn, &mut bytes, opened).await;
     assert_eq!(goaway_ids(&frames(&bytes)), [0x7fff_ffff, 1]);
-    bytes.extend(read_to_close(&mut conn, WAIT).await);
+    bytes.extend(support::until_closed(&mut conn, WAIT).await);
     let cut = opened.elapsed();
     assert!(
         cut >= (AGE + GRACE) * 8 / 10 && cut <= (AGE + GRACE) * 2,
@@ -181,26 +155,20 @@ async fn an_http1_response_outlasting_the_grace_is_cut_and_counted() {
 
 #[actix_web::test]
 async fn on_actix_webs_own_server_the_first_response_past_the_age_closes_the_connection() {
-    let mut builder = lameduck_actix::builder(aged(Duration::ZERO));
-    builder.without_signals();
-    let mut server = builder.prepare();
+    let mut server = support::prepare(aged(Duration::ZERO));
     let admission = lameduck_actix::AdmissionMiddleware::for_server(&server);
     let http = HttpServer::new(move || {
         App::new()
             .wrap(admission.clone())
             .route("/", web::get().to(|| async { "ok" }))
     });
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    lameduck_actix::serve(&mut server, "api", http, |http| {
+    let addr = serve_on_loopback(&mut server, http, |http, listener| {
         http.workers(1).listen(listener)
-    })
-    .unwrap();
-    let handle = server.handle();
-    let run = actix_rt::spawn(async move { server.run().await.unwrap() });
+    });
+    let Running { addr, handle, run } = spawn_run(addr, server);
 
     let mut conn = TcpStream::connect(addr).await.unwrap();
-    let get = b"GET / HTTP/1.1\r\nhost: x\r\n\r\n";
+    let get = GET;
     conn.write_all(get).await.unwrap();
     let mut buf = [0u8; 1024];
     let n = conn.read(&mut buf).await.unwrap();

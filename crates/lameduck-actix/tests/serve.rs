@@ -13,8 +13,10 @@ use lameduck_actix::{ActixServeError, CLOSE_AFTER_DRAIN};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
-mod h2_raw;
-use h2_raw::{answered, get_frame, read_until, H2_START};
+use lameduck_test_support::h2::{answered, get_frame, read_until, H2_START};
+
+mod support;
+use support::{exit_code, serve_on_loopback, spawn_run, Running};
 
 #[actix_web::test]
 async fn a_server_bound_before_serve_is_refused() {
@@ -64,23 +66,17 @@ fn actix_shutdown_timeout_is_above_every_bound() {
 
 #[actix_web::test]
 async fn an_idle_http2_connection_of_actix_webs_own_server_is_closed_after_the_drain_and_counted() {
-    let mut builder = lameduck_actix::builder(Config::default());
-    builder.without_signals();
-    let mut server = builder.prepare();
+    let mut server = support::prepare(Config::default());
     let admission = lameduck_actix::AdmissionMiddleware::for_server(&server);
     let http = HttpServer::new(move || {
         App::new()
             .wrap(admission.clone())
             .route("/", web::get().to(|| async { "ok" }))
     });
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    lameduck_actix::serve(&mut server, "api", http, |http| {
+    let addr = serve_on_loopback(&mut server, http, |http, listener| {
         http.workers(1).listen_auto_h2c(listener)
-    })
-    .unwrap();
-    let handle = server.handle();
-    let run = actix_rt::spawn(async move { server.run().await.unwrap() });
+    });
+    let Running { addr, handle, run } = spawn_run(addr, server);
 
     let mut conn = TcpStream::connect(addr).await.unwrap();
     conn.write_all(H2_START).await.unwrap();
@@ -92,10 +88,7 @@ async fn an_idle_http2_connection_of_actix_webs_own_server_is_closed_after_the_d
     // Idle, and never told GOAWAY: closed by the forced stop shortly after the drain.
     let stop = Instant::now();
     assert!(handle.request_shutdown());
-    let code = tokio::time::timeout(wait, run)
-        .await
-        .expect("the server exits")
-        .unwrap();
+    let code = exit_code(run, wait).await;
     assert_eq!(code, 0);
     let took = stop.elapsed();
     assert!(

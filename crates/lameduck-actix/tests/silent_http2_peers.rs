@@ -14,13 +14,14 @@ use lameduck::Config;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
-mod h2_raw;
-use h2_raw::{
-    answered, frames, get_frame, goaway_ids, read_to_close, read_until, start, Running, GOAWAY,
-    H2_START, PING, SLOW,
+use lameduck_test_support::h2::{
+    answered, frames, get_frame, goaway_ids, read_until, Frame, GOAWAY, H2_START,
 };
 
-const WAIT: Duration = Duration::from_secs(10);
+mod support;
+use support::{
+    acknowledge_goaway, exit_code, goaway_ping, start, until_closed, Running, SLOW, WAIT,
+};
 
 /// An h2c connection whose stream 1 was answered `ok`; the bytes read so far.
 async fn answered_once(running: &Running) -> (TcpStream, Vec<u8>) {
@@ -34,10 +35,7 @@ async fn answered_once(running: &Running) -> (TcpStream, Vec<u8>) {
 
 /// Waits for the run's exit (code 0); how long after `since` it came.
 async fn exit_after(running: Running, since: Instant) -> Duration {
-    let code = tokio::time::timeout(WAIT, running.run)
-        .await
-        .expect("the server exits")
-        .unwrap();
+    let code = exit_code(running.run, WAIT).await;
     assert_eq!(code, 0);
     since.elapsed()
 }
@@ -79,11 +77,10 @@ async fn without_an_acknowledgement_the_final_goaway_comes_a_second_after_the_fi
     assert!(running.handle.request_shutdown());
 
     // The client reads on, but never acknowledges the PING.
-    let first = |f: &[h2_raw::Frame]| f.iter().any(|f| f.kind == PING && f.flags & 1 == 0);
-    assert!(read_until(&mut conn, &mut bytes, WAIT, first).await);
+    assert!(read_until(&mut conn, &mut bytes, WAIT, goaway_ping).await);
     let first_at = Instant::now();
     assert_eq!(goaway_ids(&frames(&bytes)), [0x7fff_ffff]);
-    let last = |f: &[h2_raw::Frame]| f.iter().filter(|f| f.kind == GOAWAY).count() >= 2;
+    let last = |f: &[Frame]| f.iter().filter(|f| f.kind == GOAWAY).count() >= 2;
     assert!(read_until(&mut conn, &mut bytes, WAIT, last).await);
     let gap = first_at.elapsed();
     assert!(
@@ -101,7 +98,7 @@ async fn without_an_acknowledgement_the_final_goaway_comes_a_second_after_the_fi
 
     // Its streams done, the client stays silent: the server closes the connection a second
     // later, and the lifecycle exits.
-    read_to_close(&mut conn, WAIT).await;
+    until_closed(&mut conn, WAIT).await;
     let closed_at = stop.elapsed();
     assert!(
         closed_at >= answered_at + Duration::from_millis(800)
@@ -125,16 +122,7 @@ async fn a_client_that_acknowledges_and_closes_is_not_counted() {
     let (mut conn, mut bytes) = answered_once(&running).await;
     let stop = Instant::now();
     assert!(running.handle.request_shutdown());
-    let ping = |f: &[h2_raw::Frame]| f.iter().any(|f| f.kind == PING && f.flags & 1 == 0);
-    assert!(read_until(&mut conn, &mut bytes, WAIT, ping).await);
-    let payload = frames(&bytes)
-        .into_iter()
-        .find(|f| f.kind == PING && f.flags & 1 == 0)
-        .unwrap()
-        .payload;
-    conn.write_all(&h2_raw::ping_ack(&payload)).await.unwrap();
-    let last = |f: &[h2_raw::Frame]| f.iter().filter(|f| f.kind == GOAWAY).count() >= 2;
-    assert!(read_until(&mut conn, &mut bytes, WAIT, last).await);
+    acknowledge_goaway(&mut conn, &mut bytes).await;
     assert_eq!(goaway_ids(&frames(&bytes)), [0x7fff_ffff, 1]);
     // A well-behaved client closes once its streams are done.
     drop(conn);

@@ -24,6 +24,11 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 
+use lameduck_test_support::h2::{frame, ping_ack, ACK, GOAWAY, PING, SETTINGS};
+
+mod support;
+use support::{exit_code, WAIT};
+
 /// A CA and a certificate it issued for 127.0.0.1, written to PEM files.
 struct Certs {
     dir: PathBuf,
@@ -91,11 +96,8 @@ struct Running {
 
 fn start(tls: &ServerTls) -> Running {
     // Several servers in one process: none of them owns the process's signals.
-    let mut builder = lameduck_actix::builder(Config::default());
-    builder.without_signals();
-    let mut server = builder.prepare();
-    let (shared, clock) = (server.shared().clone(), server.clock());
-    let admission = lameduck_actix::AdmissionMiddleware::new(shared, clock);
+    let mut server = support::prepare(Config::default());
+    let admission = lameduck_actix::AdmissionMiddleware::for_server(&server);
     let http = AutoH2cServer::new(move || {
         App::new().wrap(admission.clone()).route(
             "/",
@@ -186,12 +188,7 @@ async fn failures_reach(tls: &ServerTls, n: u64) {
 }
 
 async fn stop(running: Running) {
-    assert!(running.handle.request_shutdown());
-    let code = tokio::time::timeout(Duration::from_secs(10), running.run)
-        .await
-        .expect("the server exits")
-        .unwrap();
-    assert_eq!(code, 0);
+    support::stop(&running.handle, running.run).await;
 }
 
 #[actix_web::test]
@@ -263,11 +260,6 @@ async fn a_silent_client_is_cut_at_the_handshake_timeout() {
     stop(running).await;
 }
 
-/// HTTP/2 frame types.
-const SETTINGS: u8 = 0x4;
-const PING: u8 = 0x6;
-const GOAWAY: u8 = 0x7;
-
 async fn read_frame(io: &mut TlsStream<TcpStream>) -> (u8, u8, Vec<u8>) {
     let mut head = [0u8; 9];
     io.read_exact(&mut head).await.unwrap();
@@ -282,9 +274,7 @@ async fn read_until(io: &mut TlsStream<TcpStream>, kind: u8) -> (u8, Vec<u8>) {
     loop {
         let (t, flags, payload) = read_frame(io).await;
         if t == SETTINGS && flags & 1 == 0 {
-            io.write_all(&[0, 0, 0, SETTINGS, 1, 0, 0, 0, 0])
-                .await
-                .unwrap();
+            io.write_all(&frame(SETTINGS, ACK, 0, &[])).await.unwrap();
         }
         if t == kind {
             return (flags, payload);
@@ -304,9 +294,7 @@ async fn http2_over_tls_gets_goaway_when_the_server_stops_accepting() {
     io.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
         .await
         .unwrap();
-    io.write_all(&[0, 0, 0, SETTINGS, 0, 0, 0, 0, 0])
-        .await
-        .unwrap();
+    io.write_all(&frame(SETTINGS, 0, 0, &[])).await.unwrap();
     // The server's SETTINGS, then its acknowledgement of ours: the connection is served.
     let deadline = Duration::from_secs(5);
     tokio::time::timeout(deadline, read_until(&mut io, SETTINGS))
@@ -324,19 +312,14 @@ async fn http2_over_tls_gets_goaway_when_the_server_stops_accepting() {
         .await
         .expect("a PING");
     assert_eq!(flags & 1, 0);
-    let mut ack = vec![0, 0, 8, PING, 1, 0, 0, 0, 0];
-    ack.extend_from_slice(&ping);
-    io.write_all(&ack).await.unwrap();
+    io.write_all(&ping_ack(&ping)).await.unwrap();
     let (_, last) = tokio::time::timeout(deadline, read_until(&mut io, GOAWAY))
         .await
         .expect("the final GOAWAY");
     assert_eq!(last[..8], [0, 0, 0, 0, 0, 0, 0, 0]);
     drop(io);
 
-    let code = tokio::time::timeout(Duration::from_secs(10), running.run)
-        .await
-        .expect("the server exits")
-        .unwrap();
+    let code = exit_code(running.run, WAIT).await;
     assert_eq!(code, 0);
 }
 
@@ -362,9 +345,7 @@ async fn a_termination_waits_for_a_handshake_in_progress() {
     io.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
         .await
         .unwrap();
-    io.write_all(&[0, 0, 0, SETTINGS, 0, 0, 0, 0, 0])
-        .await
-        .unwrap();
+    io.write_all(&frame(SETTINGS, 0, 0, &[])).await.unwrap();
     // The server stopped accepting: the connection says GOAWAY at once.
     let deadline = Duration::from_secs(5);
     let (_, first) = tokio::time::timeout(deadline, read_until(&mut io, GOAWAY))
@@ -373,10 +354,7 @@ async fn a_termination_waits_for_a_handshake_in_progress() {
     assert_eq!(first[..4], [0x7f, 0xff, 0xff, 0xff]);
     drop(io);
 
-    let code = tokio::time::timeout(Duration::from_secs(10), running.run)
-        .await
-        .expect("the server exits")
-        .unwrap();
+    let code = exit_code(running.run, WAIT).await;
     assert_eq!(code, 0);
     assert_eq!(tls.handshake_failures(), 0);
 }
@@ -407,10 +385,7 @@ async fn a_handshake_unfinished_at_the_stop_is_cut_a_second_later_and_counted() 
         cut >= Duration::from_millis(800) && cut <= Duration::from_millis(2000),
         "cut {cut:?} after the stop"
     );
-    let code = tokio::time::timeout(Duration::from_secs(5), running.run)
-        .await
-        .expect("the server exits")
-        .unwrap();
+    let code = exit_code(running.run, Duration::from_secs(5)).await;
     assert_eq!(code, 0);
     let took = stop.elapsed();
     assert!(

@@ -6,7 +6,7 @@
 //! the server carries on and exits 0; a client that closes its connection right after its
 //! Close has its Close counted.
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use actix_web::{web, App, HttpRequest, HttpResponse};
@@ -21,10 +21,11 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::Message as ClientMessage;
 
+mod support;
+use support::{exit_code, serve_on_loopback, until_closed, WAIT};
+
 /// The grace period of the long-running drain.
 const GRACE: Duration = Duration::from_secs(1);
-/// The bound of every wait.
-const WAIT: Duration = Duration::from_secs(10);
 
 /// How each socket's goodbye went (`None`: the request carried no shutdown).
 type Outcomes = UnboundedSender<Option<CloseOutcome>>;
@@ -72,9 +73,7 @@ fn start() -> Running {
         .shutdown_watch_termination_grace_period(GRACE)
         .build()
         .unwrap();
-    let mut builder = lameduck_actix::builder(config);
-    builder.without_signals();
-    let mut server = builder.prepare();
+    let mut server = support::prepare(config);
     let admission = lameduck_actix::AdmissionMiddleware::for_server(&server);
     let (tx, outcomes) = unbounded_channel();
     let http = AutoH2cServer::new(move || {
@@ -83,14 +82,10 @@ fn start() -> Running {
             .app_data(web::Data::new(tx.clone()))
             .route("/ws", web::get().to(echo))
     });
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    lameduck_actix::serve(&mut server, "api", http, |http| {
+    let addr = serve_on_loopback(&mut server, http, |http, listener| {
         http.workers(1).listen(listener)
-    })
-    .unwrap();
-    let handle = server.handle();
-    let run = actix_rt::spawn(async move { server.run().await.unwrap() });
+    });
+    let support::Running { addr, handle, run } = support::spawn_run(addr, server);
     Running {
         addr,
         handle,
@@ -111,10 +106,7 @@ impl Running {
     /// `unanswered` went unanswered; returns how long it took from `since`.
     async fn exits_with(self, since: Instant, closes: u64, unanswered: u64) -> Duration {
         let shared = self.handle.shared().clone();
-        let code = tokio::time::timeout(WAIT, self.run)
-            .await
-            .expect("the server exits")
-            .unwrap();
+        let code = exit_code(self.run, WAIT).await;
         let took = since.elapsed();
         assert_eq!(code, 0);
         let goodbyes = shared.goodbyes();
@@ -246,23 +238,6 @@ async fn raw_upgrade(addr: SocketAddr) -> TcpStream {
     conn
 }
 
-/// Everything the server sends until it closes the connection, within [`WAIT`].
-async fn read_to_end(conn: &mut TcpStream) -> Vec<u8> {
-    let mut all = Vec::new();
-    let mut buf = [0u8; 256];
-    let closed = tokio::time::timeout(WAIT, async {
-        loop {
-            match conn.read(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => all.extend_from_slice(&buf[..n]),
-            }
-        }
-    })
-    .await;
-    assert!(closed.is_ok(), "the connection stayed open; read {all:?}");
-    all
-}
-
 /// The status of the server's Close frame (unmasked, its payload under 126 bytes) that
 /// `bytes` start with.
 fn close_status(bytes: &[u8]) -> Option<u16> {
@@ -326,7 +301,7 @@ async fn garbage_after_the_handshake_gets_the_error_close_rfc_6455_gives_it() {
         let answer = if i == 0 {
             // The server closes the connection itself (actix lingers up to its client
             // disconnect timeout, 1 s, for the client to close first).
-            read_to_end(&mut conn).await
+            until_closed(&mut conn, WAIT).await
         } else {
             read_close(&mut conn).await
         };
@@ -345,7 +320,7 @@ async fn garbage_after_the_handshake_gets_the_error_close_rfc_6455_gives_it() {
     let mut conn = raw_upgrade(running.addr).await;
     conn.write_all(&[0x81, 0x85, 0, 0]).await.unwrap();
     conn.shutdown().await.unwrap();
-    let _ = read_to_end(&mut conn).await;
+    let _ = until_closed(&mut conn, WAIT).await;
     assert_eq!(running.outcome().await, Some(CloseOutcome::Failed));
 
     // The server carries on.

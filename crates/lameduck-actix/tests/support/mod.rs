@@ -1,68 +1,146 @@
-//! What the tests over real HTTP/1 connections share: a server answering `GET /` with `ok`,
-//! a request, and reading one response.
+//! What the tests over real loopback connections share: servers without OS signal handlers,
+//! one answering `GET /` with `ok` (and `GET /slow` with `slow` after [`SLOW`]), the wait
+//! for a server's exit, and the wait for a connection's close. The raw HTTP/1 and HTTP/2
+//! clients are `lameduck_test_support`'s.
+
+// Each test file uses the part it needs.
+#![allow(dead_code)]
 
 use std::net::{SocketAddr, TcpListener};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use actix_web::{web, App};
 use lameduck::Config;
-use lameduck_actix::{AutoH2cServer, Server, TokioRuntime};
-
-use tokio::io::AsyncReadExt;
+use lameduck_actix::{ActixServer, AutoH2cServer, Handle, Server, TokioRuntime};
+use lameduck_test_support::conn::read_to_close;
+use lameduck_test_support::h2::ping_ack;
+use lameduck_test_support::h2::{frames, read_until, Frame, GOAWAY, PING};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
+use tokio::task::JoinHandle;
 
-/// A prepared server for `config` (without OS signals) whose app answers `GET /` with `ok`
-/// through the admission middleware, bound to a loopback port with `workers` workers.
-pub fn prepare_ok_server(config: Config, workers: usize) -> (SocketAddr, Server<TokioRuntime>) {
+/// The bound of every wait for the server.
+pub const WAIT: Duration = Duration::from_secs(10);
+
+/// How long `/slow` takes to answer.
+pub const SLOW: Duration = Duration::from_secs(2);
+
+/// A prepared server for `config` that installs no OS signal handlers: several servers run
+/// in one test process, and the tests stop them through their [`Handle`].
+pub fn prepare(config: Config) -> Server<TokioRuntime> {
     let mut builder = lameduck_actix::builder(config);
     builder.without_signals();
-    let mut server = builder.prepare();
-    let (shared, clock) = (server.shared().clone(), server.clock());
-    let admission = lameduck_actix::AdmissionMiddleware::new(shared, clock);
+    builder.prepare()
+}
+
+/// Serves `http` as "api" on a new loopback listener, bound by `listen` (which also sets the
+/// workers); the listener's address.
+pub fn serve_on_loopback<H: ActixServer>(
+    server: &mut Server<TokioRuntime>,
+    http: H,
+    listen: impl FnOnce(H, TcpListener) -> std::io::Result<H>,
+) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    lameduck_actix::serve(server, "api", http, |http| listen(http, listener)).unwrap();
+    addr
+}
+
+/// A running lifecycle on one loopback listener, and its `run` task's exit code.
+pub struct Running {
+    pub addr: SocketAddr,
+    pub handle: Handle,
+    pub run: JoinHandle<u8>,
+}
+
+/// Spawns `server`'s run; `addr` is where it listens.
+pub fn spawn_run(addr: SocketAddr, server: Server<TokioRuntime>) -> Running {
+    let handle = server.handle();
+    let run = actix_rt::spawn(async move { server.run().await.unwrap() });
+    Running { addr, handle, run }
+}
+
+/// A prepared server for `config` whose app answers `GET /` with `ok` through the admission
+/// middleware, on an `AutoH2cServer` bound to a loopback port with `workers` workers.
+pub fn prepare_ok_server(config: Config, workers: usize) -> (SocketAddr, Server<TokioRuntime>) {
+    let mut server = prepare(config);
+    let admission = lameduck_actix::AdmissionMiddleware::for_server(&server);
     let http = AutoH2cServer::new(move || {
         App::new()
             .wrap(admission.clone())
             .route("/", web::get().to(|| async { "ok" }))
     });
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    lameduck_actix::serve(&mut server, "api", http, |http| {
+    let addr = serve_on_loopback(&mut server, http, |http, listener| {
         http.workers(workers).listen(listener)
-    })
-    .unwrap();
+    });
     (addr, server)
 }
 
-/// A keep-alive `GET /`.
-pub const GET: &[u8] = b"GET / HTTP/1.1\r\nhost: x\r\n\r\n";
+/// Starts an `AutoH2cServer` for `config` with one worker, `GET /` answered `ok` and
+/// `GET /slow` answered `slow` after [`SLOW`].
+pub fn start(config: Config) -> Running {
+    let mut server = prepare(config);
+    let admission = lameduck_actix::AdmissionMiddleware::for_server(&server);
+    let http = AutoH2cServer::new(move || {
+        App::new()
+            .wrap(admission.clone())
+            .route("/", web::get().to(|| async { "ok" }))
+            .route(
+                "/slow",
+                web::get().to(|| async {
+                    tokio::time::sleep(SLOW).await;
+                    "slow"
+                }),
+            )
+    });
+    let addr = serve_on_loopback(&mut server, http, |http, listener| {
+        http.workers(1).listen(listener)
+    });
+    spawn_run(addr, server)
+}
 
-/// One response on `conn` (head and `content-length` body), within 5 s; what was read.
-pub async fn response(conn: &mut TcpStream) -> String {
-    let mut all = Vec::new();
-    let mut buf = [0u8; 1024];
-    let _ = tokio::time::timeout(Duration::from_secs(5), async {
-        loop {
-            let text = String::from_utf8_lossy(&all).to_string();
-            if let Some((head, body)) = text.split_once("\r\n\r\n") {
-                let len = head
-                    .lines()
-                    .filter_map(|l| {
-                        l.to_ascii_lowercase()
-                            .strip_prefix("content-length: ")
-                            .map(str::to_string)
-                    })
-                    .find_map(|v| v.trim().parse::<usize>().ok())
-                    .unwrap_or(0);
-                if body.len() >= len {
-                    return;
-                }
-            }
-            match conn.read(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => all.extend_from_slice(&buf[..n]),
-            }
-        }
-    })
-    .await;
-    String::from_utf8_lossy(&all).to_string()
+/// The exit code of the server whose `run` is `run`; panics unless it exits within `within`.
+pub async fn exit_code(run: JoinHandle<u8>, within: Duration) -> u8 {
+    tokio::time::timeout(within, run)
+        .await
+        .expect("the server exits")
+        .unwrap()
+}
+
+/// Asks the server to stop, and asserts it exits 0 within [`WAIT`].
+pub async fn stop(handle: &Handle, run: JoinHandle<u8>) {
+    assert!(handle.request_shutdown());
+    let code = exit_code(run, WAIT).await;
+    assert_eq!(code, 0);
+}
+
+/// What the server sends on `conn` until it closes it; panics unless it closes it within
+/// `within`.
+pub async fn until_closed(conn: &mut TcpStream, within: Duration) -> Vec<u8> {
+    read_to_close(conn, within)
+        .await
+        .expect("the server closed the connection in time")
+        .bytes
+}
+
+/// Whether `frames` hold the PING the server sends with its first GOAWAY (no
+/// acknowledgement).
+pub fn goaway_ping(frames: &[Frame]) -> bool {
+    frames.iter().any(|f| f.kind == PING && f.flags & 1 == 0)
+}
+
+/// Reads up to the GOAWAY's PING and acknowledges it; then up to the final GOAWAY. When the
+/// PING was read.
+pub async fn acknowledge_goaway(conn: &mut TcpStream, bytes: &mut Vec<u8>) -> Instant {
+    assert!(read_until(conn, bytes, WAIT, goaway_ping).await);
+    let at = Instant::now();
+    let payload = frames(bytes)
+        .into_iter()
+        .find(|f| f.kind == PING && f.flags & 1 == 0)
+        .unwrap()
+        .payload;
+    conn.write_all(&ping_ack(&payload)).await.unwrap();
+    let last = |f: &[Frame]| f.iter().filter(|f| f.kind == GOAWAY).count() >= 2;
+    assert!(read_until(conn, bytes, WAIT, last).await);
+    at
 }
