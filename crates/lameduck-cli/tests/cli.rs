@@ -1,10 +1,9 @@
 //! The `lameduck` binary: text, JSON, SVG and Kubernetes outputs, exit codes, errors.
 
-use std::path::PathBuf;
 use std::process::Output;
 
 mod common;
-use common::{lameduck, stderr, stdout};
+use common::{lameduck, stderr, stdout, temp_path};
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -23,12 +22,6 @@ fn aws(extra: &[&str]) -> Output {
     let mut args: Vec<&str> = AWS.to_vec();
     args.extend_from_slice(extra);
     lameduck(&args)
-}
-
-fn temp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("lameduck-cli-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
 }
 
 #[test]
@@ -254,7 +247,7 @@ fn assert_balanced(xml: &str) {
 
 #[test]
 fn svg_output() {
-    let path = temp("unsafe.svg");
+    let path = temp_path("unsafe.svg");
     let o = aws(&["--shutdown-delay", "20s", "--svg", path.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stdout(&o).contains(&format!("timeline picture: {}", path.display())));
@@ -278,7 +271,7 @@ fn svg_output() {
     }
     assert!(!svg.contains(">P3<"));
 
-    let path = temp("safe-b.svg");
+    let path = temp_path("safe-b.svg");
     let o = aws(&[
         "--shutdown-delay=30s",
         "--shutdown-send-retry-after",

@@ -5,16 +5,10 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 mod common;
-use common::{lameduck, stderr, stdout};
+use common::{fixture, json, lameduck, stderr, stdout, temp_file};
 
 use lameduck_cli::report::{Mode, PlanReport, Seconds};
 use std::time::Duration;
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
-}
 
 /// `lameduck plan --deployment FILE` plus `extra`.
 fn plan(file: &Path, extra: &[&str]) -> Output {
@@ -24,21 +18,8 @@ fn plan(file: &Path, extra: &[&str]) -> Output {
     lameduck(&args)
 }
 
-/// Writes `text` to a file of this test process.
-fn temp(name: &str, text: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("lameduck-deployment-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
 fn aws_text() -> String {
     std::fs::read_to_string(fixture("aws.yaml")).unwrap()
-}
-
-fn report(o: &Output) -> PlanReport {
-    serde_json::from_str(&stdout(o)).unwrap_or_else(|e| panic!("{e}\n{}", stdout(o)))
 }
 
 #[test]
@@ -65,7 +46,7 @@ fn the_aws_example_is_safe_with_30s() {
 
 #[test]
 fn the_aws_example_is_unsafe_with_20s_and_names_30s() {
-    let file = temp("aws-20s.yaml", &aws_text().replace("=30s", "=20s"));
+    let file = temp_file("aws-20s.yaml", aws_text().replace("=30s", "=20s"));
     let o = plan(&file, &[]);
     let out = stdout(&o);
     assert_eq!(o.status.code(), Some(1), "{out}{}", stderr(&o));
@@ -95,7 +76,7 @@ fn command_line_probe_settings_override_the_file() {
         &["--unhealthy-threshold", "1", "--json"],
     );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let r = report(&o);
+    let r = json::<PlanReport>(&o);
     assert_eq!(r.input.unhealthy_threshold, 1);
     assert_eq!(
         r.input.probe_interval_seconds,
@@ -125,7 +106,7 @@ fn command_line_probe_settings_override_the_file() {
 fn a_pre_stop_sleep_uses_part_of_the_grace_period() {
     let o = plan(&fixture("prestop.json"), &["--json"]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    let r = report(&o);
+    let r = json::<PlanReport>(&o);
     assert!(!r.safe);
     assert_eq!(r.mode, Mode::B);
     // period 5 (timeout and threshold: 1 s default, 2): 2 × 5 + 1 = 11 <= 15.
@@ -170,7 +151,7 @@ fn a_pre_stop_sleep_uses_part_of_the_grace_period() {
         d.changes
     );
     // The picture and the Deployment outputs work from a manifest too.
-    let svg = temp("prestop.svg", "");
+    let svg = temp_file("prestop.svg", "");
     let o = plan(
         &fixture("prestop.json"),
         &["--svg", svg.to_str().unwrap(), "--kubernetes"],
@@ -193,7 +174,7 @@ fn json_round_trips_into_the_documented_types() {
         "--propagation-delay=1ns",
         "--json",
     ]);
-    let r = report(&o);
+    let r = json::<PlanReport>(&o);
     assert!(!r.safe);
     assert_eq!(
         r.detection_worst_case_seconds,
@@ -230,45 +211,45 @@ fn unusable_manifests_get_a_clear_message() {
             "has no container named \"nope\" (containers: \"checkout\", \"log-shipper\")",
         ),
         (
-            temp("exec.yaml", &exec),
+            temp_file("exec.yaml", &exec),
             vec![],
             "readinessProbe of type exec, which does not ask /readyz",
         ),
         (
-            temp("service.yaml", "apiVersion: v1\nkind: Service\nmetadata:\n  name: s\n"),
+            temp_file("service.yaml", "apiVersion: v1\nkind: Service\nmetadata:\n  name: s\n"),
             vec![],
             "no Deployment in the file (found: Service)",
         ),
         (
-            temp("two.yaml", &format!("{aws}\n---\n{}", aws.replace("name: checkout\nspec:\n  replicas", "name: other\nspec:\n  replicas"))),
+            temp_file("two.yaml", format!("{aws}\n---\n{}", aws.replace("name: checkout\nspec:\n  replicas", "name: other\nspec:\n  replicas"))),
             vec![],
             "several Deployments (\"checkout\", \"other\"); choose one with --deployment-name",
         ),
         (
-            temp("broken.yaml", "kind: Deployment\nspec: [\n"),
+            temp_file("broken.yaml", "kind: Deployment\nspec: [\n"),
             vec![],
             "document 1 is not valid YAML or JSON",
         ),
         (
-            temp("schema.yaml", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\nspec: {replicas: many}\n"),
+            temp_file("schema.yaml", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\nspec: {replicas: many}\n"),
             vec![],
             "does not match the apps/v1 Deployment schema",
         ),
         (
-            temp("zero.yaml", &aws.replace("periodSeconds: 10", "periodSeconds: 0")),
+            temp_file("zero.yaml", aws.replace("periodSeconds: 10", "periodSeconds: 0")),
             vec![],
             "readinessProbe.periodSeconds must be at least 1 (got 0)",
         ),
         (
-            temp(
+            temp_file(
                 "slow-probe.yaml",
-                &aws.replace("periodSeconds: 10", "periodSeconds: 5"),
+                aws.replace("periodSeconds: 10", "periodSeconds: 5"),
             ),
             vec![],
             "readinessProbe.timeoutSeconds (10) is longer than periodSeconds (5)",
         ),
         (
-            temp("env.yaml", &aws.replace("=30s", "=$(DELAY)")),
+            temp_file("env.yaml", aws.replace("=30s", "=$(DELAY)")),
             vec![],
             "sets --shutdown-delay from an environment variable",
         ),
@@ -308,14 +289,14 @@ fn unusable_manifests_get_a_clear_message() {
     );
     // An unresolved flag given on the command line is fine.
     let o = plan(
-        &temp("env2.yaml", &aws.replace("=30s", "=$(DELAY)")),
+        &temp_file("env2.yaml", aws.replace("=30s", "=$(DELAY)")),
         &["--shutdown-delay=30s"],
     );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     // --deployment-name picks one; --container needs --deployment.
-    let two = temp(
+    let two = temp_file(
         "two-named.yaml",
-        &format!(
+        format!(
             "{aws}\n---\n{}",
             aws.replace(
                 "name: checkout\nspec:\n  replicas",
