@@ -29,6 +29,8 @@ use hyper::server::conn::{http1, http2};
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
+use lameduck::connection::CutKind;
+
 use crate::connection::age::Age;
 use crate::connection::bound::{Bound, BoundStep};
 use crate::connection::context::ServeControl;
@@ -413,8 +415,8 @@ where
             }
             match this.conn.as_mut().poll(cx, this.activity) {
                 Polled::Done(result) => {
-                    if let Some(kind) = this.bound.as_mut().and_then(|b| b.ended(this.activity)) {
-                        this.activity.admission.shared.count_connection_cut(kind);
+                    if let Some(kind) = this.bound.as_mut().and_then(|b| b.ended()) {
+                        count_cut(this.control, this.activity, kind);
                     }
                     break result;
                 }
@@ -450,7 +452,7 @@ where
                     // Aged first, now stopped by the lifecycle too.
                     bound.stopped(bound::stopped_at(this.activity));
                 }
-                match bound.step(cx, this.activity, this.conn.http2_watch()) {
+                match bound.step(cx, this.activity, this.conn.http2_watch(), this.control) {
                     BoundStep::Wait => {}
                     BoundStep::ForceFinalGoaway => {
                         if let Some(watch) = this.conn.http2_watch() {
@@ -470,7 +472,7 @@ where
                     }
                     BoundStep::Cut(kind) => {
                         // Dropping hyper's connection closes it.
-                        this.activity.admission.shared.count_connection_cut(kind);
+                        count_cut(this.control, this.activity, kind);
                         break Ok(());
                     }
                 }
@@ -483,6 +485,11 @@ where
         };
         if let Err(e) = result {
             logging::connection_error(*this.peer, &e);
+        }
+        if this.bound.is_some() {
+            this.control
+                .bounds
+                .set(bound::registry_id(this.activity), None);
         }
         note_closed(this.activity);
         Poll::Ready(())
@@ -508,9 +515,21 @@ where
         return Some(Ok(()));
     }
     if let Some(bound) = bound.as_mut().filter(|_| activity.is_http2()) {
-        bound.goodbye_said(activity);
+        if activity.heads() == 0 {
+            bound.goodbye_said_after_waiting(activity);
+        } else {
+            bound.goodbye_said(activity);
+        }
     }
     None
+}
+
+/// Counts a connection its task cut at its bound, unless the exit counted it already.
+#[cold]
+fn count_cut<R: Runtime>(control: &ServeControl, activity: &ConnActivity<R>, kind: CutKind) {
+    if control.bounds.claim(bound::registry_id(activity)) {
+        activity.admission.shared.count_connection_cut(kind);
+    }
 }
 
 /// Notes a connection's close for the termination summary (after the signal only).

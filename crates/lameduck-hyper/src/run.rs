@@ -289,6 +289,10 @@ impl<R: Runtime> RunLoop<R> {
             }
             Event::Exit { code, reason } => {
                 self.report.warn_late_connections(&self.shared);
+                // Connections past their bound that the exit closes were cut at it.
+                for kind in self.control.bounds.take_passed(now) {
+                    self.shared.count_connection_cut(kind);
+                }
                 logging::silent_peers(&self.shared.peer_counts());
                 logging::summary(&self.report.summary(&self.shared));
                 logging::exiting(code, reason);

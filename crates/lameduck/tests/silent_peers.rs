@@ -74,17 +74,17 @@ fn work_in_flight_holds_a_connection_until_its_own_bound_then_one_second() {
     // A normal request admitted before the gate closed: the request timeout from the close.
     assert_eq!(
         shared.connection_bound(closed, busy(true, false, None)),
-        Some(closed + secs(61))
+        Some(closed + secs(60))
     );
     // Long-running only: the grace period, even though it is shorter than the timeout.
     assert_eq!(
         shared.connection_bound(closed, busy(false, true, None)),
-        Some(closed + secs(11))
+        Some(closed + secs(10))
     );
     // Both: the later of the two.
     assert_eq!(
         shared.connection_bound(closed, busy(true, true, None)),
-        Some(closed + secs(61))
+        Some(closed + secs(60))
     );
     // A request served after the close: its own deadline.
     let late = closed + secs(70);
@@ -100,7 +100,7 @@ fn the_grace_period_bounds_streams_longer_than_the_request_timeout() {
     assert_eq!(
         sim.shared()
             .connection_bound(closed, busy(false, true, None)),
-        Some(closed + secs(31))
+        Some(closed + secs(30))
     );
 }
 
@@ -126,12 +126,12 @@ fn retry_after_mode_bounds_work_from_the_gate_not_from_the_later_stop() {
     let shared = sim.shared();
     assert_eq!(
         shared.connection_bound(stop, busy(true, false, None)),
-        Some(closed + secs(61))
+        Some(closed + secs(60))
     );
     // Work whose bound has passed by the stop: one second after the stop.
     assert_eq!(
         shared.connection_bound(stop, busy(false, true, None)),
-        Some(closed + secs(11))
+        Some(closed + secs(10))
     );
     let (sim, closed) = gate_closed(config(true, secs(60), secs(1)));
     let stop = closed + secs(3);

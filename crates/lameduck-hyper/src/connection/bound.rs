@@ -34,6 +34,7 @@ use std::task::Context;
 use lameduck::connection::{ConnectionWork, CutKind, SILENT_PEER_TIMEOUT};
 use lameduck::Instant;
 
+use crate::connection::context::ServeControl;
 use crate::connection::h2_streams::Http2Watch;
 use crate::connection::head_watch::ConnActivity;
 use crate::runtime::Runtime;
@@ -73,6 +74,8 @@ pub(crate) struct Bound<R: Runtime> {
     /// The bound had passed when the PING was acknowledged in the client's stead: if the
     /// connection ends right after, it was cut at its bound, as this kind.
     cut_pending: Option<CutKind>,
+    /// Its first GOAWAY came at the end of its wait for a first stream.
+    waited_for_first_stream: bool,
     /// Since when nothing has been in flight, while nothing is.
     idle_since: Option<Instant>,
     /// The work in flight at the last look.
@@ -127,14 +130,14 @@ impl<R: Runtime> Bound<R> {
             goaway_at: None,
             forced_final_goaway: false,
             cut_pending: None,
+            waited_for_first_stream: false,
             idle_since: None,
             seen: None,
             timer: None,
         })
     }
 
-    /// The connection said its first GOAWAY now (or closed an idle HTTP/1 connection, which
-    /// needs nothing more).
+    /// The connection said its first GOAWAY now (HTTP/2).
     pub(crate) fn goodbye_said(&mut self, activity: &ConnActivity<R>) {
         if self.goaway_at.is_none() {
             self.goaway_at = Some(lifecycle_now(activity));
@@ -143,15 +146,21 @@ impl<R: Runtime> Bound<R> {
         }
     }
 
+    /// The connection said its first GOAWAY now, at the end of its wait for a first stream
+    /// (it never carried one): closed right after at its bound, it is not counted as cut,
+    /// as a plaintext connection that never carried a request is not.
+    pub(crate) fn goodbye_said_after_waiting(&mut self, activity: &ConnActivity<R>) {
+        self.goodbye_said(activity);
+        self.waited_for_first_stream = true;
+    }
+
     /// The connection ended by itself: the kind to count it as when that came right after
-    /// the task acknowledged the PING in the client's stead at the bound, the first GOAWAY
-    /// having been out for [`SILENT_PEER_TIMEOUT`] (the peer stayed silent all that time).
-    pub(crate) fn ended(&mut self, activity: &ConnActivity<R>) -> Option<CutKind> {
+    /// the task acknowledged the PING in the client's stead at the bound (the peer stayed
+    /// silent all that time), unless it had just been told goodbye after waiting for a
+    /// first stream.
+    pub(crate) fn ended(&mut self) -> Option<CutKind> {
         let kind = self.cut_pending.take()?;
-        let had_its_time = self
-            .goaway_at
-            .is_some_and(|at| at + SILENT_PEER_TIMEOUT <= lifecycle_now(activity));
-        had_its_time.then_some(kind)
+        (!self.waited_for_first_stream).then_some(kind)
     }
 
     /// Looks at the connection after it returned pending: what to do now. `http2` is what
@@ -161,6 +170,7 @@ impl<R: Runtime> Bound<R> {
         cx: &mut Context<'_>,
         activity: &ConnActivity<R>,
         http2: Option<&Http2Watch>,
+        control: &ServeControl,
     ) -> BoundStep {
         let work = &activity.work;
         let ack_read = http2.map(Http2Watch::ack_read);
@@ -213,6 +223,9 @@ impl<R: Runtime> Bound<R> {
             _ if age_bound.is_some_and(|at| at <= now) => CutKind::MaxConnectionAge,
             _ => CutKind::UnreadResponse,
         };
+        control
+            .bounds
+            .set(registry_id(activity), bound.map(|at| (at, kind)));
         let force = force_at.is_some_and(|at| at <= now)
             || (passed && ack_read == Some(false) && !self.forced_final_goaway);
         if force {
@@ -247,6 +260,12 @@ impl<R: Runtime> Bound<R> {
         }
         self.timer = Some((at, timer));
     }
+}
+
+/// A connection's key in the [`BoundRegistry`](crate::connection::context::BoundRegistry):
+/// the address of its activity, unique while the connection lives.
+pub(crate) fn registry_id<R: Runtime>(activity: &ConnActivity<R>) -> usize {
+    std::ptr::from_ref(activity) as usize
 }
 
 /// The earlier of two instants, either of which may be missing.

@@ -2,10 +2,11 @@
 //! with the run loop: the stop broadcast it reacts to, and the channel it reports on.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use futures_channel::mpsc;
-use lameduck::{Input, ListenerId, Shared};
+use lameduck::connection::CutKind;
+use lameduck::{Input, Instant, ListenerId, Shared};
 
 use crate::flag::Flag;
 use crate::runtime::{BoxFuture, Runtime};
@@ -20,6 +21,80 @@ pub(crate) struct ServeControl {
     /// Another process accepts on the listening sockets now (they outlive this one): stop
     /// accepting, keep serving the open connections.
     pub(crate) accepting_elsewhere: Flag,
+    /// The stopped connections and their bounds, for the exit.
+    pub(crate) bounds: BoundRegistry,
+}
+
+/// The stopped connections' bounds
+/// ([`Shared::connection_bound`](lameduck::Shared::connection_bound)), each with the kind it
+/// would be cut as. Each connection cuts itself at its bound; but the exit may come at that
+/// same instant (the drain's deadline is also the bound of the work it gave up on), before
+/// the connection's task has run: the exit then counts, as cut, every connection it finds
+/// here past its bound, since the exit closes it. Only stopped connections are here, each
+/// written when its bound changes: a termination's business, never a request's.
+#[derive(Debug, Default)]
+pub(crate) struct BoundRegistry {
+    entries: Mutex<Entries>,
+}
+
+/// The registry's content.
+#[derive(Debug, Default)]
+struct Entries {
+    bounds: Vec<(usize, Instant, CutKind)>,
+    /// The exit counted what had passed: nothing is kept or counted from then on.
+    exited: bool,
+}
+
+impl BoundRegistry {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Entries> {
+        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Connection `id` is to be cut as `kind` at `bound` (`None`: no bound, or gone).
+    pub(crate) fn set(&self, id: usize, bound: Option<(Instant, CutKind)>) {
+        let mut guard = self.lock();
+        if guard.exited {
+            return;
+        }
+        let entries = &mut guard.bounds;
+        let at = entries.iter().position(|(i, ..)| *i == id);
+        match (at, bound) {
+            (Some(at), Some((bound, kind))) => entries[at] = (id, bound, kind),
+            (None, Some((bound, kind))) => entries.push((id, bound, kind)),
+            (Some(at), None) => {
+                entries.swap_remove(at);
+            }
+            (None, None) => {}
+        }
+    }
+
+    /// Takes connection `id` out, cut at its bound by its own task: whether it was still
+    /// here (whoever takes it out counts the cut: the task, or the exit).
+    pub(crate) fn claim(&self, id: usize) -> bool {
+        let mut guard = self.lock();
+        let entries = &mut guard.bounds;
+        let Some(at) = entries.iter().position(|(i, ..)| *i == id) else {
+            return false;
+        };
+        entries.swap_remove(at);
+        true
+    }
+
+    /// The kinds of the connections whose bound is at or before `now`, which the exit cuts;
+    /// they leave the registry.
+    pub(crate) fn take_passed(&self, now: Instant) -> Vec<CutKind> {
+        let mut guard = self.lock();
+        guard.exited = true;
+        let mut passed = Vec::new();
+        guard.bounds.retain(|&(_, bound, kind)| {
+            let keep = bound > now;
+            if !keep {
+                passed.push(kind);
+            }
+            keep
+        });
+        passed
+    }
 }
 
 /// A server task, registered with [`crate::Server::serve`] or [`crate::Server::serve_with`]

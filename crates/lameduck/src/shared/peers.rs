@@ -81,19 +81,22 @@ impl Shared {
     ///
     /// - Without work in flight: [`SILENT_PEER_TIMEOUT`] after `stopped_at` or after the work
     ///   ended, whichever is later.
-    /// - With work in flight: [`SILENT_PEER_TIMEOUT`] after the work's own bound. Work
-    ///   admitted before the gate closed is bounded by the drain: `NotAcceptingNewRequest`
-    ///   plus the request timeout (normal) or the grace period (long-running); work admitted
-    ///   after it by its own deadline (`late_until`). Past its bound, the work's response has
-    ///   been aborted, or its client stopped reading it: the connection is then treated as
-    ///   one without work in flight.
+    /// - With work in flight: the work's own bound, at least [`SILENT_PEER_TIMEOUT`] after
+    ///   `stopped_at`. Work admitted before the gate closed is bounded by the drain:
+    ///   `NotAcceptingNewRequest` plus the request timeout (normal) or the grace period
+    ///   (long-running), the very instant the drain stops waiting for it; work admitted after
+    ///   it by its own deadline (`late_until`) plus [`SILENT_PEER_TIMEOUT`], so that its own
+    ///   504 or abort comes first. Past its bound, the work's response has been aborted, or
+    ///   its client stopped reading it: the connection is cut.
     ///
     /// Ask again whenever the work changes; the answer only depends on the arguments and on
     /// when `NotAcceptingNewRequest` fired (`stopped_at` stands for it before it fires).
     #[must_use]
     pub fn connection_bound(&self, stopped_at: Instant, work: ConnectionWork) -> Option<Instant> {
-        let until = match work {
-            ConnectionWork::Idle { since } => core::cmp::max(stopped_at, since),
+        match work {
+            ConnectionWork::Idle { since } => {
+                Some(core::cmp::max(stopped_at, since) + SILENT_PEER_TIMEOUT)
+            }
             ConnectionWork::Busy {
                 normal,
                 long_running,
@@ -103,7 +106,8 @@ impl Shared {
                 let gate_closed = self
                     .fired_at(LifecycleSignal::NotAcceptingNewRequest)
                     .unwrap_or(stopped_at);
-                let mut until = stopped_at;
+                // Work whose bound passed before the stop still gets the peer's second.
+                let mut until = stopped_at + SILENT_PEER_TIMEOUT;
                 if normal {
                     let timeout = config.request_timeout();
                     if timeout.is_zero() {
@@ -116,12 +120,12 @@ impl Shared {
                     until = core::cmp::max(until, gate_closed + grace);
                 }
                 if let Some(late) = late_until {
-                    until = core::cmp::max(until, late);
+                    // Its own deadline answers first (504, or the aborted response).
+                    until = core::cmp::max(until, late + SILENT_PEER_TIMEOUT);
                 }
-                until
+                Some(until)
             }
-        };
-        Some(until + SILENT_PEER_TIMEOUT)
+        }
     }
 
     /// When a connection that reached its [maximum age](crate::Config::max_connection_age)
