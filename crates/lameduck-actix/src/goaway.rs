@@ -38,7 +38,7 @@ use std::time::Instant;
 use event_listener::{Event, EventListener};
 use lameduck::connection::SILENT_PEER_TIMEOUT;
 use lameduck::{Shared, StdClock};
-use lameduck_hyper::Runtime as _;
+use lameduck_hyper::{ConnectionBounds, Runtime as _};
 use lameduck_tokio::TokioRuntime;
 
 use crate::serve::LifecycleRef;
@@ -59,6 +59,8 @@ pub struct GoawayBroadcast {
     /// The lifecycle whose configuration says how long a connection waits after the
     /// announcement ([`GoawayBroadcast::for_lifecycle`]); none: no wait.
     lifecycle: Option<LifecycleRef>,
+    /// Where the connections register their bounds for the exit, once the server runs.
+    bounds: OnceLock<ConnectionBounds>,
 }
 
 impl GoawayBroadcast {
@@ -108,6 +110,17 @@ impl GoawayBroadcast {
     /// When the broadcast was announced, once it was.
     pub(crate) fn announced_at(&self) -> Option<Instant> {
         self.announced_at.get().copied()
+    }
+
+    /// Where the server's connections register their bounds, so that the exit counts those
+    /// it closes at their bound ([`ConnectionBounds`]); set once the server runs.
+    pub(crate) fn set_bounds(&self, bounds: ConnectionBounds) {
+        let _ = self.bounds.set(bounds);
+    }
+
+    /// See [`GoawayBroadcast::set_bounds`].
+    pub(crate) fn bounds(&self) -> Option<&ConnectionBounds> {
+        self.bounds.get()
     }
 
     /// The lifecycle and its clock, for a broadcast [for a lifecycle](Self::for_lifecycle).

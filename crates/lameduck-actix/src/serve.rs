@@ -317,6 +317,8 @@ pub fn serve<H: ActixServer>(
     }
     let http = http.start().map_err(ActixServeError::Bind)?;
     lifecycle.serve_with(name, move |ctx| async move {
+        // The exit counts the connections it closes at their bound.
+        goaway.set_bounds(ctx.connection_bounds());
         let handle = http.handle();
         // The actix server runs (its accept thread and workers) while this future is polled.
         let mut running = tokio::spawn(http);

@@ -71,7 +71,7 @@ pub mod websocket;
 
 pub use arrivals::{note_request, ConnectionArrival};
 pub use builder::{Builder, Hook};
-pub use connection::context::ListenerContext;
+pub use connection::context::{ConnectionBounds, ListenerContext};
 pub use connection::handshake::{Alpn, Handshake};
 pub use connection::head_watch::HEADER_READ_TIMEOUT;
 pub use connection::linger::spread_close_at;

@@ -90,6 +90,8 @@ pub(super) struct Deadlines {
     seen: Option<Seen>,
     /// The armed timer and the instant it fires at.
     timer: Option<(StdInstant, Pin<Box<Sleep>>)>,
+    /// The bound and its kind as last worked out (for the exit's register).
+    last_bound: Option<(Instant, CutKind)>,
 }
 
 impl Deadlines {
@@ -251,10 +253,17 @@ impl Deadlines {
                     },
                 )
             });
-        match (by_stop, by_age) {
+        let bound = match (by_stop, by_age) {
             (Some(stop), Some(age)) => Some(if age.0 < stop.0 { age } else { stop }),
             (stop, age) => stop.or(age),
-        }
+        };
+        self.last_bound = bound;
+        bound
+    }
+
+    /// The bound and its kind as last worked out.
+    pub(super) fn last_bound(&self) -> Option<(Instant, CutKind)> {
+        self.last_bound
     }
 
     /// The next deadline after `now`, on the timers' clock.

@@ -93,7 +93,23 @@ pub struct GoawayIo<T> {
     pending_end: usize,
 }
 
+impl<T> Drop for GoawayIo<T> {
+    fn drop(&mut self) {
+        if self.deadlines.is_some() {
+            if let Some(bounds) = self.broadcast.bounds() {
+                bounds.set(self.registry_id(), None);
+            }
+        }
+    }
+}
+
 impl<T> GoawayIo<T> {
+    /// The connection's key in the exit's register of bounds: the address of its own
+    /// GOAWAY request, unique while it lives.
+    fn registry_id(&self) -> usize {
+        Rc::as_ptr(&self.request) as usize
+    }
+
     /// Wraps the I/O of an HTTP/2 connection (whose first bytes from the client are the
     /// preface), saying GOAWAY when `broadcast` is announced or the connection's own request
     /// ([`GoawayIo::request`]) is made.
@@ -234,9 +250,14 @@ impl<T> GoawayIo<T> {
         ) else {
             return;
         };
+        let id = Rc::as_ptr(&self.request) as usize;
         for _ in 0..4 {
             let open = self.streams.len();
-            let Some(due) = deadlines.poll(cx, lifecycle, self.phase.stage(), open) else {
+            let due = deadlines.poll(cx, lifecycle, self.phase.stage(), open);
+            if let Some(bounds) = self.broadcast.bounds() {
+                bounds.set(id, deadlines.last_bound());
+            }
+            let Some(due) = due else {
                 return;
             };
             match due {
@@ -256,7 +277,14 @@ impl<T> GoawayIo<T> {
                 }
                 Due::Cut(kind) => {
                     self.cut = Some(kind);
-                    lifecycle.0.count_connection_cut(kind);
+                    // Unless the exit, at this same bound, counted it already.
+                    if self
+                        .broadcast
+                        .bounds()
+                        .is_none_or(|bounds| bounds.claim(id))
+                    {
+                        lifecycle.0.count_connection_cut(kind);
+                    }
                     tracing::debug!(kind = kind.name(), open, "h2 connection: cut at its bound");
                     // The final GOAWAY still goes out first if it can at once: the client
                     // learns which of its streams were processed.

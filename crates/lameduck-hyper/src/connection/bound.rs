@@ -71,8 +71,8 @@ pub(crate) struct Bound<R: Runtime> {
     goaway_at: Option<Instant>,
     /// Whether the task already acknowledged the PING in the client's stead.
     forced_final_goaway: bool,
-    /// The bound had passed when the PING was acknowledged in the client's stead: if the
-    /// connection ends right after, it was cut at its bound, as this kind.
+    /// The PING was acknowledged in the client's stead: when the connection ends, it was cut,
+    /// as this kind.
     cut_pending: Option<CutKind>,
     /// Its first GOAWAY came at the end of its wait for a first stream.
     waited_for_first_stream: bool,
@@ -124,6 +124,9 @@ impl<R: Runtime> Bound<R> {
         cx: &Context<'_>,
     ) -> Box<Self> {
         activity.work.watch(cx.waker());
+        // Idle at its stop: idle since then, however late its task saw it.
+        let said_at = stopped_at.or(aged_at);
+        let idle_since = said_at.filter(|_| activity.in_flight() == 0);
         Box::new(Bound {
             stopped_at,
             aged_at,
@@ -131,7 +134,7 @@ impl<R: Runtime> Bound<R> {
             forced_final_goaway: false,
             cut_pending: None,
             waited_for_first_stream: false,
-            idle_since: None,
+            idle_since,
             seen: None,
             timer: None,
         })
@@ -154,10 +157,9 @@ impl<R: Runtime> Bound<R> {
         self.waited_for_first_stream = true;
     }
 
-    /// The connection ended by itself: the kind to count it as when that came right after
-    /// the task acknowledged the PING in the client's stead at the bound (the peer stayed
-    /// silent all that time), unless it had just been told goodbye after waiting for a
-    /// first stream.
+    /// The connection ended by itself: the kind to count it as when the task had
+    /// acknowledged the PING in the client's stead (the peer stayed silent for its second),
+    /// unless it had just been told goodbye after waiting for a first stream.
     pub(crate) fn ended(&mut self) -> Option<CutKind> {
         let kind = self.cut_pending.take()?;
         (!self.waited_for_first_stream).then_some(kind)
@@ -229,9 +231,11 @@ impl<R: Runtime> Bound<R> {
         let force = force_at.is_some_and(|at| at <= now)
             || (passed && ack_read == Some(false) && !self.forced_final_goaway);
         if force {
-            // Said in the final GOAWAY first, even when the connection is cut next.
+            // Said in the final GOAWAY first, even when the connection is cut next. The peer
+            // stayed silent for its second: should the connection end now (h2 closes it
+            // once no stream is left), it was cut.
             self.forced_final_goaway = true;
-            self.cut_pending = passed.then_some(kind);
+            self.cut_pending = Some(if passed { kind } else { CutKind::Http2Goaway });
             self.seen = None;
             return BoundStep::ForceFinalGoaway;
         }

@@ -25,6 +25,37 @@ pub(crate) struct ServeControl {
     pub(crate) bounds: BoundRegistry,
 }
 
+/// Where a server that bounds its own stopped connections (actix-web's) registers each
+/// connection's bound ([`Shared::connection_bound`](lameduck::Shared::connection_bound)), so
+/// that the exit, should it come at that bound before the connection's task has cut it,
+/// counts it as cut (the exit closes it). Whoever takes a connection out counts it, once:
+/// the connection's task after [`ConnectionBounds::claim`], or the exit.
+#[derive(Clone)]
+pub struct ConnectionBounds(Arc<ServeControl>);
+
+impl fmt::Debug for ConnectionBounds {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConnectionBounds").finish_non_exhaustive()
+    }
+}
+
+impl ConnectionBounds {
+    /// Connection `id` (any number unique among the server's live connections, such as
+    /// the address of its state) is to be cut as `kind` at `bound`; `None`: no bound, or
+    /// the connection is gone (call it when the connection ends).
+    pub fn set(&self, id: usize, bound: Option<(Instant, CutKind)>) {
+        self.0.bounds.set(id, bound);
+    }
+
+    /// Takes connection `id` out as its task cuts it at its bound: `true` when the cut is
+    /// the task's to count ([`Shared::count_connection_cut`](lameduck::Shared::count_connection_cut)),
+    /// `false` when the exit counted it already (or it was never registered).
+    #[must_use]
+    pub fn claim(&self, id: usize) -> bool {
+        self.0.bounds.claim(id)
+    }
+}
+
 /// The stopped connections' bounds
 /// ([`Shared::connection_bound`](lameduck::Shared::connection_bound)), each with the kind it
 /// would be cut as. Each connection cuts itself at its bound; but the exit may come at that
@@ -203,6 +234,13 @@ impl<R: Runtime> ListenerContext<R> {
     /// stopped only after [`ListenerContext::stop_listening`]. Never resolves otherwise.
     pub async fn accepting_elsewhere(&self) {
         self.control.accepting_elsewhere.wait().await;
+    }
+
+    /// The lifecycle's register of stopped connections' bounds, for a server that bounds its
+    /// own connections (see [`ConnectionBounds`]).
+    #[must_use]
+    pub fn connection_bounds(&self) -> ConnectionBounds {
+        ConnectionBounds(Arc::clone(&self.control))
     }
 
     /// Whether the lifecycle has said to stop listening.
