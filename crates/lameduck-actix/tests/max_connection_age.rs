@@ -9,7 +9,6 @@
 
 use std::time::{Duration, Instant};
 
-use actix_web::{web, App, HttpServer};
 use lameduck::connection::CutKind;
 use lameduck::Config;
 use lameduck_test_support::h2::{answered, frames, get_frame, goaway_ids, read_until, H2_START};
@@ -18,7 +17,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 mod support;
-use support::{acknowledge_goaway, serve_on_loopback, spawn_run, start, stop, Running, WAIT};
+use support::{acknowledge_goaway, start, start_actix_web, stop, Running, WAIT};
 
 const AGE: Duration = Duration::from_millis(300);
 const GRACE: Duration = Duration::from_millis(300);
@@ -155,17 +154,7 @@ async fn an_http1_response_outlasting_the_grace_is_cut_and_counted() {
 
 #[actix_web::test]
 async fn on_actix_webs_own_server_the_first_response_past_the_age_closes_the_connection() {
-    let mut server = support::prepare(aged(Duration::ZERO));
-    let admission = lameduck_actix::AdmissionMiddleware::for_server(&server);
-    let http = HttpServer::new(move || {
-        App::new()
-            .wrap(admission.clone())
-            .route("/", web::get().to(|| async { "ok" }))
-    });
-    let addr = serve_on_loopback(&mut server, http, |http, listener| {
-        http.workers(1).listen(listener)
-    });
-    let Running { addr, handle, run } = spawn_run(addr, server);
+    let Running { addr, handle, run } = start_actix_web(aged(Duration::ZERO), false);
 
     let mut conn = TcpStream::connect(addr).await.unwrap();
     let get = GET;

@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use actix_web::{web, App, HttpServer};
+use actix_web::{App, HttpServer};
 use lameduck::connection::CutKind;
 use lameduck::Config;
 use lameduck_actix::{ActixServeError, CLOSE_AFTER_DRAIN};
@@ -16,7 +16,7 @@ use tokio::net::TcpStream;
 use lameduck_test_support::h2::{answered, get_frame, read_until, H2_START};
 
 mod support;
-use support::{exit_code, serve_on_loopback, spawn_run, Running};
+use support::{exit_code, start_actix_web, Running};
 
 #[actix_web::test]
 async fn a_server_bound_before_serve_is_refused() {
@@ -66,17 +66,7 @@ fn actix_shutdown_timeout_is_above_every_bound() {
 
 #[actix_web::test]
 async fn an_idle_http2_connection_of_actix_webs_own_server_is_closed_after_the_drain_and_counted() {
-    let mut server = support::prepare(Config::default());
-    let admission = lameduck_actix::AdmissionMiddleware::for_server(&server);
-    let http = HttpServer::new(move || {
-        App::new()
-            .wrap(admission.clone())
-            .route("/", web::get().to(|| async { "ok" }))
-    });
-    let addr = serve_on_loopback(&mut server, http, |http, listener| {
-        http.workers(1).listen_auto_h2c(listener)
-    });
-    let Running { addr, handle, run } = spawn_run(addr, server);
+    let Running { addr, handle, run } = start_actix_web(Config::default(), true);
 
     let mut conn = TcpStream::connect(addr).await.unwrap();
     conn.write_all(H2_START).await.unwrap();

@@ -3,23 +3,14 @@
 use std::process::Output;
 
 mod common;
-use common::{lameduck, stderr, stdout, temp_path};
+use common::{lameduck, stderr, stdout, temp_path, AWS_PROBES};
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-const AWS: [&str; 7] = [
-    "plan",
-    "--probe-interval",
-    "10s",
-    "--probe-timeout",
-    "10s",
-    "--unhealthy-threshold",
-    "2",
-];
-
 fn aws(extra: &[&str]) -> Output {
-    let mut args: Vec<&str> = AWS.to_vec();
+    let mut args = vec!["plan"];
+    args.extend_from_slice(&AWS_PROBES);
     args.extend_from_slice(extra);
     lameduck(&args)
 }

@@ -5,20 +5,12 @@ mod common;
 
 use std::time::Duration;
 
-use common::{secs, Sim};
+use common::{config, secs, Sim};
 use lameduck::responses::SHUTTING_DOWN;
 use lameduck::{
     Admission, Config, ConnectionKind, LifecycleSignal, RequestClass, ShutdownMode,
     IDLE_CONNECTION_LINGER,
 };
-
-fn config(mode: ShutdownMode, delay: Duration) -> Config {
-    Config::builder()
-        .shutdown_send_retry_after(mode == ShutdownMode::SendRetryAfter)
-        .shutdown_delay(delay)
-        .build()
-        .expect("valid")
-}
 
 /// A simulator past `NotAcceptingNewRequest`, its sockets outliving it or not.
 fn closed(mode: ShutdownMode, outlive: bool) -> Sim {

@@ -3,21 +3,11 @@
 
 mod common;
 
-use std::time::Duration;
-
-use common::{ms, secs, Sim};
+use common::{config, ms, secs, Sim};
 use lameduck::{
     Admission, ArrivalCounts, Config, ConfigError, ConnectionKind, HookKind, HookOutcome,
     RequestArrival, RequestClass, ShutdownMode,
 };
-
-fn config(mode: ShutdownMode, delay: Duration) -> Config {
-    Config::builder()
-        .shutdown_send_retry_after(mode == ShutdownMode::SendRetryAfter)
-        .shutdown_delay(delay)
-        .build()
-        .expect("valid")
-}
 
 /// A connection and a request, as an adapter reports them at the simulator's `now`.
 fn arrive(sim: &Sim) {

@@ -1,6 +1,7 @@
 //! What the tests over real loopback connections share: servers without OS signal handlers,
-//! one answering `GET /` with `ok` (and `GET /slow` with `slow` after [`SLOW`]), the wait
-//! for a server's exit, and the wait for a connection's close. The raw HTTP/1 and HTTP/2
+//! answering `GET /` with `ok` (`AutoH2cServer`, also `GET /slow` with `slow` after [`SLOW`];
+//! or actix-web's own `HttpServer`), the wait for a server's exit, the wait for a
+//! connection's close, and the GOAWAY's acknowledgement. The raw HTTP/1 and HTTP/2
 //! clients are `lameduck_test_support`'s.
 
 // Each test file uses the part it needs.
@@ -9,7 +10,7 @@
 use std::net::{SocketAddr, TcpListener};
 use std::time::{Duration, Instant};
 
-use actix_web::{web, App};
+use actix_web::{web, App, HttpServer};
 use lameduck::Config;
 use lameduck_actix::{ActixServer, AutoH2cServer, Handle, Server, TokioRuntime};
 use lameduck_test_support::conn::read_to_close;
@@ -60,25 +61,10 @@ pub fn spawn_run(addr: SocketAddr, server: Server<TokioRuntime>) -> Running {
     Running { addr, handle, run }
 }
 
-/// A prepared server for `config` whose app answers `GET /` with `ok` through the admission
-/// middleware, on an `AutoH2cServer` bound to a loopback port with `workers` workers.
+/// A prepared server for `config` whose app answers `GET /` with `ok` and `GET /slow` with
+/// `slow` after [`SLOW`] through the admission middleware, on an `AutoH2cServer` bound to a
+/// loopback port with `workers` workers.
 pub fn prepare_ok_server(config: Config, workers: usize) -> (SocketAddr, Server<TokioRuntime>) {
-    let mut server = prepare(config);
-    let admission = lameduck_actix::AdmissionMiddleware::for_server(&server);
-    let http = AutoH2cServer::new(move || {
-        App::new()
-            .wrap(admission.clone())
-            .route("/", web::get().to(|| async { "ok" }))
-    });
-    let addr = serve_on_loopback(&mut server, http, |http, listener| {
-        http.workers(workers).listen(listener)
-    });
-    (addr, server)
-}
-
-/// Starts an `AutoH2cServer` for `config` with one worker, `GET /` answered `ok` and
-/// `GET /slow` answered `slow` after [`SLOW`].
-pub fn start(config: Config) -> Running {
     let mut server = prepare(config);
     let admission = lameduck_actix::AdmissionMiddleware::for_server(&server);
     let http = AutoH2cServer::new(move || {
@@ -94,7 +80,35 @@ pub fn start(config: Config) -> Running {
             )
     });
     let addr = serve_on_loopback(&mut server, http, |http, listener| {
-        http.workers(1).listen(listener)
+        http.workers(workers).listen(listener)
+    });
+    (addr, server)
+}
+
+/// Starts [`prepare_ok_server`]'s server for `config` with one worker.
+pub fn start(config: Config) -> Running {
+    let (addr, server) = prepare_ok_server(config, 1);
+    spawn_run(addr, server)
+}
+
+/// Starts actix-web's own `HttpServer` for `config` with one worker, its app answering
+/// `GET /` with `ok` through the admission middleware; with `h2c`, HTTP/2 with prior knowledge
+/// too.
+pub fn start_actix_web(config: Config, h2c: bool) -> Running {
+    let mut server = prepare(config);
+    let admission = lameduck_actix::AdmissionMiddleware::for_server(&server);
+    let http = HttpServer::new(move || {
+        App::new()
+            .wrap(admission.clone())
+            .route("/", web::get().to(|| async { "ok" }))
+    });
+    let addr = serve_on_loopback(&mut server, http, |http, listener| {
+        let http = http.workers(1);
+        if h2c {
+            http.listen_auto_h2c(listener)
+        } else {
+            http.listen(listener)
+        }
     });
     spawn_run(addr, server)
 }

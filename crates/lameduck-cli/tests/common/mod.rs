@@ -7,6 +7,17 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// The probe flags of the AWS example (a 10 s interval and timeout, 2 failures): the
+/// worst-case detection is 30 s.
+pub const AWS_PROBES: [&str; 6] = [
+    "--probe-interval",
+    "10s",
+    "--probe-timeout",
+    "10s",
+    "--unhealthy-threshold",
+    "2",
+];
+
 /// Runs the `lameduck` binary with `args`.
 pub fn lameduck(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_lameduck"))

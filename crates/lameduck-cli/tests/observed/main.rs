@@ -8,7 +8,7 @@ use std::time::Duration;
 
 #[path = "../common/mod.rs"]
 mod common;
-use common::lameduck;
+use common::{lameduck, AWS_PROBES};
 
 use lameduck_cli::report::Seconds;
 
@@ -64,13 +64,4 @@ const SMALL_PROBES: [&str; 6] = [
     "500ms",
     "--unhealthy-threshold",
     "1",
-];
-
-const AWS_PROBES: [&str; 6] = [
-    "--probe-interval",
-    "10s",
-    "--probe-timeout",
-    "10s",
-    "--unhealthy-threshold",
-    "2",
 ];

@@ -7,7 +7,18 @@ use std::time::Duration;
 
 use lameduck::sim::Simulator;
 use lameduck::trace::TraceSummary;
-use lameduck::{Config, HookId, HookOutcome, Input, Instant, LifecycleSignal, Machine};
+use lameduck::{
+    Config, HookId, HookOutcome, Input, Instant, LifecycleSignal, Machine, ShutdownMode,
+};
+
+/// The configuration of `mode` with the shutdown delay `delay`.
+pub fn config(mode: ShutdownMode, delay: Duration) -> Config {
+    Config::builder()
+        .shutdown_send_retry_after(mode == ShutdownMode::SendRetryAfter)
+        .shutdown_delay(delay)
+        .build()
+        .expect("valid")
+}
 
 /// A [`Simulator`] whose inputs are expected to be legal.
 pub struct Sim(pub Simulator);
