@@ -13,7 +13,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::sync::Semaphore;
 
-use crate::support::http1::Head;
+use crate::support::http1::{finish_line, invalid, Head};
 
 const MAX_LINE: u64 = 16 * 1024;
 const MAX_BODY: usize = 1024 * 1024;
@@ -92,33 +92,14 @@ impl Pending {
 
     /// Reads the status line and headers.
     pub async fn read_head(&mut self) -> io::Result<Head> {
-        let status_line = self.read_line().await?;
-        let mut parts = status_line.splitn(3, ' ');
-        let version = parts.next().unwrap_or_default().to_string();
-        let status = parts
-            .next()
-            .and_then(|s| s.parse().ok())
-            .filter(|_| version.starts_with("HTTP/1."))
-            .ok_or_else(|| invalid(format!("bad status line {status_line:?}")))?;
-        let mut headers = Vec::new();
+        let mut head = Head::from_status_line(&self.read_line().await?)?;
         loop {
             let line = self.read_line().await?;
             if line.is_empty() {
-                break;
+                return Ok(head);
             }
-            let (name, value) = line
-                .split_once(':')
-                .ok_or_else(|| invalid(format!("bad header line {line:?}")))?;
-            headers.push((name.trim().to_string(), value.trim().to_string()));
-            if headers.len() > 200 {
-                return Err(invalid("too many headers".into()));
-            }
+            head.add_header(&line)?;
         }
-        Ok(Head {
-            version,
-            status,
-            headers,
-        })
     }
 
     /// Reads the body after `head`.
@@ -189,37 +170,8 @@ impl Pending {
             .take(MAX_LINE)
             .read_until(b'\n', &mut line)
             .await?;
-        if n == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "connection closed by the server",
-            ));
-        }
-        if line.last() != Some(&b'\n') {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "line cut short",
-            ));
-        }
-        line.pop();
-        if line.last() == Some(&b'\r') {
-            line.pop();
-        }
-        String::from_utf8(line).map_err(|e| invalid(format!("non-UTF-8 line: {e}")))
+        finish_line(line, n)
     }
-}
-
-fn invalid(message: String) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, message)
-}
-
-/// A multi-threaded tokio runtime for the test's clients.
-pub fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("build a tokio runtime")
 }
 
 /// Counts failures by kind: `{kind: count}` plus one example message of each.

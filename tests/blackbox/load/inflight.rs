@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 
 use super::client::{self, Failure};
+use crate::support::h2::runtime;
 use crate::support::*;
 
 const REQUESTS: usize = 1000;
@@ -32,7 +33,7 @@ fn inflight_sleeps(bin: &'static str, flags: &[&str]) {
 
     // Connect all first (connects are what is slow on a busy machine), then write every
     // request at once, so that all of them are in flight when the signal comes.
-    let rt = client::runtime();
+    let rt = runtime();
     let permits = Arc::new(Semaphore::new(64));
     let connected = Arc::new(AtomicUsize::new(0));
     let sent = Arc::new(AtomicUsize::new(0));

@@ -9,6 +9,7 @@ use tokio::sync::Semaphore;
 
 use super::client::{self, Failure};
 use super::inflight::log_line_containing;
+use crate::support::h2::runtime;
 use crate::support::*;
 
 const STREAMS: usize = 2000;
@@ -25,7 +26,7 @@ pub fn watch_2000_streams_drain_paced(bin: &'static str) {
     client::require_open_files(STREAMS as u64);
     let mut server = ServerProcess::start(bin, FLAGS);
     let addr = server.addr;
-    let rt = client::runtime();
+    let rt = runtime();
     let permits = Arc::new(Semaphore::new(64));
     let open = Arc::new(AtomicUsize::new(0));
     let tasks: Vec<_> = (0..STREAMS)

@@ -1,12 +1,14 @@
 //! An HTTP/2 (h2c with prior knowledge) connection through hyper's client, with the frames
 //! the server sends tapped (see [`super::h2tap`]) so GOAWAY is observable.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
+use hyper::body::Incoming;
 use hyper::client::conn::http2::SendRequest;
 use hyper::{HeaderMap, Request, StatusCode, Version};
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -27,6 +29,24 @@ pub struct H2Response {
 impl H2Response {
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// Reads the whole of `resp`, the reply to `GET path` (named in the error); `at` is when
+    /// its body ended.
+    pub async fn read(resp: hyper::Response<Incoming>, path: &str) -> Result<H2Response, String> {
+        let (parts, body) = resp.into_parts();
+        let body = body
+            .collect()
+            .await
+            .map_err(|e| format!("GET {path} body: {}", with_sources(&e)))?
+            .to_bytes();
+        Ok(H2Response {
+            at: Instant::now(),
+            status: parts.status,
+            version: parts.version,
+            headers: parts.headers,
+            body,
+        })
     }
 }
 
@@ -83,9 +103,12 @@ impl H2Conn {
         }
     }
 
-    /// Starts `GET path` on this connection; the returned task resolves to the whole reply
-    /// (bounded by 20 s).
-    pub async fn start_get(&mut self, path: &str) -> JoinHandle<Result<H2Response, String>> {
+    /// Sends `GET path` on this connection, once the connection is ready for it (within 5 s);
+    /// the reply to come.
+    async fn send_get(
+        &mut self,
+        path: &str,
+    ) -> impl Future<Output = hyper::Result<hyper::Response<Incoming>>> {
         tokio::time::timeout(Duration::from_secs(5), self.sender.ready())
             .await
             .map_err(|_| "h2 sender not ready within 5 s".to_string())
@@ -95,26 +118,20 @@ impl H2Conn {
             .uri(format!("http://{}{path}", self.addr))
             .body(Empty::<Bytes>::new())
             .expect("request");
-        let response = self.sender.send_request(request);
+        self.sender.send_request(request)
+    }
+
+    /// Starts `GET path` on this connection; the returned task resolves to the whole reply
+    /// (bounded by 20 s).
+    pub async fn start_get(&mut self, path: &str) -> JoinHandle<Result<H2Response, String>> {
+        let response = self.send_get(path).await;
         let path = path.to_string();
         tokio::spawn(async move {
             let work = async {
                 let resp = response
                     .await
                     .map_err(|e| format!("GET {path}: {}", with_sources(&e)))?;
-                let (parts, body) = resp.into_parts();
-                let body = body
-                    .collect()
-                    .await
-                    .map_err(|e| format!("GET {path} body: {}", with_sources(&e)))?
-                    .to_bytes();
-                Ok(H2Response {
-                    at: Instant::now(),
-                    status: parts.status,
-                    version: parts.version,
-                    headers: parts.headers,
-                    body,
-                })
+                H2Response::read(resp, &path).await
             };
             tokio::time::timeout(Duration::from_secs(20), work)
                 .await
@@ -130,16 +147,7 @@ impl H2Conn {
         path: &str,
         limit: Duration,
     ) -> JoinHandle<Result<H2Stream, String>> {
-        tokio::time::timeout(Duration::from_secs(5), self.sender.ready())
-            .await
-            .map_err(|_| "h2 sender not ready within 5 s".to_string())
-            .and_then(|r| r.map_err(|e| format!("h2 sender: {}", with_sources(&e))))
-            .unwrap_or_else(|e| panic!("GET {path}: {e}"));
-        let request = Request::builder()
-            .uri(format!("http://{}{path}", self.addr))
-            .body(Empty::<Bytes>::new())
-            .expect("request");
-        let response = self.sender.send_request(request);
+        let response = self.send_get(path).await;
         let path = path.to_string();
         tokio::spawn(async move {
             let deadline = tokio::time::Instant::now() + limit;

@@ -29,6 +29,35 @@ pub struct Head {
 }
 
 impl Head {
+    /// A head of the status line `line`, without headers yet.
+    pub fn from_status_line(line: &str) -> io::Result<Head> {
+        let mut parts = line.splitn(3, ' ');
+        let version = parts.next().unwrap_or_default().to_string();
+        let status = parts
+            .next()
+            .and_then(|s| s.parse().ok())
+            .filter(|_| version.starts_with("HTTP/1."))
+            .ok_or_else(|| invalid(format!("bad status line {line:?}")))?;
+        Ok(Head {
+            version,
+            status,
+            headers: Vec::new(),
+        })
+    }
+
+    /// Adds the header line `line`; an error if it is none, or one too many.
+    pub fn add_header(&mut self, line: &str) -> io::Result<()> {
+        if self.headers.len() >= MAX_HEADERS {
+            return Err(invalid("too many headers".into()));
+        }
+        let (name, value) = line
+            .split_once(':')
+            .ok_or_else(|| invalid(format!("bad header line {line:?}")))?;
+        self.headers
+            .push((name.trim().to_string(), value.trim().to_string()));
+        Ok(())
+    }
+
     /// The first value of header `name` (case-insensitive).
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
@@ -162,33 +191,14 @@ impl Conn {
 
     /// Reads the status line and headers. EOF before the first byte is `UnexpectedEof`.
     pub fn read_head(&mut self) -> io::Result<Head> {
-        let status_line = self.read_line()?;
-        let mut parts = status_line.splitn(3, ' ');
-        let version = parts.next().unwrap_or_default().to_string();
-        let status = parts
-            .next()
-            .and_then(|s| s.parse().ok())
-            .filter(|_| version.starts_with("HTTP/1."))
-            .ok_or_else(|| invalid(format!("bad status line {status_line:?}")))?;
-        let mut headers = Vec::new();
+        let mut head = Head::from_status_line(&self.read_line()?)?;
         loop {
             let line = self.read_line()?;
             if line.is_empty() {
-                break;
+                return Ok(head);
             }
-            if headers.len() >= MAX_HEADERS {
-                return Err(invalid("too many headers".into()));
-            }
-            let (name, value) = line
-                .split_once(':')
-                .ok_or_else(|| invalid(format!("bad header line {line:?}")))?;
-            headers.push((name.trim().to_string(), value.trim().to_string()));
+            head.add_header(&line)?;
         }
-        Ok(Head {
-            version,
-            status,
-            headers,
-        })
     }
 
     /// Reads the body that follows `head` (Content-Length, chunked, or until EOF).
@@ -289,30 +299,37 @@ impl Conn {
             .by_ref()
             .take(MAX_LINE as u64)
             .read_until(b'\n', &mut line)?;
-        if n == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "connection closed by the server",
-            ));
-        }
-        if line.last() != Some(&b'\n') {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                format!(
-                    "line cut short: {:?}",
-                    String::from_utf8_lossy(&line).into_owned()
-                ),
-            ));
-        }
-        line.pop();
-        if line.last() == Some(&b'\r') {
-            line.pop();
-        }
-        String::from_utf8(line).map_err(|e| invalid(format!("non-UTF-8 line: {e}")))
+        finish_line(line, n)
     }
 }
 
-fn invalid(message: String) -> io::Error {
+/// A line read up to its `\n` (`n` bytes read, at most a line's limit), without its line end;
+/// an error if the connection closed before it, if it was cut short, or if it is not UTF-8.
+pub fn finish_line(mut line: Vec<u8>, n: usize) -> io::Result<String> {
+    if n == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "connection closed by the server",
+        ));
+    }
+    if line.last() != Some(&b'\n') {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!(
+                "line cut short: {:?}",
+                String::from_utf8_lossy(&line).into_owned()
+            ),
+        ));
+    }
+    line.pop();
+    if line.last() == Some(&b'\r') {
+        line.pop();
+    }
+    String::from_utf8(line).map_err(|e| invalid(format!("non-UTF-8 line: {e}")))
+}
+
+/// An error for a reply that breaks HTTP/1.1.
+pub fn invalid(message: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, message)
 }
 

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty};
+use http_body_util::Empty;
 use hyper::client::conn::http1;
 use hyper::Request;
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -381,19 +381,7 @@ impl H1Tls {
                 .send_request(request)
                 .await
                 .map_err(|e| format!("GET {path}: {e}"))?;
-            let (parts, body) = resp.into_parts();
-            let body = body
-                .collect()
-                .await
-                .map_err(|e| format!("GET {path} body: {e}"))?
-                .to_bytes();
-            Ok(H2Response {
-                at: Instant::now(),
-                status: parts.status,
-                version: parts.version,
-                headers: parts.headers,
-                body,
-            })
+            H2Response::read(resp, path).await
         };
         tokio::time::timeout(REQUEST_LIMIT, work)
             .await
