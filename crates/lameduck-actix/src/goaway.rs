@@ -30,7 +30,7 @@
 use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
@@ -61,6 +61,10 @@ pub struct GoawayBroadcast {
     lifecycle: Option<LifecycleRef>,
     /// Where the connections register their bounds for the exit, once the server runs.
     bounds: OnceLock<ConnectionBounds>,
+    /// The live connections registered there (the exit counts the others itself).
+    registered: AtomicUsize,
+    /// Connections the forced stop counted as cut already (the exit does not again).
+    counted_by_stop: AtomicUsize,
 }
 
 impl GoawayBroadcast {
@@ -121,6 +125,27 @@ impl GoawayBroadcast {
     /// See [`GoawayBroadcast::set_bounds`].
     pub(crate) fn bounds(&self) -> Option<&ConnectionBounds> {
         self.bounds.get()
+    }
+
+    /// A connection registered its bound (`true`) or, registered, ended (`false`).
+    pub(crate) fn count_registered(&self, live: bool) {
+        if live {
+            self.registered.fetch_add(1, Ordering::AcqRel);
+        } else {
+            self.registered.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
+    /// The live connections the exit would close unregistered, not yet counted as cut by
+    /// the forced stop, of `live` in all.
+    pub(crate) fn open_at_exit(&self, live: usize) -> usize {
+        live.saturating_sub(self.registered.load(Ordering::Acquire))
+            .saturating_sub(self.counted_by_stop.load(Ordering::Acquire))
+    }
+
+    /// The forced stop counted `n` connections as cut.
+    pub(crate) fn counted_by_stop(&self, n: usize) {
+        self.counted_by_stop.fetch_add(n, Ordering::AcqRel);
     }
 
     /// The lifecycle and its clock, for a broadcast [for a lifecycle](Self::for_lifecycle).

@@ -317,8 +317,12 @@ pub fn serve<H: ActixServer>(
     }
     let http = http.start().map_err(ActixServeError::Bind)?;
     lifecycle.serve_with(name, move |ctx| async move {
-        // The exit counts the connections it closes at their bound.
-        goaway.set_bounds(ctx.connection_bounds());
+        // The exit counts the connections it closes at their bound: the HTTP/2 ones of an
+        // AutoH2cServer register theirs; the others it counts by number.
+        let bounds = ctx.connection_bounds();
+        let (open, registered) = (connections.clone(), Arc::clone(&goaway));
+        bounds.count_open_at_exit(move || registered.open_at_exit(open.live()));
+        goaway.set_bounds(bounds);
         let handle = http.handle();
         // The actix server runs (its accept thread and workers) while this future is polled.
         let mut running = tokio::spawn(http);
@@ -389,7 +393,10 @@ pub fn serve<H: ActixServer>(
             Either::Right((Either::Right(_), _)) => {
                 // What is left is closed now, its peers silent (or busy with what actix
                 // cannot tell apart): counted.
-                count_forced_closes(&shared, clock, connections.live());
+                // (The HTTP/2 connections registered with the exit are its to count.)
+                let unregistered = goaway.open_at_exit(connections.live());
+                goaway.counted_by_stop(unregistered);
+                count_forced_closes(&shared, clock, unregistered);
                 // Not awaited: actix handles its commands one at a time and is still busy
                 // with the graceful stop. The process exits next, closing what is left.
                 drop(tokio::spawn(handle.stop(false)));

@@ -20,6 +20,8 @@ use lameduck::{
     Prepared, Running, Shared, StdClock,
 };
 
+use lameduck::connection::CutKind;
+
 use crate::connection::context::{ListenerContext, ServeControl, ServeTask};
 use crate::logging;
 use crate::run::hooks::{spawn_destroy_hooks, spawn_hooks, Hooks};
@@ -290,7 +292,14 @@ impl<R: Runtime> RunLoop<R> {
             Event::Exit { code, reason } => {
                 self.report.warn_late_connections(&self.shared);
                 // Connections past their bound that the exit closes were cut at it.
-                for kind in self.control.bounds.take_passed(now) {
+                let summary = self.report.summary(&self.shared);
+                let gave_up = summary.requests_remaining + summary.streams_remaining > 0;
+                let unregistered = if gave_up {
+                    CutKind::UnreadResponse
+                } else {
+                    CutKind::RequestHead
+                };
+                for kind in self.control.bounds.take_passed(now, unregistered) {
                     self.shared.count_connection_cut(kind);
                 }
                 logging::silent_peers(&self.shared.peer_counts());

@@ -87,6 +87,8 @@ pub struct GoawayIo<T> {
     deadlines: Option<Box<Deadlines>>,
     /// Cut at its bound: every read and write fails from then on.
     cut: Option<CutKind>,
+    /// It registered its bound with the exit.
+    bound_registered: bool,
     /// Inserted bytes not yet written: written before any more of the server's bytes.
     pending: [u8; 2 * CONTROL_FRAME_LEN],
     pending_start: usize,
@@ -95,10 +97,11 @@ pub struct GoawayIo<T> {
 
 impl<T> Drop for GoawayIo<T> {
     fn drop(&mut self) {
-        if self.deadlines.is_some() {
+        if self.bound_registered {
             if let Some(bounds) = self.broadcast.bounds() {
                 bounds.set(self.registry_id(), None);
             }
+            self.broadcast.count_registered(false);
         }
     }
 }
@@ -127,6 +130,7 @@ impl<T> GoawayIo<T> {
             phase: Phase::Serving,
             deadlines: None,
             cut: None,
+            bound_registered: false,
             pending: [0; 2 * CONTROL_FRAME_LEN],
             pending_start: 0,
             pending_end: 0,
@@ -256,6 +260,10 @@ impl<T> GoawayIo<T> {
             let due = deadlines.poll(cx, lifecycle, self.phase.stage(), open);
             if let Some(bounds) = self.broadcast.bounds() {
                 bounds.set(id, deadlines.last_bound());
+                if !self.bound_registered {
+                    self.bound_registered = true;
+                    self.broadcast.count_registered(true);
+                }
             }
             let Some(due) = due else {
                 return;

@@ -47,6 +47,14 @@ impl ConnectionBounds {
         self.0.bounds.set(id, bound);
     }
 
+    /// Says how many of the server's connections the exit would close without their being
+    /// registered one by one (a server that cannot bound some of its connections itself:
+    /// actix-web's HTTP/1 ones): at the exit, each is counted as cut, as an unread response
+    /// when the drain gave up on requests, as a wait for a request head otherwise.
+    pub fn count_open_at_exit(&self, open: impl Fn() -> usize + Send + Sync + 'static) {
+        self.0.bounds.lock().open_at_exit.push(Box::new(open));
+    }
+
     /// Takes connection `id` out as its task cuts it at its bound: `true` when the cut is
     /// the task's to count ([`Shared::count_connection_cut`](lameduck::Shared::count_connection_cut)),
     /// `false` when the exit counted it already (or it was never registered).
@@ -69,15 +77,27 @@ pub(crate) struct BoundRegistry {
 }
 
 /// The registry's content.
-#[derive(Debug, Default)]
-struct Entries {
+#[derive(Default)]
+pub(crate) struct Entries {
     bounds: Vec<(usize, Instant, CutKind)>,
+    /// How many connections of a server the exit would close unregistered
+    /// ([`ConnectionBounds::count_open_at_exit`]).
+    open_at_exit: Vec<Box<dyn Fn() -> usize + Send + Sync>>,
     /// The exit counted what had passed: nothing is kept or counted from then on.
     exited: bool,
 }
 
+impl fmt::Debug for Entries {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Entries")
+            .field("bounds", &self.bounds)
+            .field("exited", &self.exited)
+            .finish_non_exhaustive()
+    }
+}
+
 impl BoundRegistry {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Entries> {
+    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, Entries> {
         self.entries.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -112,11 +132,13 @@ impl BoundRegistry {
     }
 
     /// The kinds of the connections whose bound is at or before `now`, which the exit cuts;
-    /// they leave the registry.
-    pub(crate) fn take_passed(&self, now: Instant) -> Vec<CutKind> {
+    /// they leave the registry. The connections servers count themselves
+    /// ([`ConnectionBounds::count_open_at_exit`]) are added as `unregistered`.
+    pub(crate) fn take_passed(&self, now: Instant, unregistered: CutKind) -> Vec<CutKind> {
         let mut guard = self.lock();
         guard.exited = true;
-        let mut passed = Vec::new();
+        let open: usize = guard.open_at_exit.iter().map(|open| open()).sum();
+        let mut passed = vec![unregistered; open];
         guard.bounds.retain(|&(_, bound, kind)| {
             let keep = bound > now;
             if !keep {
