@@ -4,13 +4,14 @@
 
 use actix_web::{web, App};
 use lameduck_actix::{AdmissionMiddleware, AutoH2cServer, ServerTls};
-use lameduck_suite::{actix_routes, flags, logging, metrics, routes, server, tls};
+use lameduck_examples::{flags, logging, metrics, routes, server, tls};
+use lameduck_examples_actix::actix_routes;
 use lameduck_tokio::TokioRuntime;
 
 async fn run(
     flags: flags::Flags,
     tls: Option<ServerTls>,
-    sockets: lameduck_suite::listen::Sockets,
+    sockets: lameduck_examples::listen::Sockets,
 ) -> i32 {
     let mut server = match server::builder(&flags, TokioRuntime) {
         Ok(b) => b.prepare(),

@@ -10,7 +10,7 @@ use axum::http::{StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use lameduck_suite::{flags, logging, metrics, routes, server, tls};
+use lameduck_examples::{flags, logging, metrics, routes, server, tls};
 use lameduck_tokio::{ShutdownNotice, TokioRuntime};
 
 fn main() {
@@ -91,7 +91,7 @@ async fn ws(req: Request) -> Response {
     upgrade.on_upgrade(move |socket| {
         let kind = AXUM_MESSAGES;
         let is_data = |m: &Message| matches!(m, Message::Text(_) | Message::Binary(_));
-        lameduck_suite::routes::echo_until_turn(TokioRuntime, shutdown, socket, kind, is_data)
+        lameduck_examples::routes::echo_until_turn(TokioRuntime, shutdown, socket, kind, is_data)
     })
 }
 

@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use lameduck_suite::grpc::{DemoClient, SleepRequest};
+use lameduck_examples_grpc::grpc::{DemoClient, SleepRequest};
 use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
 
 /// Calls made, calls that ended OK, the failures by status, and the retries by kind.

@@ -8,8 +8,8 @@
 //! `lameduck.example.Demo`; other requests to the HTTP routes of the other examples, so
 //! `/readyz` and friends answer as everywhere.
 
-use lameduck_suite::grpc::{Demo, SERVICE, TICKS};
-use lameduck_suite::{flags, logging, metrics, routes, server, tls};
+use lameduck_examples::{flags, logging, metrics, routes, server, tls};
+use lameduck_examples_grpc::grpc::{Demo, SERVICE, TICKS};
 use lameduck_tokio::TokioRuntime;
 
 fn main() {
@@ -50,7 +50,7 @@ fn main() {
             .streaming(TICKS)
             .long_running(routes::is_long_running)
             .health(reporter, [SERVICE]);
-        let service = lameduck_suite::grpc::with_http(grpc_routes, http);
+        let service = lameduck_examples_grpc::grpc::with_http(grpc_routes, http);
         let served = match &tls {
             None => grpc.serve(&mut server, "api", listener, service),
             Some(tls) => {

@@ -3,8 +3,9 @@
 //!
 //! `cargo run --release --example smol_server -- --listen 127.0.0.1:8080 --shutdown-delay 5s`
 
+use lameduck_examples::{flags, logging, metrics, routes, server, tls};
+use lameduck_examples_smol::{exit_with_smol, websocket};
 use lameduck_smol::SmolRuntime;
-use lameduck_suite::{flags, logging, metrics, routes, server, tls, websocket};
 
 fn main() {
     let flags = flags::from_env_or_exit();
@@ -12,7 +13,7 @@ fn main() {
     metrics::install(); // the Prometheus recorder, before the lifecycle records anything
     let tls = tls::load_or_exit(&flags);
     let sockets = server::open_sockets_or_exit(&flags);
-    server::exit_with_smol(2, |executor| async move {
+    exit_with_smol(2, |executor| async move {
         let runtime = SmolRuntime::with_executor(executor);
         let adopt = lameduck_smol::from_std;
         let tls = tls.as_ref().map(lameduck_smol::TlsAcceptor::new);

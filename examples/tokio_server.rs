@@ -2,7 +2,7 @@
 //!
 //! `cargo run --release --example tokio_server -- --listen 127.0.0.1:8080 --shutdown-delay 5s`
 
-use lameduck_suite::{flags, logging, metrics, routes, server, tls};
+use lameduck_examples::{flags, logging, metrics, routes, server, tls};
 use lameduck_tokio::TokioRuntime;
 
 fn main() {

@@ -14,17 +14,17 @@ RESULTS=$ROOT/crates/lameduck-bench/results
 
 # Release builds of the bench binaries and of the example servers.
 bench_build() {
-  echo "==> cargo build --release -p lameduck-bench --bins; cargo build --release -p lameduck-suite --examples" >&2
+  echo "==> cargo build --release -p lameduck-bench --bins; cargo build --release --examples" >&2
   cargo build --release -p lameduck-bench --bins >&2
-  cargo build --release -p lameduck-suite --examples >&2
+  cargo build --release --examples >&2
 }
 
 # One line describing the machine and the code measured.
 bench_machine() {
   local model dirty=""
   model=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
-  if [[ -n "$(git -C "$ROOT" status --porcelain -- crates src examples 2>/dev/null)" ]]; then
-    dirty=" + uncommitted changes under crates/, src/ or examples/"
+  if [[ -n "$(git -C "$ROOT" status --porcelain -- crates examples 2>/dev/null)" ]]; then
+    dirty=" + uncommitted changes under crates/ or examples/"
   fi
   echo "$(date -u +%Y-%m-%dT%H:%MZ); commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)$dirty;" \
     "nproc $(nproc), $model, kernel $(uname -r), $(rustc --version | cut -d' ' -f1-2);" \

@@ -368,8 +368,11 @@ def main():
     if not a.no_build:
         # One invocation, so both sides link the same build of hyper & co. (features unified
         # once: separate builds may compile hyper with other features, and inline differently).
+        # The example servers and quick starts are in one package per runtime.
+        examples = [arg for runtime in ("tokio", "axum", "smol", "actix")
+                    for arg in ("-p", f"lameduck-examples-{runtime}")]
         for cmd in (["cargo", "build", "--release", "-p", "lameduck-bench", "--bins",
-                     "-p", "lameduck-suite", "--examples"],):
+                     *examples, "--examples"],):
             log("==>", " ".join(cmd))
             subprocess.run(cmd, cwd=ROOT, check=True)
 
@@ -380,13 +383,13 @@ def main():
 
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     # The results file itself (opened for writing above) does not count.
-    dirty = subprocess.run(["git", "status", "--porcelain", "--", "crates", "src", "examples",
+    dirty = subprocess.run(["git", "status", "--porcelain", "--", "crates", "examples",
                             ":(exclude)crates/lameduck-bench/results"], cwd=ROOT,
                            capture_output=True, text=True).stdout.strip()
     model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
     rustc = subprocess.run(["rustc", "--version"], capture_output=True, text=True).stdout.split()[:2]
     print(f"machine: {time.strftime('%Y-%m-%dT%H:%MZ', time.gmtime())}; commit {head}"
-          f"{' + uncommitted changes under crates/, src/ or examples/' if dirty else ''}; "
+          f"{' + uncommitted changes under crates/ or examples/' if dirty else ''}; "
           f"nproc {os.cpu_count()}, {model}, kernel {os.uname().release}, {' '.join(rustc)}; "
           f"1-min load average at start {os.getloadavg()[0]:.2f}")
     use_perf = perf_works()

@@ -3,7 +3,7 @@
 //! * `src/bin/bare_*.rs`: the *bare* baseline servers (hyper on tokio, axum, actix-web,
 //!   hyper on smol). They serve the same routes as the example servers of the repository
 //!   (`/` → `ok`, `/sleep?duration=D`, `/watch`), with the same route handlers where the
-//!   example shares them (`lameduck_suite::routes`), but without lameduck: no admission
+//!   example shares them (`lameduck_examples::routes`), but without lameduck: no admission
 //!   layer, no lifecycle driver. Each prints `listening on http://ADDR` like the examples
 //!   (`bare_hyper_tls`, the same over TLS: `listening on https://ADDR`).
 //! * `src/bin/bench_*.rs`: the harnesses that start servers, load them, signal them and

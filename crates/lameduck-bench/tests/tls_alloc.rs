@@ -3,7 +3,7 @@
 //!
 //! A counting global allocator counts every allocation of this process. Each server runs
 //! in-process on a current-thread tokio runtime of its own thread, serving the example
-//! servers' routes (`lameduck_suite::routes`) with the rustls configuration of
+//! servers' routes (`lameduck_examples::routes`) with the rustls configuration of
 //! `lameduck_tls::ServerTls`; the client is a blocking rustls connection in the test's thread
 //! (its own allocations per request are the same against every server, so they cancel in the
 //! differences). After a warm-up, the allocations of a fixed number of requests are counted
@@ -35,7 +35,7 @@ use std::time::Duration;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::service::TowerToHyperService;
 use lameduck_bench::tls::{self, ALPN_HTTP1};
-use lameduck_suite::routes;
+use lameduck_examples::routes;
 use lameduck_tls::rustls::pki_types::ServerName;
 use lameduck_tls::rustls::{ClientConfig, ClientConnection, StreamOwned};
 use lameduck_tls::ServerTls;

@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use lameduck_suite::grpc::{SleepRequest, TicksRequest, SERVICE};
+use lameduck_examples_grpc::grpc::{SleepRequest, TicksRequest, SERVICE};
 use tonic::Code;
 
 use crate::support::grpc::{channel, check, demo, tapped_channel, ServingStatus};

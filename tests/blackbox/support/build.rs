@@ -45,12 +45,10 @@ fn build(name: &str) -> Result<PathBuf, String> {
     let target_dir = target_dir();
     let output = Command::new(&cargo)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args(["build", "--release", "--package", env!("CARGO_PKG_NAME")])
-        .args([
-            "--example",
-            name,
-            "--message-format=json-render-diagnostics",
-        ])
+        // From the workspace root, as a user builds it: each example server is in a package of
+        // its own (the workspace's default members), which cargo finds by the example's name.
+        .args(["build", "--release", "--example", name])
+        .arg("--message-format=json-render-diagnostics")
         .arg("--target-dir")
         .arg(&target_dir)
         // Do not inherit a jobserver meant for the outer cargo.

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hyper_util::rt::TokioIo;
-use lameduck_suite::grpc::DemoClient;
+use lameduck_examples_grpc::grpc::DemoClient;
 use tonic::transport::{Channel, Endpoint};
 
 use super::h2tap::{FrameTap, Seen};

@@ -26,8 +26,8 @@ use super::process::ServerProcess;
 /// examples' own flag parser, so it cannot drift from what the server runs with).
 pub fn config_for(flags: &[&str]) -> Config {
     let args = flags.iter().map(|s| s.to_string());
-    match lameduck_suite::flags::parse("server", args) {
-        Ok(lameduck_suite::flags::Parsed::Run(f)) => f.config,
+    match lameduck_examples::flags::parse("server", args) {
+        Ok(lameduck_examples::flags::Parsed::Run(f)) => f.config,
         other => panic!("flags {flags:?} do not describe a server run: {other:?}"),
     }
 }

@@ -32,7 +32,7 @@ def ready_examples(runtimes, no_build):
     binaries are there; False (each problem logged) when not."""
     if not no_build:
         targets = [flag for r in runtimes for flag in ("--example", r)]
-        if not cargo_build("-p", "lameduck-suite", *targets):
+        if not cargo_build(*targets):
             return False
     examples = examples_dir()
     for runtime in runtimes:

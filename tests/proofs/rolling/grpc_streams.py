@@ -65,7 +65,8 @@ from rolling.grpcio_load import read_varint
 
 BINARY = "grpc_server"
 TICKS = "/lameduck.example.Demo/Ticks"
-# The server's interval between two ticks (src/grpc.rs, TICK_INTERVAL).
+# The server's interval between two ticks (TICK_INTERVAL in
+# crates/lameduck-examples-grpc/src/grpc.rs).
 TICK_INTERVAL_S = 0.5
 # Bounds of the setup: the server's start, a channel's connection, every stream's first tick.
 START_TIMEOUT_S = 30

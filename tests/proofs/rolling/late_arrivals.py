@@ -306,7 +306,7 @@ def main(argv=None):
         p.error("--terminations must be at least 1")
     if not h.check_tools("haproxy", "wrk", hint="apt-get install -y haproxy wrk"):
         return 2
-    if not args.no_build and not h.cargo_build("-p", "lameduck-suite", "--examples"):
+    if not args.no_build and not h.cargo_build("--examples"):
         return 2
     examples = h.examples_dir()
     for runtime in runtimes:

@@ -8,7 +8,8 @@
 
 use actix_web::{web, App, HttpServer};
 use lameduck_bench::args::Args;
-use lameduck_suite::{actix_routes, logging};
+use lameduck_examples::logging;
+use lameduck_examples_actix::actix_routes;
 
 fn main() -> std::io::Result<()> {
     let args = Args::from_env(&[]);

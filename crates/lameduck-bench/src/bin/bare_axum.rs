@@ -12,7 +12,7 @@ use axum::routing::get;
 use axum::serve::ListenerExt;
 use axum::Router;
 use lameduck_bench::args::Args;
-use lameduck_suite::{logging, routes};
+use lameduck_examples::{logging, routes};
 use lameduck_tokio::TokioRuntime;
 use tokio::signal::unix::{signal, SignalKind};
 

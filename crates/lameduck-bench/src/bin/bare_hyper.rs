@@ -1,5 +1,5 @@
 //! The bare baseline for hyper on tokio: hyper-util's auto builder (HTTP/1.1 and HTTP/2 on
-//! one port) serving the example servers' routes (`lameduck_suite::routes`, the same handler
+//! one port) serving the example servers' routes (`lameduck_examples::routes`, the same handler
 //! code `examples/tokio_server.rs` wraps in lameduck's layer), with no lameduck at all.
 //!
 //! Flags: `--listen ADDR` (default `127.0.0.1:0`); `--hyper-timer`: give hyper a timer as
@@ -15,7 +15,7 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use lameduck_bench::args::Args;
-use lameduck_suite::{logging, routes};
+use lameduck_examples::{logging, routes};
 use lameduck_tokio::TokioRuntime;
 use tokio::net::TcpListener;
 use tokio::signal::unix::{signal, SignalKind};

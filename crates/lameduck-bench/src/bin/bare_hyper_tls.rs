@@ -18,7 +18,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use lameduck_bench::args::{fail, Args};
-use lameduck_suite::{logging, routes};
+use lameduck_examples::{logging, routes};
 use lameduck_tls::ServerTls;
 use lameduck_tokio::TokioRuntime;
 use tokio::net::TcpListener;

@@ -1,7 +1,7 @@
 //! The bare baseline for hyper on smol: hyper-util's auto builder over smol-hyper's I/O
 //! and executor adapters, on a two-thread `async_executor::Executor` (as
 //! `examples/smol_server.rs` runs), serving the example servers' routes
-//! (`lameduck_suite::routes`) with no lameduck at all.
+//! (`lameduck_examples::routes`) with no lameduck at all.
 //!
 //! Flags: `--listen ADDR` (default `127.0.0.1:0`); `--hyper-timer`: give hyper smol-hyper's
 //! timer as lameduck's driver does (hyper's 30 s HTTP/1 header read timeout), to attribute
@@ -13,8 +13,8 @@ use async_executor::Executor;
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use lameduck_bench::args::Args;
+use lameduck_examples::{logging, routes};
 use lameduck_smol::SmolRuntime;
-use lameduck_suite::{logging, routes};
 use smol_hyper::rt::{FuturesIo, SmolExecutor, SmolTimer};
 
 fn main() {

@@ -12,7 +12,7 @@ use lameduck_actix::websocket::GoingAway;
 use lameduck_hyper::ShutdownNotice;
 use lameduck_tokio::TokioRuntime;
 
-use crate::routes;
+use lameduck_examples::routes;
 
 /// `GET /`.
 pub async fn index() -> &'static str {
@@ -158,7 +158,7 @@ pub async fn metrics(req: HttpRequest, shared: Arc<Shared>) -> HttpResponse {
             }
             HttpResponse::Ok()
                 .content_type(routes::METRICS_CONTENT_TYPE)
-                .body(crate::metrics::render(&shared))
+                .body(lameduck_examples::metrics::render(&shared))
         }
         Err(e) => HttpResponse::BadRequest().body(format!("{e}\n")),
     }

@@ -7,7 +7,7 @@ use hyper::upgrade::Upgraded;
 use lameduck_smol::websocket::{UpgradedIo, WebSocketShutdown, TUNGSTENITE};
 use lameduck_smol::SmolRuntime;
 
-use crate::routes;
+use lameduck_examples::routes;
 
 /// A [`routes::ServeSocket`]: the `/ws` echo with async-tungstenite, saying goodbye (Close
 /// 1001) at the socket's turn in the drain.
