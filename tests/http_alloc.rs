@@ -8,11 +8,8 @@
 //! counted for the bare server (the control: the counter sees hyper's own allocations) and
 //! for the lameduck server, and their difference per request must be zero.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::convert::Infallible;
-use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -20,25 +17,7 @@ use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::Full;
 use hyper::body::Incoming;
-
-struct Counting;
-
-static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: forwards to the system allocator; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        System.alloc(layout)
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        System.dealloc(ptr, layout);
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        System.realloc(ptr, layout, new_size)
-    }
-}
+use lameduck_test_support::alloc::{allocations, in_thread, keep_alive_gets, Counting};
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
@@ -50,24 +29,6 @@ async fn hello(_req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infalli
     Ok(Response::new(Full::new(Bytes::from_static(b"ok"))))
 }
 
-/// Sends `n` keep-alive `GET /` on `stream`, reading each whole response (its body is the
-/// two bytes `ok`); allocates nothing.
-fn requests(stream: &mut TcpStream, n: usize, buf: &mut [u8]) {
-    const REQUEST: &[u8] = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
-    for _ in 0..n {
-        stream.write_all(REQUEST).expect("send");
-        let mut got = 0;
-        loop {
-            let read = stream.read(&mut buf[got..]).expect("read");
-            assert!(read > 0, "the server closed the connection");
-            got += read;
-            if buf[..got].ends_with(b"\r\n\r\nok") {
-                break;
-            }
-        }
-    }
-}
-
 /// Allocations per request (of `REQUESTS`, after the warm-up) of the server at `addr`.
 fn allocations_per_request(addr: SocketAddr) -> f64 {
     let mut stream = TcpStream::connect(addr).expect("connect");
@@ -76,32 +37,11 @@ fn allocations_per_request(addr: SocketAddr) -> f64 {
         .set_read_timeout(Some(Duration::from_secs(10)))
         .expect("timeout");
     let mut buf = vec![0u8; 4096];
-    requests(&mut stream, WARM_UP, &mut buf);
-    let before = ALLOCATIONS.load(Ordering::SeqCst);
-    requests(&mut stream, REQUESTS, &mut buf);
-    let after = ALLOCATIONS.load(Ordering::SeqCst);
+    keep_alive_gets(&mut stream, WARM_UP, &mut buf);
+    let before = allocations();
+    keep_alive_gets(&mut stream, REQUESTS, &mut buf);
+    let after = allocations();
     (after - before) as f64 / REQUESTS as f64
-}
-
-/// Runs `serve` (which reports its address and returns when the server is done) on a
-/// current-thread runtime in a thread of its own.
-fn in_thread<F, Fut>(serve: F) -> (SocketAddr, std::thread::JoinHandle<()>)
-where
-    F: FnOnce(mpsc::Sender<SocketAddr>) -> Fut + Send + 'static,
-    Fut: std::future::Future<Output = ()>,
-{
-    let (tx, rx) = mpsc::channel();
-    let thread = std::thread::spawn(move || {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime")
-            .block_on(serve(tx));
-    });
-    let addr = rx
-        .recv_timeout(Duration::from_secs(20))
-        .expect("the server started");
-    (addr, thread)
 }
 
 fn bare() -> f64 {

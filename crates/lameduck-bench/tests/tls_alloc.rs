@@ -24,11 +24,8 @@
 //! connection did not; one connection driven request by request here never gets into that
 //! state (BENCHMARKS.md, "Per-request cost over TLS").
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
@@ -36,29 +33,11 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::service::TowerToHyperService;
 use lameduck_bench::tls::{self, ALPN_HTTP1};
 use lameduck_examples::routes;
+use lameduck_test_support::alloc::{allocations, in_thread, keep_alive_gets, Counting};
 use lameduck_tls::rustls::pki_types::ServerName;
 use lameduck_tls::rustls::{ClientConfig, ClientConnection, StreamOwned};
 use lameduck_tls::ServerTls;
 use lameduck_tokio::TokioRuntime;
-
-struct Counting;
-
-static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: forwards to the system allocator; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        System.alloc(layout)
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        System.dealloc(ptr, layout);
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        System.realloc(ptr, layout, new_size)
-    }
-}
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
@@ -83,25 +62,6 @@ fn pki() -> &'static Pki {
     })
 }
 
-/// Sends `n` keep-alive `GET /` on `stream`, reading each whole response (its body is the
-/// two bytes `ok`).
-fn requests(stream: &mut StreamOwned<ClientConnection, TcpStream>, n: usize, buf: &mut [u8]) {
-    const REQUEST: &[u8] = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
-    for _ in 0..n {
-        stream.write_all(REQUEST).expect("send");
-        stream.flush().expect("flush");
-        let mut got = 0;
-        loop {
-            let read = stream.read(&mut buf[got..]).expect("read");
-            assert!(read > 0, "the server closed the connection");
-            got += read;
-            if buf[..got].ends_with(b"\r\n\r\nok") {
-                break;
-            }
-        }
-    }
-}
-
 /// Allocations per request (of `REQUESTS`, after the warm-up) of the TLS server at `addr`.
 fn allocations_per_request(addr: SocketAddr) -> f64 {
     let tcp = TcpStream::connect(addr).expect("connect");
@@ -112,33 +72,12 @@ fn allocations_per_request(addr: SocketAddr) -> f64 {
     let conn = ClientConnection::new(Arc::clone(&pki().client), name).expect("client");
     let mut stream = StreamOwned::new(conn, tcp);
     let mut buf = vec![0u8; 4096];
-    requests(&mut stream, WARM_UP, &mut buf);
+    keep_alive_gets(&mut stream, WARM_UP, &mut buf);
     assert_eq!(stream.conn.alpn_protocol(), Some(ALPN_HTTP1));
-    let before = ALLOCATIONS.load(Ordering::SeqCst);
-    requests(&mut stream, REQUESTS, &mut buf);
-    let after = ALLOCATIONS.load(Ordering::SeqCst);
+    let before = allocations();
+    keep_alive_gets(&mut stream, REQUESTS, &mut buf);
+    let after = allocations();
     (after - before) as f64 / REQUESTS as f64
-}
-
-/// Runs `serve` (which reports its address and returns when the server is done) on a
-/// current-thread runtime in a thread of its own.
-fn in_thread<F, Fut>(serve: F) -> (SocketAddr, std::thread::JoinHandle<()>)
-where
-    F: FnOnce(mpsc::Sender<SocketAddr>) -> Fut + Send + 'static,
-    Fut: std::future::Future<Output = ()>,
-{
-    let (tx, rx) = mpsc::channel();
-    let thread = std::thread::spawn(move || {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime")
-            .block_on(serve(tx));
-    });
-    let addr = rx
-        .recv_timeout(Duration::from_secs(20))
-        .expect("the server started");
-    (addr, thread)
 }
 
 /// The servers' TLS; its files are not read again during a test (a reload check allocates).

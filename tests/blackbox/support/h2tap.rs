@@ -8,11 +8,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Instant;
 
+use lameduck_test_support::h2::{frames, Frame, GOAWAY, RST_STREAM};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-
-const FRAME_HEADER: usize = 9;
-const GOAWAY: u8 = 0x7;
-const RST_STREAM: u8 = 0x3;
 
 /// A GOAWAY frame as received.
 #[derive(Debug, Clone, Copy)]
@@ -43,18 +40,10 @@ pub struct Seen {
 impl Seen {
     fn feed(&mut self, bytes: &[u8], at: Instant) {
         self.buffer.extend_from_slice(bytes);
-        loop {
-            if self.buffer.len() < FRAME_HEADER {
-                return;
-            }
-            let len =
-                u32::from_be_bytes([0, self.buffer[0], self.buffer[1], self.buffer[2]]) as usize;
-            if self.buffer.len() < FRAME_HEADER + len {
-                return;
-            }
-            let kind = self.buffer[3];
-            let payload = &self.buffer[FRAME_HEADER..FRAME_HEADER + len];
-            if kind == GOAWAY && len >= 8 {
+        let frames = frames(&self.buffer);
+        for frame in &frames {
+            let payload = &frame.payload;
+            if frame.kind == GOAWAY && payload.len() >= 8 {
                 self.goaways.push(GoAway {
                     at,
                     last_stream_id: u32::from_be_bytes([
@@ -68,23 +57,18 @@ impl Seen {
                     ]),
                 });
             }
-            if kind == RST_STREAM && len >= 4 {
+            if frame.kind == RST_STREAM && payload.len() >= 4 {
                 self.resets.push(Reset {
                     at,
-                    stream_id: u32::from_be_bytes([
-                        self.buffer[5] & 0x7f,
-                        self.buffer[6],
-                        self.buffer[7],
-                        self.buffer[8],
-                    ]),
+                    stream_id: frame.stream,
                     error_code: u32::from_be_bytes([
                         payload[0], payload[1], payload[2], payload[3],
                     ]),
                 });
             }
             self.frames += 1;
-            self.buffer.drain(..FRAME_HEADER + len);
         }
+        self.buffer.drain(..frames.last().map_or(0, Frame::end));
     }
 }
 
