@@ -1,4 +1,5 @@
 use std::convert::Infallible;
+use std::time::Duration;
 
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
@@ -19,7 +20,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The pair is read again whenever its files change (cert-manager, a Secret volume):
     // rotation needs no restart. A bad file is an error naming it.
     let tls = lameduck_tokio::ServerTls::from_files(cert, key)?;
-    let mut server = lameduck_tokio::builder(lameduck::Config::default()).prepare();
+    let config = lameduck::Config::builder()
+        .shutdown_delay(Duration::from_secs(5)) // /readyz red, still serving, for 5 s
+        .build()?;
+    let mut server = lameduck_tokio::builder(config).prepare();
     let listener = lameduck_tokio::bind(addr.parse()?).await?;
     // Each handshake runs in its connection's own task, bounded (10 s by default); ALPN
     // picks HTTP/2 or HTTP/1.1.
