@@ -22,16 +22,7 @@ use tokio::task::JoinHandle;
 use tower::service_fn;
 
 /// A handler that answers every request with `body`.
-pub fn service(
-    body: &'static str,
-) -> impl tower::Service<
-    Request<hyper::body::Incoming>,
-    Response = Response<Full<Bytes>>,
-    Error = Infallible,
-    Future = impl Send,
-> + Clone
-       + Send
-       + 'static {
+pub fn service(body: &'static str) -> impl HttpService {
     service_fn(move |_req: Request<hyper::body::Incoming>| async move {
         Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(
             body.as_bytes(),
@@ -40,17 +31,7 @@ pub fn service(
 }
 
 /// A handler answering `body` after `delay`.
-pub fn slow(
-    delay: Duration,
-    body: Bytes,
-) -> impl tower::Service<
-    Request<hyper::body::Incoming>,
-    Response = Response<Full<Bytes>>,
-    Error = Infallible,
-    Future = impl Send,
-> + Clone
-       + Send
-       + 'static {
+pub fn slow(delay: Duration, body: Bytes) -> impl HttpService {
     service_fn(move |_req: Request<hyper::body::Incoming>| {
         let body = body.clone();
         async move {
