@@ -6,9 +6,7 @@ connection.
 
 Every socket has a timeout; a connection that cannot be opened is a setup error."""
 
-import base64
 import http.client
-import os
 import socket
 import ssl
 import threading
@@ -17,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import harness as h
 from dead_peers.h2peer import HEALTH_CHECK, H2Client, client_context, dial, health_check_ok, sleep_call
-from rolling.websockets import accept_key
+from harness.ws_frames import accept_key, new_key, upgrade_request
 
 # Bounds of one connection's opening (connect, handshake, its request's answer) and of an
 # in-flight request.
@@ -174,11 +172,8 @@ def silent_ws(d, i):
     key); it then never reads or answers anything."""
     sock = dial(d.port, OPEN_TIMEOUT_S, d.http1)
     try:
-        key = base64.b64encode(os.urandom(16)).decode()
-        sock.sendall(
-            f"GET /ws HTTP/1.1\r\nHost: 127.0.0.1:{d.port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
-        )
+        key = new_key()
+        sock.sendall(upgrade_request(d.port, key))
         head, _ = read_head(sock)
         if not head.startswith("HTTP/1.1 101") or accept_key(key) not in head:
             raise ConnectionError(f"the upgrade answered {head.splitlines()[0]!r}")

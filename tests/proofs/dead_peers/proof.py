@@ -51,7 +51,7 @@ request in flight) shows `-` and is not compared.
 When each connection ended is watched from the client without reading (its TCP state) and
 printed per kind; the table of exit times (row x server, Go last) ends the output, with `!`
 on a failed run. --short is what CI runs: 500 idle HTTP/1.1, 50 HTTP/2, 50 TLS handshakes,
-20 WebSockets, on tokio_server, actix_server and grpc_server, both modes, h2c and tls; it
+20 WebSockets, on tokio_server, actix_server and grpc_server, mode A, h2c and tls; it
 waits for an exit at most bound + 10 s (otherwise --exit-timeout, 70 s, so that a server
 that waits a minute is measured).
 
@@ -65,7 +65,6 @@ a setup problem (a missing tool, a failed build, a server that does not start, a
 that cannot be opened).
 """
 
-import argparse
 import os
 import shutil
 import tempfile
@@ -79,42 +78,31 @@ from dead_peers.runs import Row, Target, run_row
 
 SERVERS = [*h.RUNTIMES, "grpc_server"]
 GOSERVER_DIR = os.path.join(h.PROOFS, "dead_peers", "goserver")
-# --short: CI's selection and counts; the full run's counts.
-SHORT = {"runtimes": "tokio_server,actix_server,grpc_server", "http1": 500, "h2": 50, "tls_peers": 50,
-         "streams": 20, "exit_timeout": 0.0}
-FULL = {"runtimes": ",".join(SERVERS), "http1": 2000, "h2": 200, "tls_peers": 200, "streams": 100,
-        "exit_timeout": 70.0}
+# The short form, CI's run (see harness.cli): fewer servers and connections, close-listener
+# mode alone, and no wait for an exit past the row's bound + 10 s.
+SHORT = [["--runtimes", "tokio_server,actix_server,grpc_server", "--modes", "A", "--http1", "500", "--h2", "50",
+          "--tls-peers", "50", "--streams", "20", "--exit-timeout", "0"]]
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(
-        prog="tests/proofs dead_peers", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    h.add_drain_arguments(p, None, "silent WebSockets (in the +ws rows)")
+    p = h.parser("dead_peers", __doc__)
+    h.add_drain_arguments(p, 100, "silent WebSockets (in the +ws rows)")
     p.set_defaults(grace=3.0)
-    p.add_argument("--runtimes", help=f"example servers to run (default: {FULL['runtimes']})")
+    h.add_runtimes(p, default=",".join(SERVERS))
     p.add_argument("--transports", default="h2c,tls", help="h2c (plaintext) and/or tls")
-    p.add_argument("--short", action="store_true", help="CI's run: " + ", ".join(f"{k}={v}" for k, v in SHORT.items()))
-    p.add_argument("--http1", type=int, help="idle HTTP/1.1 keep-alive connections (2000)")
-    p.add_argument("--h2", type=int, help="silent HTTP/2 connections (200)")
-    p.add_argument("--tls-peers", type=int, help="unfinished TLS handshakes, over TLS (200)")
+    p.add_argument("--http1", type=int, default=2000, help="idle HTTP/1.1 keep-alive connections (2000)")
+    p.add_argument("--h2", type=int, default=200, help="silent HTTP/2 connections (200)")
+    p.add_argument("--tls-peers", type=int, default=200, help="unfinished TLS handshakes, over TLS (200)")
     p.add_argument("--inflight", type=int, default=20, help="requests in flight at SIGTERM")
     p.add_argument("--request-timeout", type=float, default=5.0, help="--request-timeout, in seconds")
     p.add_argument("--lead", type=float, default=0.2, help="how long before SIGTERM the requests are sent, in seconds")
-    p.add_argument("--exit-timeout", type=float,
-                   help="the longest wait for an exit, in seconds, when longer than the row's bound + 10 s (70; --short: 0)")
+    p.add_argument("--exit-timeout", type=float, default=70.0,
+                   help="the longest wait for an exit, in seconds, when longer than the row's bound + 10 s (70)")
+    h.add_short(p, SHORT)
     args = p.parse_args(argv)
-    for name, value in (SHORT if args.short else FULL).items():
-        if getattr(args, name) is None:
-            setattr(args, name, value)
     modes = h.drain_modes(p, args)
-    servers = [s for s in args.runtimes.split(",") if s]
-    for s in servers:
-        if s not in SERVERS:
-            p.error(f"unknown runtime {s!r} (known: {', '.join(SERVERS)})")
-    transports = [t for t in args.transports.split(",") if t]
-    if not servers or not transports or any(t not in ("h2c", "tls") for t in transports):
-        p.error("--runtimes and --transports (h2c, tls): at least one each")
+    servers = h.parse_runtimes(p, args.runtimes, known=SERVERS)
+    transports = h.parse_list(p, args.transports, ("h2c", "tls"), "transport")
     if min(args.http1, args.h2, args.tls_peers) < 0 or args.inflight < 1 or args.request_timeout <= 0:
         p.error("the counts must be 0 or more, --inflight and --request-timeout positive")
     return args, modes, servers, transports
@@ -134,12 +122,9 @@ def main(argv=None):
     h2_modules()
     if not h.check_tools("go", "openssl", hint="apt-get install -y golang-go golang-golang-x-net-dev openssl"):
         return 2
-    try:
-        h.raise_fd_limit(args.http1 + args.h2 + args.tls_peers + args.streams + 2 * args.inflight + 16, "connections")
-    except h.SetupError as e:
-        h.log(f"error: {e}")
-        return 2
-    if not h.ready_examples(servers, args.no_build):
+    sockets = args.http1 + args.h2 + args.tls_peers + args.streams + 2 * args.inflight + 16
+    examples = h.ready_examples(servers, args, sockets=sockets, what="connections")
+    if examples is None:
         return 2
     scratch = tempfile.mkdtemp(prefix="dead-peers-")
     try:
@@ -148,16 +133,16 @@ def main(argv=None):
             h.log("error: the Go reference did not build (golang-golang-x-net-dev installed?)")
             return 2
         tls = h.Tls(scratch) if "tls" in transports else None
-        return measure(args, modes, servers, transports, goserver, tls)
+        return measure(args, modes, servers, transports, examples, goserver, tls)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def measure(args, modes, servers, transports, goserver, tls):
+def measure(args, modes, servers, transports, examples, goserver, tls):
     rows = rows_of(modes, transports, servers)
     for row in rows:
         row.bound_s = row.bound(args)
-    targets = [Target(s, os.path.join(h.examples_dir(), s), grpc=s == "grpc_server") for s in servers]
+    targets = [Target(s, os.path.join(examples, s), grpc=s == "grpc_server") for s in servers]
     go = Target("goserver", goserver, go=True)
     h.log(
         f"--shutdown-delay {args.delay:g}s --shutdown-watch-termination-grace-period {args.grace:g}s "
@@ -171,7 +156,7 @@ def measure(args, modes, servers, transports, goserver, tls):
         for target in [t for t in [*targets, go] if t.runs(row)]:
             h.log(f"\n==> {target.name}, {row.label}" + (f" ({h.MODE_NAMES[row.mode]})" if not target.go else ""))
             r = run_row(target, row, args, tls)
-            report.log_run(r)
+            h.log_result(r, report.log_figures)
             (go_results if target.go else results).append(r)
     report.compare_with_go(results, go_results, rows)
     h.log(f"\nseconds from SIGTERM to exit ({time.monotonic() - started:.0f}s in all; `!` a failed run, "

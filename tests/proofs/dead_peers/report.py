@@ -15,17 +15,8 @@ KIND_NAMES = {
 }
 
 
-def log_run(r):
-    """Logs one run: its events, its figures, then what `harness.log_result` says of its end
-    (setup problem, failed assertions, the server's log lines, where the logs are kept)."""
-    for e in r["events"]:
-        h.log("    " + e)
-    log_figures(r)
-    h.log_result({**r, "events": []}, None)
-
-
 def log_figures(r):
-    """Logs one run's figures: its exit, its requests in flight, when the server ended each
+    """Logs one run's figures (see harness.log_result): its exit, its requests in flight, when the server ended each
     kind of connection, and (lameduck) what its summary and warning counted."""
     if "closes" not in r:
         return

@@ -8,7 +8,6 @@ import time
 import harness as h
 from dead_peers import peers as p
 
-START_TIMEOUT_S = 30
 # How far past its bound the server may exit; how much later than Go a lameduck server may
 # exit in a row.
 EXIT_SLACK_S = 1.5
@@ -116,19 +115,13 @@ def run_row(target, row, args, tls):
     name = target.name
     run = h.DrainRun(f"dead-peers-{name}-{row.slug}", row.mode, args, runtime=name, row=row.label,
                      go=target.go)
-    result, failures, note = run.result, run.failures, run.note
+    result, note = run.result, run.note
     flags = server_flags(target, run, args)
     counts = plan(target, row, args)
     result["peers"] = counts
-    inst, peers, inflight = None, [], []
-    t_term = exit_at = code = None
+    peers, inflight = [], []
     try:
-        inst = h.Instance(target.binary, name, 0, flags, run.workdir, tls=tls if row.transport == "tls" else None)
-        try:
-            inst.start(timeout=START_TIMEOUT_S)
-        except RuntimeError as e:
-            raise h.SetupError(str(e)) from e
-        note(f"{name} listening on 127.0.0.1:{inst.port} (pid {inst.proc.pid}): {' '.join(inst.flags)}")
+        inst = run.start_server(target.binary, name, flags, tls=tls if row.transport == "tls" else None, port=0)
         d = p.Dialer(inst.port, inst.tls)
         peers = open_peers(target, row, d, counts, args, note)
         if row.unread:
@@ -140,33 +133,28 @@ def run_row(target, row, args, tls):
             go.set()
             note(f"{len(inflight)} requests sent ({duration} each)")
             time.sleep(args.lead)
-        if inst.proc.poll() is not None:
-            raise h.SetupError(f"{name} exited {inst.proc.returncode} before SIGTERM:\n{inst.stderr_tail()}")
+        run.check_running()
         watch = p.CloseWatch(peers)
         watch.sweep()
         before = sum(1 for x in peers if x.closed_at is not None)
         if before:
             note(f"{before} connections already ended by the server before SIGTERM")
         watch.start()
-        wait_s = max(row.bound(args), args.exit_timeout - 10)
-        t_term, exit_at, code = run.terminate(inst, name, wait_s)
+        run.terminate(max(row.bound(args), args.exit_timeout - 10))
         for f in inflight:
-            f.join(max(0.5, t_term + INFLIGHT_JOIN_S - time.monotonic()))
+            f.join(max(0.5, run.t_term + INFLIGHT_JOIN_S - time.monotonic()))
         time.sleep(WATCH_AFTER_EXIT_S)
         watch.stop()
-    except h.SetupError as e:
-        result["setup_error"] = str(e)
-    except Exception as e:  # noqa: BLE001 (reported as a failed run, with the logs kept)
-        failures.append(f"{type(e).__name__}: {e}")
+    except Exception as e:  # noqa: BLE001 (a setup problem, or a failed run with the logs kept)
+        run.record(e)
     finally:
         for x in peers:
             x.close()
         for f in inflight:
             f.join(0.5)
-        if inst is not None and inst.proc is not None:
-            h.kill(inst.proc)
-    if t_term is not None:
-        analyse(target, row, result, peers, inflight, inst, t_term, exit_at, code, args)
+        run.kill_server()
+    if run.t_term is not None:
+        analyse(target, row, result, peers, inflight, run.inst, run.t_term, run.exit_at, run.code, args)
     return run.end(args.keep)
 
 

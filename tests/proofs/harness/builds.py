@@ -20,15 +20,6 @@ GRPCIO_LOAD = os.path.join(PROOFS, "rolling", "grpcio_load.py")
 RUNTIMES = ["tokio_server", "axum_server", "smol_server", "actix_server"]
 
 
-def parse_runtimes(parser, text):
-    """The comma-separated example names of `text`; `parser.error` on an unknown one."""
-    runtimes = [r for r in text.split(",") if r]
-    for r in runtimes:
-        if r not in RUNTIMES:
-            parser.error(f"unknown runtime {r!r} (known: {', '.join(RUNTIMES)})")
-    return runtimes
-
-
 def target_dir():
     if os.environ.get("CARGO_TARGET_DIR"):
         return os.path.abspath(os.environ["CARGO_TARGET_DIR"])

@@ -17,19 +17,15 @@ burst (`check_bursts`); then that the server exited 0 within the same bound
 remaining (`check_streams_summary`).
 
 The proofs share their command line too (`add_drain_arguments`, `drain_modes`: the modes, the
-streams, the grace period and the shutdown delay), a run's record (`DrainRun`), its log
-(`log_result`) and the way they end (`exit_status`).
+streams, the grace period and the shutdown delay), a run's record (`DrainRun`, a harness Run
+with the mode's flags) and what their logs say of the drain (`drain_figures`).
 """
 
-import json
-import os
 import re
-import shutil
-import signal
-import tempfile
-import time
 
-from harness.processes import fmt_ms, log, reap
+from harness.cli import add_run_options
+from harness.processes import fmt_ms, log
+from harness.runs import Run
 from harness.summary import termination_summary
 
 # The lameduck modes: the server's flags for each, and its name. A, the default: the listener
@@ -257,70 +253,29 @@ def check_streams_summary(stderr_path, n, failures, **more):
 
 # --- one run ------------------------------------------------------------------------------------
 
-class DrainRun:
-    """One run of a proof in one mode: its result record (what `log_result` and `exit_status`
-    read; `fields` add to it), the server's flags (`shutdown_flags` of the proof's delay and
-    grace), a work directory for the logs, and a log of what happened when."""
+class DrainRun(Run):
+    """One run of a proof in one mode: a harness Run whose record also holds the mode and the
+    server's flags (`shutdown_flags` of the proof's delay and grace)."""
 
     def __init__(self, prefix, mode, args, **fields):
-        self.t0 = time.monotonic()
-        self.workdir = tempfile.mkdtemp(prefix=f"{prefix}-")
-        self.flags = shutdown_flags(args.delay, args.grace, mode)
-        self.result = {
-            **fields, "mode": mode, "mode_name": MODE_NAMES[mode], "flags": self.flags,
-            "setup_error": None, "failures": [], "events": [], "workdir": self.workdir,
-        }
-        self.failures = self.result["failures"]
-
-    def note(self, msg):
-        """Logs `msg`, timed from the run's start."""
-        self.result["events"].append(f"{time.monotonic() - self.t0:6.2f}s {msg}")
-
-    def terminate(self, inst, name, bound_s):
-        """Sends SIGTERM to the server `inst` (called `name`) and waits for its exit, `bound_s`
-        + 10 s at the most (then it is killed, and the run fails); (when SIGTERM was sent, when
-        the wait ended, the exit status or None), in monotonic time."""
-        t_term = time.monotonic()
-        os.kill(inst.proc.pid, signal.SIGTERM)
-        self.note(f"SIGTERM to {name} (pid {inst.proc.pid})")
-        code = reap(inst.proc, bound_s + 10)
-        exit_at = time.monotonic()
-        if code is None:
-            self.failures.append(f"{name} still running {bound_s + 10:g}s after SIGTERM: killed")
-        self.note(f"{name} exited {code}, +{exit_at - t_term:.3f}s after SIGTERM")
-        return t_term, exit_at, code
-
-    def end(self, keep):
-        """The result, with the run's duration; the work directory is removed unless `keep` or
-        the run failed."""
-        r = self.result
-        r["duration_s"] = round(time.monotonic() - self.t0, 1)
-        if not keep and not r["failures"] and not r["setup_error"]:
-            shutil.rmtree(self.workdir, ignore_errors=True)
-            r["workdir"] = None
-        return r
+        flags = shutdown_flags(args.delay, args.grace, mode)
+        super().__init__(prefix, **fields, mode=mode, mode_name=MODE_NAMES[mode], flags=flags)
+        self.flags = flags
 
 
 # --- report --------------------------------------------------------------------------------------
 
-def fmt_s(v):
-    return "-" if v is None else f"{v:.3f}s"
+def drain_figures(figures):
+    """What `harness.log_result` logs of a drain run that got as far as SIGTERM: the lines
+    `figures(r)` logs, then the ends per half second, the server's drain line and its
+    summary."""
 
+    def log_figures(r):
+        if "ends_s" in r:
+            figures(r)
+            _log_drain(r)
 
-def log_result(r, figures):
-    """Logs one run's result `r`: its events and setup problem; once it has figures (it got as
-    far as SIGTERM), the lines `figures(r)` logs, then the ends per half second, the server's
-    drain line and its summary; then its failed assertions, the server's log lines kept and
-    where its logs are kept; last, how long it took and the machine's load."""
-    for e in r["events"]:
-        log("    " + e)
-    if r.get("setup_error"):
-        log("    SETUP: " + r["setup_error"])
-    if "ends_s" in r:
-        figures(r)
-        _log_drain(r)
-    _log_failures(r)
-    log(f"    run took {r['duration_s']:g}s; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    return log_figures
 
 
 def _log_drain(r):
@@ -340,19 +295,6 @@ def _log_drain(r):
         log("    summary: " + " ".join(f"{k}={v}" for k, v in r["summary"].items()))
 
 
-def _log_failures(r):
-    """Logs a run's failed assertions, the server's log lines it kept and where its logs are
-    kept."""
-    for f in r["failures"]:
-        log("    FAILED: " + f)
-    if r.get("server_log"):
-        log("    server's log (graceful-termination lines):")
-        for line in r["server_log"]:
-            log("      " + line)
-    if r.get("workdir"):
-        log(f"    logs kept in {r['workdir']}")
-
-
 # --- the command line and the end ----------------------------------------------------------------
 
 def add_drain_arguments(p, streams, what):
@@ -363,9 +305,7 @@ def add_drain_arguments(p, streams, what):
     p.add_argument("--grace", type=float, default=10.0,
                    help="--shutdown-watch-termination-grace-period, in seconds")
     p.add_argument("--delay", type=float, default=1.0, help="--shutdown-delay, in seconds")
-    p.add_argument("--no-build", action="store_true", help="use the existing release build")
-    p.add_argument("--keep", action="store_true", help="keep every run's logs (failed runs always keep them)")
-    p.add_argument("--json", help="also write all results (with every stream's record) as JSON to this file")
+    add_run_options(p)
 
 
 def drain_modes(p, args):
@@ -384,25 +324,3 @@ def drain_modes(p, args):
         if m not in MODE_FLAGS:
             p.error(f"unknown mode {m!r} (A or B)")
     return modes
-
-
-def exit_status(results, args, where):
-    """Writes every run's result to --json when asked, logs each failed assertion and setup
-    problem after `where(r)` (its run), and returns the exit status: 1 on a failed assertion,
-    2 on a setup problem alone, 0 when every assertion held (the caller then says what held)."""
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"args": vars(args), "results": results}, f, indent=1, default=str)
-            f.write("\n")
-    bad = [r for r in results if r["failures"]]
-    if bad:
-        log("\nFAILED:")
-        for r in bad:
-            for f in r["failures"]:
-                log(f"  {where(r)}: {f}")
-        return 1
-    setup = [r for r in results if r.get("setup_error")]
-    if setup:
-        log("\nSETUP PROBLEM:\n  " + "\n  ".join(f"{where(r)}: {r['setup_error']}" for r in setup))
-        return 2
-    return 0

@@ -1,5 +1,5 @@
 """Child processes tracked by PID and killed on every exit path (`run_main`), the proofs' log
-lines and result tables."""
+lines, durations, file tails and result tables."""
 
 import os
 import shutil
@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 
 # Children alive right now, by PID: killed on the way out, however the proof ends.
 _children = {}
@@ -32,6 +33,26 @@ def log_run(r, keep_logs):
 
 def fmt_ms(ms):
     return f"{ms / 1000:g}s" if ms % 1000 == 0 else f"{ms}ms"
+
+
+def fmt_s(v):
+    """Seconds with three decimals (`1.234s`), or `-` for None."""
+    return "-" if v is None else f"{v:.3f}s"
+
+
+def fmt_duration(seconds):
+    """A duration as minutes and seconds (`4m07s`), as .ci/run prints its steps' times."""
+    seconds = int(round(seconds))
+    return f"{seconds // 60}m{seconds % 60:02d}s"
+
+
+def tail(path, n=20):
+    """The last `n` lines of the file at `path`, or "" when it cannot be read."""
+    try:
+        with open(path, "r", errors="replace") as f:
+            return "".join(f.readlines()[-n:])
+    except OSError:
+        return ""
 
 
 def table(head, rows, markdown=False):
@@ -102,6 +123,34 @@ def kill(proc):
             pass
     with _children_lock:
         _children.pop(proc.pid, None)
+
+
+def wait_until(ready, proc, timeout, step=0.05):
+    """Waits until `ready()` (an OSError from it counts as not yet), `timeout` seconds at most;
+    True when ready, False after the timeout or once `proc` has exited."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if ready():
+                return True
+        except OSError:
+            pass
+        if proc.poll() is not None:
+            return False
+        time.sleep(step)
+    return False
+
+
+def end_process(proc, grace=15):
+    """Ends `proc` by its PID: SIGTERM first, so that a proof run as a child kills its own
+    children, then SIGKILL after `grace` seconds."""
+    if proc.poll() is None:
+        try:
+            os.kill(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=grace)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            pass
+    kill(proc)
 
 
 def kill_all_children():

@@ -7,7 +7,7 @@ import signal
 import socket
 import time
 
-from harness.processes import reap, spawn
+from harness.processes import reap, spawn, tail
 
 # Ports handed out by free_port in this process: never handed out twice.
 _given_ports = set()
@@ -111,11 +111,7 @@ class Instance:
         return code
 
     def stderr_tail(self, n=30):
-        try:
-            with open(self.stderr_path, "r", errors="replace") as f:
-                return "".join(f.readlines()[-n:])
-        except OSError:
-            return ""
+        return tail(self.stderr_path, n)
 
 
 def haproxy_command(sock_path, command, timeout=2.0):

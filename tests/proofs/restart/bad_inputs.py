@@ -33,7 +33,6 @@ ends, however it ends; every wait is bounded.
 Exit status: 0 when every case passed; 1 otherwise; 2 on a setup problem.
 """
 
-import argparse
 import os
 import re
 import shutil
@@ -126,22 +125,22 @@ def case_fd3_regular_file(binary, workdir):
     return _bad_fd3(binary, workdir, lambda: open(os.path.join(workdir, "regular-file"), "w+b"), "fd 3 a regular file")
 
 
-def case_fd3_udp_socket(binary, workdir):
+def _bound_socket(kind):
+    """A function that makes a socket of `kind` bound to a free port of 127.0.0.1."""
     def make():
-        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s = socket.socket(socket.AF_INET, kind)
         s.bind(("127.0.0.1", 0))
         return s
 
-    return _bad_fd3(binary, workdir, make, "fd 3 a UDP socket")
+    return make
+
+
+def case_fd3_udp_socket(binary, workdir):
+    return _bad_fd3(binary, workdir, _bound_socket(socket.SOCK_DGRAM), "fd 3 a UDP socket")
 
 
 def case_fd3_unlistened_tcp(binary, workdir):
-    def make():
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        s.bind(("127.0.0.1", 0))
-        return s
-
-    return _bad_fd3(binary, workdir, make, "fd 3 a TCP socket without listen(2)")
+    return _bad_fd3(binary, workdir, _bound_socket(socket.SOCK_STREAM), "fd 3 a TCP socket without listen(2)")
 
 
 def case_no_listen_fds(binary, workdir):
@@ -370,33 +369,28 @@ CASES = [
 ]
 
 
+# The short form, CI's run (see harness.cli): the defaults.
+SHORT = [[]]
+
+
 def main(argv=None):
-    p = argparse.ArgumentParser(
-        prog="tests/proofs bad_inputs",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("--runtimes", default=",".join(h.RUNTIMES), help="comma-separated example names")
+    p = h.parser("bad_inputs", __doc__)
+    h.add_runtimes(p)
     p.add_argument("--cases", default=",".join(n for n, _ in CASES), help="comma-separated case names")
     c.add_build_flags(p)
     p.add_argument("--keep", action="store_true", help="keep every case's logs (failed cases always keep them)")
+    h.add_short(p, SHORT)
     args = p.parse_args(argv)
     runtimes = h.parse_runtimes(p, args.runtimes)
     known = dict(CASES)
-    cases = [n for n in args.cases.split(",") if n]
-    for n in cases:
-        if n not in known:
-            p.error(f"unknown case {n!r} (known: {', '.join(known)})")
+    cases = h.parse_list(p, args.cases, known, "case")
 
-    examples = c.build(args)
+    examples = h.ready_examples(runtimes, args)
     if examples is None:
         return 2
     rows, bad = [], []
     for runtime in runtimes:
         binary = os.path.join(examples, runtime)
-        if not os.path.isfile(binary):
-            h.log(f"error: {binary} does not exist (build with cargo build --release --examples)")
-            return 2
         h.log(f"\n==> {runtime}")
         for name in cases:
             workdir = tempfile.mkdtemp(prefix=f"restart-bad-{runtime}-{name}-")
@@ -420,9 +414,5 @@ def main(argv=None):
                 bad.append(f"{runtime} {name}")
             rows.append([runtime, name, f"{took:.1f}s", "ok" if ok else "FAIL"])
     h.log("\n" + h.table(["runtime", "case", "time", "result"], rows))
-    if bad:
-        h.log("\nFAILED: " + ", ".join(bad))
-        return 1
-    h.log(f"\nOK: {len(rows)} cases passed.")
-    return 0
+    return h.conclude(bad, f"{len(rows)} cases passed.")
 

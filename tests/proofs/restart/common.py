@@ -56,9 +56,25 @@ def add_run_flags(parser):
     parser.add_argument("--keep", action="store_true", help="keep every run's logs (failed runs always keep them)")
 
 
+def setup(p, argv, *tools):
+    """Parses `argv` with the proof's parser `p`, turns TLS on or off (`use_tls`), checks
+    `tools` and readies the example servers of --runtimes: (args, runtimes, their directory),
+    or None after a setup problem (logged)."""
+    args = p.parse_args(argv)
+    runtimes = h.parse_runtimes(p, args.runtimes)
+    use_tls(args)
+    if not h.check_tools(*tools):
+        return None
+    examples = h.ready_examples(runtimes, args)
+    return None if examples is None else (args, runtimes, examples)
+
+
 def use_tls(args):
-    """Turns TLS on for every generation and client of this process when `args.tls`."""
-    if getattr(args, "tls", False) and h.run_tls() is None:
+    """Turns TLS on for every generation and client of this process when `args.tls`, off
+    otherwise (a short form's runs follow one another in one process)."""
+    if not getattr(args, "tls", False):
+        h.use_tls(None)
+    elif h.run_tls() is None:
         h.use_tls(h.Tls())
         h.log(f"TLS: every generation serves TLS with a certificate from {h.run_tls().dir}")
 
@@ -66,22 +82,7 @@ def use_tls(args):
 def report(results, head, rows, ok):
     """Prints the result table; returns the exit code: 1 if a run failed, else 0 after `ok`."""
     h.log("\n" + h.table(head, rows))
-    bad = [r["runtime"] for r in results if r["problems"]]
-    if bad:
-        h.log("\nFAILED: " + ", ".join(bad))
-        return 1
-    h.log("\nOK: " + ok)
-    return 0
-
-
-def build(args):
-    """Builds the examples (release) unless --no-build or --bin-dir; returns their directory,
-    or None after a failed build."""
-    if args.bin_dir:
-        return os.path.abspath(args.bin_dir)
-    if not args.no_build and not h.cargo_build("--examples"):
-        return None
-    return h.examples_dir()
+    return h.conclude([r["runtime"] for r in results if r["problems"]], ok)
 
 
 class Generation:
@@ -201,28 +202,69 @@ def term_and_wait(gen, timeout):
     return gen.wait_exit(timeout)
 
 
-def finish_load(wrk_proc, wrk_out, args, port, last, exit_bound, note, problems):
-    """Ends a proof's load: wrk's result (0 errors of each kind, 0 non-2xx, at least
-    --min-requests), a GET / after it, then SIGTERM to the last generation (exit 0 within
-    `exit_bound`). Appends what is wrong to `problems`; returns wrk's result."""
-    res = h.wrk_result(wrk_proc, wrk_out, args.duration + 30)
-    note(
-        f"wrk: {res['requests']} requests; non-2xx {res['non2xx']}, socket errors connect "
-        f"{res['connect']}, read {res['read']}, write {res['write']}, timeout {res['timeout']}"
-    )
-    for kind in ("connect", "read", "write", "timeout", "non2xx"):
-        if res[kind] != 0:
-            problems.append(f"wrk: {res[kind]} {kind} errors (want 0)")
-    if res["requests"] < args.min_requests:
-        problems.append(f"wrk: {res['requests']} requests, fewer than --min-requests {args.min_requests}")
-    status, _ = h.http_get(port)
-    if status != 200:
-        problems.append(f"GET / after the load: {status}")
-    code = term_and_wait(last, exit_bound)
-    note(f"SIGTERM {last.name}: exited {code}")
-    if code != 0:
-        problems.append(f"{last.name} exited {code} (want 0):\n{last.stderr_tail()}")
-    return res
+class Load:
+    """A proof's load on 127.0.0.1:`port` after a GET / that must answer 200: wrk for
+    --duration seconds (--connections, --path) and, beside it, the keep-alive probe
+    (--probe-connections, none when 0), which says how lost requests were lost. `events`
+    (restarts, hand-overs) come --interval apart from --first seconds into the load."""
+
+    def __init__(self, port, args, workdir, problems):
+        self.port, self.args = port, args
+        status, _ = h.http_get(port)
+        if status != 200:
+            problems.append(f"GET / before the load: {status}")
+        self.wrk_proc, self.wrk_out = h.wrk(port, args.duration, workdir, "wrk", connections=args.connections,
+                                            path=args.path)
+        self.started = time.monotonic()
+        self.probe = h.KeepAliveProbe(port, connections=args.probe_connections) if args.probe_connections else None
+
+    def wait_event(self, i):
+        """Sleeps until event `i` (from 0) is due."""
+        time.sleep(max(0.0, self.started + self.args.first + i * self.args.interval - time.monotonic()))
+
+    def end_events(self, result, note, problems, events, flag):
+        """After the last of the `events` (plural, e.g. "restarts", counted by option `flag`):
+        the probe's losses (none wanted) and the events within the load."""
+        if self.probe:
+            self.probe.stop()
+            result["probe"] = self.probe.bad()
+            note("keep-alive probe: " + self.probe.summary())
+            if self.probe.bad():
+                problems.append(f"keep-alive probe: requests lost {self.probe.bad()} (want none)")
+        if time.monotonic() - self.started > self.args.duration - 0.5:
+            problems.append(f"the {events} outlasted the load: use a longer --duration or fewer {flag}")
+
+    def finish(self, last, exit_bound, note, problems):
+        """Ends the load: wrk's result (0 errors of each kind, 0 non-2xx, at least
+        --min-requests), a GET / after it, then SIGTERM to the last generation (exit 0 within
+        `exit_bound`). Appends what is wrong to `problems`; returns wrk's result."""
+        args = self.args
+        res = h.wrk_result(self.wrk_proc, self.wrk_out, args.duration + 30)
+        self.wrk_proc = None
+        note(
+            f"wrk: {res['requests']} requests; non-2xx {res['non2xx']}, socket errors connect "
+            f"{res['connect']}, read {res['read']}, write {res['write']}, timeout {res['timeout']}"
+        )
+        for kind in ("connect", "read", "write", "timeout", "non2xx"):
+            if res[kind] != 0:
+                problems.append(f"wrk: {res[kind]} {kind} errors (want 0)")
+        if res["requests"] < args.min_requests:
+            problems.append(f"wrk: {res['requests']} requests, fewer than --min-requests {args.min_requests}")
+        status, _ = h.http_get(self.port)
+        if status != 200:
+            problems.append(f"GET / after the load: {status}")
+        code = term_and_wait(last, exit_bound)
+        note(f"SIGTERM {last.name}: exited {code}")
+        if code != 0:
+            problems.append(f"{last.name} exited {code} (want 0):\n{last.stderr_tail()}")
+        return res
+
+    def stop(self):
+        """Kills wrk and stops the probe, whatever is still running."""
+        if self.wrk_proc:
+            h.kill(self.wrk_proc)
+        if self.probe:
+            self.probe.stop()
 
 
 def run_runtimes(plan, examples, args):

@@ -33,7 +33,6 @@ Exit status: 0 when every run passed; 1 otherwise; 2 on a setup problem (missing
 failure).
 """
 
-import argparse
 import os
 import shutil
 import signal
@@ -80,8 +79,7 @@ def run_one(binary, runtime, args):
               "wrk": None, "probe": None, "notes": notes, "watch": []}
     t0 = time.monotonic()
     gens = []
-    wrk_proc = None
-    probe = None
+    load = None
     watches = []
     path = os.path.join(workdir, "h.sock")
     flags = [
@@ -109,17 +107,10 @@ def run_one(binary, runtime, args):
         addrs = cur.wait_listening(1, timeout=15)
         port = h.port_of(addrs[0])
         note(f"{cur.name} (pid {cur.pid}) listening on {addrs[0]}")
-        status, _ = h.http_get(port)
-        if status != 200:
-            problems.append(f"GET / before the load: {status}")
 
-        wrk_proc, wrk_out = h.wrk(port, args.duration, workdir, "wrk", connections=args.connections, path=args.path)
-        load_start = time.monotonic()
-        if args.probe_connections:
-            probe = h.KeepAliveProbe(port, connections=args.probe_connections)
+        load = c.Load(port, args, workdir, problems)
         for i in range(args.handovers):
-            at = load_start + args.first + i * args.interval
-            time.sleep(max(0.0, at - time.monotonic()))
+            load.wait_event(i)
             old = cur
             watch = h.WatchStream(port, timeout=watch_bound + 5)
             watches.append(watch)
@@ -178,26 +169,16 @@ def run_one(binary, runtime, args):
             if succ.proc.poll() is not None:
                 raise RuntimeError(f"{succ.name} exited {succ.proc.returncode}:\n{succ.stderr_tail()}")
             cur = succ
-        if probe:
-            probe.stop()
-            result["probe"] = probe.bad()
-            note("keep-alive probe: " + probe.summary())
-            if probe.bad():
-                problems.append(f"keep-alive probe: requests lost {probe.bad()} (want none)")
-        if time.monotonic() - load_start > args.duration - 0.5:
-            problems.append("the hand-overs outlasted the load: use a longer --duration or fewer --handovers")
+        load.end_events(result, note, problems, "hand-overs", "--handovers")
         if socket_identity(path) is not None:
             notes.append(f"after the last hand-over the socket file {path} is still there")
 
-        result["wrk"] = c.finish_load(wrk_proc, wrk_out, args, port, cur, exit_bound, note, problems)
-        wrk_proc = None
+        result["wrk"] = load.finish(cur, exit_bound, note, problems)
     except Exception as e:  # reported as a failed run, with the logs kept
         problems.append(f"{type(e).__name__}: {e}")
     finally:
-        if wrk_proc:
-            h.kill(wrk_proc)
-        if probe:
-            probe.stop()
+        if load:
+            load.stop()
         for watch in watches:
             watch.close()
         for gen in gens:
@@ -207,27 +188,25 @@ def run_one(binary, runtime, args):
     return result
 
 
+# The short form, CI's run (see harness.cli), each run with its 3 hand-overs in 11 s of load:
+# every runtime; over TLS on tokio_server and actix_server.
+QUICK = ["--duration", "11", "--first", "2", "--interval", "2.5"]
+SHORT = [QUICK, ["--tls", "--runtimes", "tokio_server,actix_server", *QUICK]]
+
+
 def main(argv=None):
-    p = argparse.ArgumentParser(
-        prog="tests/proofs handover",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = h.parser("handover", __doc__)
     c.add_load_flags(p, "hand-over", "--handovers", first=2.0)
     p.add_argument("--handover-bound", type=float, default=10.0,
                    help="seconds from SIGUSR2 to the successor's `listening on` line")
     p.add_argument("--exit-slack", type=float, default=10.0,
                    help="seconds an old generation may take to exit beyond its delay + grace period")
     c.add_run_flags(p)
-    args = p.parse_args(argv)
-    runtimes = h.parse_runtimes(p, args.runtimes)
-    c.use_tls(args)
-
-    if not h.check_tools("wrk"):
+    h.add_short(p, SHORT)
+    ready = c.setup(p, argv, "wrk")
+    if ready is None:
         return 2
-    examples = c.build(args)
-    if examples is None:
-        return 2
+    args, runtimes, examples = ready
     h.log(
         f"load: wrk -t2 -c{args.connections} -d{args.duration}s (keep-alive) on GET /; {args.handovers} "
         f"hand-overs {args.interval:g}s apart from +{args.first:g}s; --shutdown-delay {SHUTDOWN_DELAY_S:g}s "

@@ -1,4 +1,4 @@
-"""Every restart proof in one run, for CI: builds the examples once (release), then runs
+"""Every restart proof in one run: builds the examples once (release), then runs
 
   socket_activation      wrk through 3 restarts on a systemd-style inherited socket, per
                          runtime, and one run under Debian's systemd-socket-activate (tokio)
@@ -6,7 +6,8 @@
   bad_inputs             bad inherited state, socket names, failed hand-overs, per runtime
 
 each as its own process (`python3 tests/proofs NAME --bin-dir DIR`), one after the other, and
-prints each one's status and time.
+prints each one's status and time. With --short, each proof's short form (`NAME --short`, what
+`python3 tests/proofs all --short` runs of them).
 
 Stdlib only. Loopback only. Each proof kills its own children; this one ends a proof that
 outlives its bound, or that runs when this one gets SIGTERM or Ctrl-C, by its PID (SIGTERM,
@@ -15,9 +16,7 @@ so that the proof kills its children, then SIGKILL).
 Exit status: 0 when every proof passed; 1 when one failed; 2 on a setup problem.
 """
 
-import argparse
-import os
-import signal
+import importlib
 import subprocess
 import sys
 import time
@@ -33,28 +32,14 @@ SCRIPTS = [
 ]
 
 
-def stop(proc):
-    """Ends a proof by its PID: SIGTERM first, so that it kills its own children, then SIGKILL."""
-    if proc.poll() is None:
-        try:
-            os.kill(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=15)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            pass
-    h.kill(proc)
-
-
 def main(argv=None):
-    p = argparse.ArgumentParser(
-        prog="tests/proofs run_all",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("--runtimes", default=",".join(h.RUNTIMES), help="comma-separated example names")
+    p = h.parser("run_all", __doc__)
+    h.add_runtimes(p)
     p.add_argument("--only", help="comma-separated proofs to run (socket_activation, handover, bad_inputs)")
     c.add_build_flags(p)
     p.add_argument("--keep", action="store_true", help="keep every run's logs")
     p.add_argument("--tls", action="store_true", help="serve and load over TLS (socket activation and hand-over)")
+    p.add_argument("--short", action="store_true", help="each proof's short form (`NAME --short`)")
     args = p.parse_args(argv)
     runtimes = h.parse_runtimes(p, args.runtimes)
     scripts = SCRIPTS
@@ -67,7 +52,7 @@ def main(argv=None):
 
     if not h.check_tools("wrk", "bash"):
         return 2
-    examples = c.build(args)
+    examples = h.ready_examples(h.RUNTIMES if args.short else runtimes, args)
     if examples is None:
         return 2
     estimate = sum(per * len(runtimes) + fixed for _, per, fixed, _ in scripts)
@@ -75,7 +60,10 @@ def main(argv=None):
 
     rows, failed = [], []
     for script, per, fixed, bound in scripts:
-        cmd = [sys.executable, h.PROOFS, script, "--runtimes", ",".join(runtimes), "--bin-dir", examples]
+        # A short form may be several runs of the proof.
+        runs = len(importlib.import_module(f"restart.{script}").SHORT) if args.short else 1
+        cmd = [sys.executable, h.PROOFS, script, "--bin-dir", examples]
+        cmd += ["--short"] if args.short else ["--runtimes", ",".join(runtimes)]
         if args.keep:
             cmd.append("--keep")
         if args.tls and script != "bad_inputs":
@@ -84,20 +72,16 @@ def main(argv=None):
         started = time.monotonic()
         proc = h.spawn(cmd, None, None)
         try:
-            code = proc.wait(timeout=bound * len(runtimes) + 60)
+            code = proc.wait(timeout=runs * bound * len(h.RUNTIMES if args.short else runtimes) + 60)
         except subprocess.TimeoutExpired:
             code = None
         finally:
-            stop(proc)
+            h.end_process(proc)
         took = time.monotonic() - started
         result = "ok" if code == 0 else ("TIMEOUT (killed)" if code is None else f"FAIL (exit {code})")
         if code != 0:
             failed.append(script)
         rows.append([script, f"{took:.0f}s", f"~{per * len(runtimes) + fixed}s", result])
     h.log("\n" + h.table(["proof", "time", "estimate", "result"], rows))
-    if failed:
-        h.log("\nFAILED: " + ", ".join(failed))
-        return 1
-    h.log("\nOK: every restart proof passed.")
-    return 0
+    return h.conclude(failed, "every restart proof passed.")
 

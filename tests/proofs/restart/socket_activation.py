@@ -35,7 +35,6 @@ Exit status: 0 when every run passed; 1 otherwise; 2 on a setup problem (missing
 failure).
 """
 
-import argparse
 import os
 import shutil
 import signal
@@ -54,8 +53,7 @@ def run_one(binary, runtime, args):
     result = {"runtime": runtime, "problems": problems, "events": events, "workdir": workdir, "wrk": None, "probe": None}
     t0 = time.monotonic()
     gens = []
-    wrk_proc = None
-    probe = None
+    load = None
     sock = None
 
     def note(msg):
@@ -86,17 +84,10 @@ def run_one(binary, runtime, args):
         port = sock.getsockname()[1]
         cur = start_generation()
         note(f"generation 1 (pid {cur.pid}) listening on the inherited socket 127.0.0.1:{port}")
-        status, _ = h.http_get(port)
-        if status != 200:
-            problems.append(f"GET / before the load: {status}")
 
-        wrk_proc, wrk_out = h.wrk(port, args.duration, workdir, "wrk", connections=args.connections, path=args.path)
-        load_start = time.monotonic()
-        if args.probe_connections:
-            probe = h.KeepAliveProbe(port, connections=args.probe_connections)
+        load = c.Load(port, args, workdir, problems)
         for i in range(args.restarts):
-            at = load_start + args.first + i * args.interval
-            time.sleep(max(0.0, at - time.monotonic()))
+            load.wait_event(i)
             old = cur
             term_at = time.monotonic()
             old.signal(signal.SIGTERM)
@@ -111,24 +102,13 @@ def run_one(binary, runtime, args):
             )
             if code != 0:
                 problems.append(f"{old.name} exited {code} (want 0):\n{old.stderr_tail()}")
-        if probe:
-            probe.stop()
-            result["probe"] = probe.bad()
-            note("keep-alive probe: " + probe.summary())
-            if probe.bad():
-                problems.append(f"keep-alive probe: requests lost {probe.bad()} (want none)")
-        if time.monotonic() - load_start > args.duration - 0.5:
-            problems.append("the restarts outlasted the load: use a longer --duration or fewer --restarts")
-
-        result["wrk"] = c.finish_load(wrk_proc, wrk_out, args, port, cur, exit_bound, note, problems)
-        wrk_proc = None
+        load.end_events(result, note, problems, "restarts", "--restarts")
+        result["wrk"] = load.finish(cur, exit_bound, note, problems)
     except Exception as e:  # reported as a failed run, with the logs kept
         problems.append(f"{type(e).__name__}: {e}")
     finally:
-        if wrk_proc:
-            h.kill(wrk_proc)
-        if probe:
-            probe.stop()
+        if load:
+            load.stop()
         for gen in gens:
             gen.kill()
         if sock:
@@ -183,27 +163,32 @@ def run_systemd_socket_activate(binary, runtime, args):
     return result
 
 
+# The short form, CI's run (see harness.cli), each run with its 3 restarts in 11 s of load:
+# every runtime, and systemd-socket-activate; over TLS on tokio_server and actix_server; a
+# shutdown delay of 0 s under slow requests (a request on a kept-alive connection after the
+# old generation stopped accepting is served with Connection: close, never refused or cut).
+QUICK = ["--duration", "11", "--first", "2", "--interval", "2.5"]
+SHORT = [
+    QUICK,
+    ["--tls", "--runtimes", "tokio_server,actix_server", *QUICK],
+    ["--shutdown-delay", "0s", "--connections", "16", "--path", "/sleep?duration=20ms", "--min-requests", "3000",
+     "--no-systemd-socket-activate", *QUICK],
+]
+
+
 def main(argv=None):
-    p = argparse.ArgumentParser(
-        prog="tests/proofs socket_activation",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = h.parser("socket_activation", __doc__)
     c.add_load_flags(p, "restart", "--restarts", first=2.5)
     p.add_argument("--shutdown-delay", default="1s", help="the servers' --shutdown-delay")
     p.add_argument("--exit-bound", type=float, default=15.0, help="seconds an old generation may take to exit")
     p.add_argument("--no-systemd-socket-activate", action="store_true",
                    help="skip the run under systemd-socket-activate")
     c.add_run_flags(p)
-    args = p.parse_args(argv)
-    runtimes = h.parse_runtimes(p, args.runtimes)
-    c.use_tls(args)
-
-    if not h.check_tools("wrk", "bash"):
+    h.add_short(p, SHORT)
+    ready = c.setup(p, argv, "wrk", "bash")
+    if ready is None:
         return 2
-    examples = c.build(args)
-    if examples is None:
-        return 2
+    args, runtimes, examples = ready
     h.log(
         f"load: wrk -t2 -c{args.connections} -d{args.duration}s (keep-alive) on GET {args.path}; {args.restarts} "
         f"restarts {args.interval:g}s apart from +{args.first:g}s; --shutdown-delay {args.shutdown_delay}; "

@@ -53,12 +53,9 @@ a setup problem (no server binary, a failed build, a server that does not start,
 connection that cannot be made, too low a file-descriptor limit).
 """
 
-import argparse
 import codecs
 import os
 import re
-import selectors
-import signal
 import socket
 import time
 
@@ -69,8 +66,7 @@ RETRY_MS = {"A": 1000, "B": 5000}
 # The route's interval between two events (crates/lameduck-demo/src/routes.rs,
 # EVENTS_INTERVAL).
 EVENT_INTERVAL_S = 0.1
-# Bounds of the setup: the server's start, one connection, every stream's first event.
-START_TIMEOUT_S = 30
+# Bounds of the setup: one connection, every stream's first event.
 CONNECT_TIMEOUT_S = 10
 FIRST_EVENT_TIMEOUT_S = 30
 # Limits on what a well-formed response can hold before its body (and a chunk-size line).
@@ -225,13 +221,12 @@ class EventStream:
         return "\n".join(self.lines) + self.partial + self.decoder.decode(b"", final=True)
 
 
-class Reader:
+class Reader(h.SocketReader):
     """Every stream's connection in one selector, read in this thread."""
 
     def __init__(self):
-        self.sel = selectors.DefaultSelector()
-        self.streams = []
-        self.open = 0
+        super().__init__()
+        self.streams = self.items
 
     def connect(self, port, n):
         request = (
@@ -241,28 +236,15 @@ class Reader:
         for i in range(n):
             s = EventStream(i)
             try:
-                sock = socket.create_connection(("127.0.0.1", port), timeout=CONNECT_TIMEOUT_S)
-                sock.sendall(request)
+                s.sock = socket.create_connection(("127.0.0.1", port), timeout=CONNECT_TIMEOUT_S)
+                s.sock.sendall(request)
             except OSError as e:
                 raise h.SetupError(f"stream {i}: cannot connect to 127.0.0.1:{port}: {e}") from e
-            sock.setblocking(False)
-            s.sock = sock
-            self.streams.append(s)
-            self.sel.register(sock, selectors.EVENT_READ, s)
-            self.open += 1
+            self.add(s)
+            self.watch(s)
             # Read what has come already: the server answers while the others connect.
             if i % 50 == 49:
                 self.poll()
-
-    def _close(self, s):
-        if s.sock is not None:
-            try:
-                self.sel.unregister(s.sock)
-            except (KeyError, ValueError):
-                pass
-            s.sock.close()
-            s.sock = None
-            self.open -= 1
 
     def _read(self, s):
         """One read of stream `s`'s connection."""
@@ -272,12 +254,12 @@ class Reader:
             return
         except OSError as e:
             s.fail(f"{type(e).__name__}: {e} ({s.where()})", time.monotonic())
-            self._close(s)
+            self.close(s)
             return
         now = time.monotonic()
         if not data:
             s.fail(f"the connection ended without the terminating chunk ({s.where()})", now)
-            self._close(s)
+            self.close(s)
             return
         try:
             s.feed(data, now)
@@ -285,51 +267,26 @@ class Reader:
             s.fail(f"{e} ({s.where()})", now)
         if s.finished:
             # An EventSource closes its connection at the body's end.
-            self._close(s)
+            self.close(s)
 
-    def poll(self):
-        """Reads what has come already, without waiting."""
-        if self.open:
-            for key, _ in self.sel.select(timeout=0):
-                self._read(key.data)
-
-    def pump(self, until, done, on_tick=None):
-        """Reads until `done()` or `until` (monotonic), calling `on_tick()` between reads."""
-        while True:
-            if on_tick:
-                on_tick()
-            now = time.monotonic()
-            if done() or now >= until or self.open == 0:
-                return
-            for key, _ in self.sel.select(timeout=min(0.05, until - now)):
-                self._read(key.data)
-
-    def close_all(self, now):
+    def close_all(self):
+        now = time.monotonic()
         for s in self.streams:
             if s.sock is not None:
                 s.fail(f"still open when the reader gave up ({s.where()})", now)
-                self._close(s)
-        self.sel.close()
-
-
+        super().close_all()
 
 
 # --- one run -------------------------------------------------------------------------------------
 
 def run(binary, runtime, mode, args):
-    delay_s, grace_s, n = args.delay, args.grace, args.streams
-    bound_s = h.ends_bound(delay_s, grace_s)
+    n = args.streams
+    bound_s = h.ends_bound(args.delay, args.grace)
     run = h.DrainRun(f"event-streams-{runtime}-{mode}", mode, args, runtime=runtime, streams=n)
-    result, failures, flags, note = run.result, run.failures, run.flags, run.note
-    inst, reader = None, Reader()
-    t_term = exit_at = code = None
+    failures, note = run.failures, run.note
+    reader = Reader()
     try:
-        inst = h.Instance(binary, runtime, h.free_port(), flags, run.workdir)
-        try:
-            inst.start(timeout=START_TIMEOUT_S)
-        except RuntimeError as e:
-            raise h.SetupError(str(e)) from e
-        note(f"{runtime} listening on 127.0.0.1:{inst.port} (pid {inst.proc.pid}): {' '.join(flags)}")
+        inst = run.start_server(binary, runtime, run.flags)
         reader.connect(inst.port, n)
         note(f"{n} streams connected")
         first_by = time.monotonic() + FIRST_EVENT_TIMEOUT_S
@@ -343,41 +300,19 @@ def run(binary, runtime, mode, args):
                 f"only {with_event} of {n} streams received an event within {FIRST_EVENT_TIMEOUT_S}s "
                 f"({broken} ended already); SIGTERM sent anyway"
             )
-        if inst.proc.poll() is not None:
-            raise h.SetupError(f"{runtime} exited {inst.proc.returncode} before SIGTERM:\n{inst.stderr_tail()}")
-        t_term = time.monotonic()
-        os.kill(inst.proc.pid, signal.SIGTERM)
-        note(f"SIGTERM to {runtime} (pid {inst.proc.pid})")
-
-        def watch_exit():
-            nonlocal exit_at, code
-            if exit_at is None and inst.proc.poll() is not None:
-                exit_at, code = time.monotonic(), inst.proc.returncode
-
+        run.check_running()
+        run.sigterm()
         # Every stream ends within the bound, or fails; 5 s more to see the late ones.
-        reader.pump(t_term + bound_s + 5, lambda: all(s.finished for s in reader.streams), watch_exit)
+        reader.pump(run.t_term + bound_s + 5, lambda: all(s.finished for s in reader.streams), run.watch_exit)
         note(f"{sum(1 for s in reader.streams if s.finished)} of {n} streams finished")
-        if exit_at is None:
-            left = max(0.0, t_term + bound_s + 10 - time.monotonic())
-            got = h.reap(inst.proc, left)
-            if got is None:
-                failures.append(f"{runtime} still running {bound_s + 10:g}s after SIGTERM: killed")
-            else:
-                exit_at, code = time.monotonic(), got
-        else:
-            h.reap(inst.proc, 5)
-        if exit_at is not None:
-            note(f"{runtime} exited {code}, +{exit_at - t_term:.3f}s after SIGTERM")
-    except h.SetupError as e:
-        result["setup_error"] = str(e)
-    except Exception as e:  # noqa: BLE001 (reported as a failed run, with the logs kept)
-        failures.append(f"{type(e).__name__}: {e}")
+        run.wait_exit(bound_s)
+    except Exception as e:  # noqa: BLE001 (a setup problem, or a failed run with the logs kept)
+        run.record(e)
     finally:
-        reader.close_all(time.monotonic())
-        if inst is not None and inst.proc is not None:
-            h.kill(inst.proc)
-    if t_term is not None:
-        analyse(result, reader.streams, inst, t_term, exit_at, code, args)
+        reader.close_all()
+        run.kill_server()
+    if run.t_term is not None:
+        analyse(run.result, reader.streams, run.inst, run.t_term, run.exit_at, run.code, args)
     return run.end(args.keep)
 
 
@@ -388,15 +323,10 @@ def analyse(result, streams, inst, t_term, exit_at, code, args):
     retry = f"retry: {RETRY_MS[mode]}"
     rel = lambda t: None if t is None else round(t - t_term, 4)  # noqa: E731
 
-    problems = {}  # kind -> [stream indexes]
-    examples = {}  # kind -> the first example's text
-
-    def problem(kind, s, example):
-        problems.setdefault(kind, []).append(s.index)
-        examples.setdefault(kind, f"stream {s.index}: {example}")
-
+    problems = h.Problems()
     records = []
     for s in streams:
+        problem = problems.adder("stream", s.index)
         data = [(t, e) for t, e in s.events if not e.startswith("retry:")]
         retries = [(t, e) for t, e in s.events if any(line.startswith("retry:") for line in e.split("\n"))]
         before = sum(1 for t, _ in data if t < t_term)
@@ -405,19 +335,19 @@ def analyse(result, streams, inst, t_term, exit_at, code, args):
         last = s.events[-1][1] if s.events else None
         ok = True
         if s.error:
-            problem(f"error: {s.error.split(' (')[0]}", s, f"{s.error}, +{rel(s.error_at)}s after SIGTERM")
+            problem(f"error: {s.error.split(' (')[0]}", f"{s.error}, +{rel(s.error_at)}s after SIGTERM")
             ok = False
         if s.ended is None and not s.error:
-            problem("no terminating chunk", s, f"{s.where()}")
+            problem("no terminating chunk", f"{s.where()}")
             ok = False
         if last != retry:
-            problem(f"last event is not `{retry}`", s, f"last event {last!r}")
+            problem(f"last event is not `{retry}`", f"last event {last!r}")
             ok = False
         if len(retries) != 1:
-            problem("not exactly one retry event", s, f"{len(retries)} retry events: {[e for _, e in retries][:3]}")
+            problem("not exactly one retry event", f"{len(retries)} retry events: {[e for _, e in retries][:3]}")
             ok = False
         if s.ended is not None and (s.pending_text() or s.leftover):
-            problem("bytes left over at the end", s,
+            problem("bytes left over at the end",
                     f"text inside an event {s.pending_text()[:60]!r}, {s.leftover} bytes after the terminating chunk")
             ok = False
         ids, strange = [], []
@@ -428,16 +358,16 @@ def analyse(result, streams, inst, t_term, exit_at, code, args):
             else:
                 strange.append(e)
         if strange:
-            problem("events that are not the route's", s, f"{strange[:3]!r}")
+            problem("events that are not the route's", f"{strange[:3]!r}")
             ok = False
         if ids != list(range(len(ids))):
-            problem("events not numbered 0, 1, 2, ...", s, f"ids {ids[:8]}...{ids[-3:]}")
+            problem("events not numbered 0, 1, 2, ...", f"ids {ids[:8]}...{ids[-3:]}")
             ok = False
         if before == 0:
-            problem("no event before SIGTERM", s, f"{len(data)} events, first +{rel(data[0][0]) if data else None}s")
+            problem("no event before SIGTERM", f"{len(data)} events, first +{rel(data[0][0]) if data else None}s")
             ok = False
         if after < 1:
-            problem("no event after SIGTERM", s, f"{before} events before it, none after")
+            problem("no event after SIGTERM", f"{before} events before it, none after")
             ok = False
         records.append({
             "index": s.index, "status": s.status, "ok": ok, "events_before": before, "events_after": after,
@@ -446,9 +376,7 @@ def analyse(result, streams, inst, t_term, exit_at, code, args):
         })
     ok_count = sum(1 for r in records if r["ok"])
     result["ok"] = ok_count
-    result["problems"] = {k: len(v) for k, v in problems.items()}
-    for kind, idx in problems.items():
-        failures.append(f"{len(idx)} of {n} streams: {kind} (first {examples[kind]})")
+    result["problems"] = problems.report(n, "streams", failures)
 
     after = [r["events_after"] for r in records]
     result["events_after_min"] = min(after) if after else None
@@ -524,26 +452,20 @@ def log_figures(r):
     )
 
 
+# The short form, CI's run (see harness.cli): the defaults.
+SHORT = [[]]
+
+
 def main(argv=None):
-    p = argparse.ArgumentParser(
-        prog="tests/proofs event_streams",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("--runtimes", default=",".join(h.RUNTIMES), help="comma-separated example names")
+    p = h.parser("event_streams", __doc__)
+    h.add_runtimes(p)
     h.add_drain_arguments(p, 500, "/events streams")
+    h.add_short(p, SHORT)
     args = p.parse_args(argv)
     runtimes = h.parse_runtimes(p, args.runtimes)
-    if not runtimes:
-        p.error("--runtimes: at least one runtime")
     modes = h.drain_modes(p, args)
-
-    try:
-        h.raise_fd_limit(args.streams, "streams")
-    except h.SetupError as e:
-        h.log(f"error: {e}")
-        return 2
-    if not h.ready_examples(runtimes, args.no_build):
+    examples = h.ready_examples(runtimes, args, sockets=args.streams, what="streams")
+    if examples is None:
         return 2
 
     interval = h.pacing_interval(args.streams, args.grace)
@@ -560,12 +482,12 @@ def main(argv=None):
     started = time.monotonic()
     results = []
     for runtime in runtimes:
-        binary = os.path.join(h.examples_dir(), runtime)
+        binary = os.path.join(examples, runtime)
         for mode in modes:
             h.log(f"\n==> {runtime}, mode {mode} ({h.MODE_NAMES[mode]})")
             r = run(binary, runtime, mode, args)
-            h.log_result(r, log_figures)
-            h.log("\n" + "\n".join("    " + line for line in h.table(HEAD, [row(r)]).split("\n")))
+            h.log_result(r, h.drain_figures(log_figures))
+            h.log_table(h.table(HEAD, [row(r)]))
             results.append(r)
     h.log(f"\nall runs ({time.monotonic() - started:.0f}s):\n" + h.table(HEAD, [row(r) for r in results]))
     status = h.exit_status(results, args, lambda r: f"{r['runtime']} mode {r['mode']}")

@@ -54,54 +54,32 @@ a setup problem (no grpcio, no server binary, a server that does not start or a 
 does not connect).
 """
 
-import argparse
 import json
 import os
 import threading
 import time
 
 import harness as h
-from rolling.grpcio_load import read_varint
+from rolling.grpcio_load import decode_fields, open_channel
 
 BINARY = "grpc_server"
 TICKS = "/lameduck.example.Demo/Ticks"
 # The server's interval between two ticks (TICK_INTERVAL in
 # crates/lameduck-examples-grpc/src/grpc.rs).
 TICK_INTERVAL_S = 0.5
-# Bounds of the setup: the server's start, a channel's connection, every stream's first tick.
-START_TIMEOUT_S = 30
+# Bounds of the setup: a channel's connection, every stream's first tick.
 CONNECT_TIMEOUT_S = 10
 FIRST_TICK_TIMEOUT_S = 30
-
-
-class SetupError(Exception):
-    """A setup problem (exit status 2), not a failed assertion."""
 
 
 # --- protobuf, by hand -----------------------------------------------------------------------
 
 def decode_tick(buf):
-    """Tick { uint64 n = 1; }: n (0, the default, is sent as an empty message); other fields
-    are skipped as protobuf parsers do."""
-    n, i = 0, 0
-    while i < len(buf):
-        key, i = read_varint(buf, i)
-        field, wire = key >> 3, key & 7
-        if wire == 0:
-            value, i = read_varint(buf, i)
-            if field == 1:
-                n = value
-        elif wire == 1:
-            i += 8
-        elif wire == 2:
-            length, i = read_varint(buf, i)
-            i += length
-        elif wire == 5:
-            i += 4
-        else:
-            raise ValueError(f"wire type {wire}")
-    if i != len(buf):
-        raise ValueError("truncated field")
+    """Tick { uint64 n = 1; }: n (0, the default, is sent as an empty message)."""
+    n = 0
+    for field, value in decode_fields(buf):
+        if field == 1 and isinstance(value, int):
+            n = value
     return n
 
 
@@ -190,22 +168,6 @@ def consume(grpc, method, stream, deadline_s, first):
         stream.error = stream.error or f"reading the call's status: {type(e).__name__}: {e}"
 
 
-def open_channel(grpc, port, index, tls):
-    options = [
-        # A subchannel pool of its own, and a distinct argument: one HTTP/2 connection per
-        # channel, none shared.
-        ("grpc.use_local_subchannel_pool", 1),
-        ("lameduck.streams_channel", index),
-    ]
-    target = f"127.0.0.1:{port}"
-    if tls is None:
-        return grpc.insecure_channel(target, options=options)
-    with open(tls.ca, "rb") as f:
-        creds = grpc.ssl_channel_credentials(root_certificates=f.read())
-    options.append(("grpc.ssl_target_name_override", "127.0.0.1"))
-    return grpc.secure_channel(target, creds, options=options)
-
-
 # --- one mode ------------------------------------------------------------------------------------
 
 def run_mode(grpc, binary, mode, args):
@@ -217,22 +179,20 @@ def run_mode(grpc, binary, mode, args):
     if args.min_watch_drain_qps is not None:
         flags += ["--min-watch-drain-qps", str(args.min_watch_drain_qps)]
 
-    inst, channels, streams, threads = None, [], [], []
-    t_term = exit_at = code = None
+    channels, streams, threads = [], [], []
     try:
         tls = h.Tls(run.workdir) if args.tls else None
-        inst = h.Instance(binary, "server", h.free_port(), flags, run.workdir, tls=tls)
-        try:
-            inst.start(timeout=START_TIMEOUT_S)
-        except RuntimeError as e:
-            raise SetupError(str(e)) from e
-        note(f"{BINARY} listening on 127.0.0.1:{inst.port} (pid {inst.proc.pid}): {' '.join(flags)}")
-        channels = [open_channel(grpc, inst.port, i, tls) for i in range(args.channels)]
+        inst = run.start_server(binary, BINARY, flags, tls=tls)
+        ca = None
+        if tls:
+            with open(tls.ca, "rb") as f:
+                ca = f.read()
+        channels = [open_channel(grpc, f"127.0.0.1:{inst.port}", i, ca, "127.0.0.1") for i in range(args.channels)]
         for i, ch in enumerate(channels):
             try:
                 grpc.channel_ready_future(ch).result(timeout=CONNECT_TIMEOUT_S)
             except grpc.FutureTimeoutError as e:
-                raise SetupError(f"channel {i} not connected within {CONNECT_TIMEOUT_S}s") from e
+                raise h.SetupError(f"channel {i} not connected within {CONNECT_TIMEOUT_S}s") from e
         methods = [
             ch.unary_stream(TICKS, request_serializer=lambda b: b, response_deserializer=lambda b: b)
             for ch in channels
@@ -256,7 +216,7 @@ def run_mode(grpc, binary, mode, args):
                 f"only {ticked} of {args.streams} streams received a first tick within "
                 f"{FIRST_TICK_TIMEOUT_S}s ({ended} ended without one); SIGTERM sent anyway"
             )
-        t_term, exit_at, code = run.terminate(inst, BINARY, bound_s)
+        run.terminate(bound_s)
         # Calls still open after the server's exit end at once (their connection is gone);
         # their deadline bounds them in any case.
         join_by = time.monotonic() + 15
@@ -265,20 +225,17 @@ def run_mode(grpc, binary, mode, args):
         stuck = sum(t.is_alive() for t in threads)
         if stuck:
             failures.append(f"{stuck} streams still open 15s after the server's exit")
-    except SetupError as e:
-        result["setup_error"] = str(e)
-    except Exception as e:  # noqa: BLE001 (reported as a failed mode, with the logs kept)
-        failures.append(f"{type(e).__name__}: {e}")
+    except Exception as e:  # noqa: BLE001 (a setup problem, or a failed mode with the logs kept)
+        run.record(e)
     finally:
         for ch in channels:
             try:
                 ch.close()
             except Exception:  # noqa: BLE001
                 pass
-        if inst is not None and inst.proc is not None:
-            h.kill(inst.proc)
-    if t_term is not None:
-        analyse(grpc, result, streams, inst, t_term, exit_at, code, args)
+        run.kill_server()
+    if run.t_term is not None:
+        analyse(grpc, result, streams, run.inst, run.t_term, run.exit_at, run.code, args)
     return run.end(args.keep)
 
 
@@ -449,18 +406,19 @@ def log_figures(r):
     )
 
 
+# The short form, CI's run (see harness.cli): the defaults.
+SHORT = [[]]
+
+
 def main(argv=None):
-    p = argparse.ArgumentParser(
-        prog="tests/proofs grpc_streams",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = h.parser("grpc_streams", __doc__)
     h.add_drain_arguments(p, 200, "Ticks streams")
     p.add_argument("--channels", type=int, default=4, help="grpcio channels (HTTP/2 connections) the streams share")
     p.add_argument("--min-watch-drain-qps", type=int,
                    help="pass the server this --min-watch-drain-qps (default: the server's, 200)")
     p.add_argument("--tls", action="store_true", help="the server serves TLS, the channels verify it")
     p.add_argument("--bin-dir", help="take grpc_server from this directory (implies --no-build)")
+    h.add_short(p, SHORT)
     args = p.parse_args(argv)
     modes = h.drain_modes(p, args)
     if args.channels < 1:
@@ -475,16 +433,10 @@ def main(argv=None):
         return 2
     if args.tls and not h.check_tools("openssl", hint="apt-get install -y openssl"):
         return 2
-    if args.bin_dir:
-        examples = os.path.abspath(args.bin_dir)
-    else:
-        if not args.no_build and not h.cargo_build("--example", BINARY):
-            return 2
-        examples = h.examples_dir()
-    binary = os.path.join(examples, BINARY)
-    if not os.path.isfile(binary):
-        h.log(f"error: {binary} does not exist (cargo build --release --example {BINARY})")
+    examples = h.ready_examples([BINARY], args)
+    if examples is None:
         return 2
+    binary = os.path.join(examples, BINARY)
 
     qps = args.min_watch_drain_qps if args.min_watch_drain_qps is not None else h.DEFAULT_MIN_WATCH_DRAIN_QPS
     interval = h.pacing_interval(args.streams, args.grace, qps)
@@ -504,7 +456,7 @@ def main(argv=None):
     for mode in modes:
         h.log(f"\n==> mode {mode} ({h.MODE_NAMES[mode]})")
         r = run_mode(grpc, binary, mode, args)
-        h.log_result(r, log_figures)
+        h.log_result(r, h.drain_figures(log_figures))
         results.append(r)
     h.log("\n" + tables(results))
     status = h.exit_status(results, args, lambda r: f"mode {r['mode']}")

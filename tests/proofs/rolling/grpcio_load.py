@@ -91,23 +91,24 @@ def read_varint(buf, i):
             raise ValueError("varint too long")
 
 
-def decode_sleep_reply(buf):
-    """SleepReply { string message = 1; }: the message ("" when absent); other fields are
-    skipped as protobuf parsers do."""
-    message, i = "", 0
+def decode_fields(buf):
+    """The fields of the protobuf message `buf`, in order: (field number, value), the value
+    an int (varint) or bytes (length-delimited); fixed-size fields are skipped, as protobuf
+    parsers skip fields they do not know. ValueError on a malformed message."""
+    i = 0
     while i < len(buf):
         key, i = read_varint(buf, i)
         field, wire = key >> 3, key & 7
         if wire == 0:
-            _, i = read_varint(buf, i)
+            value, i = read_varint(buf, i)
+            yield field, value
         elif wire == 1:
             i += 8
         elif wire == 2:
             n, i = read_varint(buf, i)
             if i + n > len(buf):
                 raise ValueError("truncated length-delimited field")
-            if field == 1:
-                message = buf[i:i + n].decode()
+            yield field, buf[i:i + n]
             i += n
         elif wire == 5:
             i += 4
@@ -115,6 +116,14 @@ def decode_sleep_reply(buf):
             raise ValueError(f"wire type {wire}")
     if i != len(buf):
         raise ValueError("truncated field")
+
+
+def decode_sleep_reply(buf):
+    """SleepReply { string message = 1; }: the message ("" when absent)."""
+    message = ""
+    for field, value in decode_fields(buf):
+        if field == 1 and isinstance(value, bytes):
+            message = value.decode()
     return message
 
 
@@ -232,19 +241,21 @@ def parse_args(argv):
     return args
 
 
-def open_channel(grpc, args, index, ca):
+def open_channel(grpc, target, index, ca=None, domain=None):
+    """Channel `index` to `target`: its own HTTP/2 connection, over TLS verified against the
+    PEM certificates `ca` (bytes) when given, for the name `domain` when given."""
     options = [
         # A subchannel pool of its own: no connection shared with the other channels.
         ("grpc.use_local_subchannel_pool", 1),
         # And a distinct channel argument, so no two channels' subchannels are the same key.
-        ("lameduck.load_channel", index),
+        ("lameduck.channel", index),
     ]
     if ca is None:
-        return grpc.insecure_channel(args.target, options=options)
-    if args.tls_domain:
-        options.append(("grpc.ssl_target_name_override", args.tls_domain))
+        return grpc.insecure_channel(target, options=options)
+    if domain:
+        options.append(("grpc.ssl_target_name_override", domain))
     creds = grpc.ssl_channel_credentials(root_certificates=ca)
-    return grpc.secure_channel(args.target, creds, options=options)
+    return grpc.secure_channel(target, creds, options=options)
 
 
 def main(argv):
@@ -275,7 +286,7 @@ def main(argv):
     counts = Counts(t0)
     end = t0 + args.duration
     request = encode_sleep_request(args.sleep)
-    channels = [open_channel(grpc, args, i, ca) for i in range(args.channels)]
+    channels = [open_channel(grpc, args.target, i, ca, args.tls_domain) for i in range(args.channels)]
     calls = [
         ch.unary_unary(SLEEP_METHOD, request_serializer=lambda b: b, response_deserializer=lambda b: b)
         for ch in channels

@@ -45,23 +45,16 @@ Exit status: 0 when every assertion held on every runtime; 1 otherwise (each fai
 connection that cannot be made, too low a file-descriptor limit).
 """
 
-import argparse
-import json
 import os
 import re
-import selectors
-import shutil
-import signal
 import socket
 import struct
-import tempfile
 import time
 
 import harness as h
 from harness.paced_ends import parse_debug_duration
 
-# Bounds of the setup: the server's start, every connection's answer.
-START_TIMEOUT_S = 30
+# Bounds of the setup: one connection, every connection's answer.
 CONNECT_TIMEOUT_S = 10
 ANSWER_TIMEOUT_S = 30
 # An end this much before the window's start counts as before it.
@@ -183,13 +176,12 @@ class Conn:
                 self.answered = now
 
 
-class Clients:
+class Clients(h.SocketReader):
     """Every connection in one selector, read in this thread."""
 
     def __init__(self):
-        self.sel = selectors.DefaultSelector()
-        self.conns = []
-        self.open = 0
+        super().__init__()
+        self.conns = self.items
         # Kept as they change: the loop checks them after every read.
         self.answered = 0
         self.ended = 0
@@ -202,8 +194,7 @@ class Clients:
             except OSError as e:
                 raise h.SetupError(f"connection {i}: cannot connect to 127.0.0.1:{port}: {e}") from e
             c.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self.conns.append(c)
-            self.open += 1
+            self.add(c)
 
     def send_requests(self, port):
         http1 = f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode()
@@ -213,18 +204,7 @@ class Clients:
                 c.sock.sendall(http1 if c.proto == "http1" else h2)
             except OSError as e:
                 raise h.SetupError(f"connection {c.index} ({c.proto}): cannot send its request: {e}") from e
-            c.sock.setblocking(False)
-            self.sel.register(c.sock, selectors.EVENT_READ, c)
-
-    def _close(self, c):
-        if c.sock is not None:
-            try:
-                self.sel.unregister(c.sock)
-            except (KeyError, ValueError):
-                pass
-            c.sock.close()
-            c.sock = None
-            self.open -= 1
+            self.watch(c)
 
     def _read(self, c):
         answered, ended = c.answered is not None, c.ended is not None
@@ -243,7 +223,7 @@ class Clients:
                 c.ended, c.how = now, "reset"
             if c.answered is None:
                 c.fail(f"{type(e).__name__}: {e} before the answer")
-            self._close(c)
+            self.close(c)
             return
         now = time.monotonic()
         if not data:
@@ -251,7 +231,7 @@ class Clients:
                 c.ended, c.how = now, "eof"
             if c.answered is None:
                 c.fail("the connection ended before the answer")
-            self._close(c)
+            self.close(c)
             return
         try:
             c.feed(data, now)
@@ -259,23 +239,7 @@ class Clients:
             c.fail(f"{type(e).__name__}: {e}")
         if c.ended is not None:
             # The client "reconnects" now: it leaves the old connection.
-            self._close(c)
-
-    def pump(self, until, done):
-        """Reads until `done()` or `until` (monotonic)."""
-        while True:
-            now = time.monotonic()
-            if done() or now >= until or self.open == 0:
-                return
-            for key, _ in self.sel.select(timeout=min(0.05, until - now)):
-                self._read(key.data)
-
-    def close_all(self):
-        for c in self.conns:
-            self._close(c)
-        self.sel.close()
-
-
+            self.close(c)
 
 
 # --- one run -------------------------------------------------------------------------------------
@@ -306,70 +270,40 @@ def histogram(ends, start):
 
 def run(binary, runtime, spread_s, args):
     label = "spread" if spread_s else "baseline"
-    workdir = tempfile.mkdtemp(prefix=f"idle-spread-{runtime}-{label}-")
     flags = ["--shutdown-delay", f"{args.delay:g}s"]
     if spread_s:
         flags += ["--idle-close-spread", f"{spread_s:g}s"]
     total = args.http1 + args.h2c
-    result = {
-        "runtime": runtime, "run": label, "flags": flags, "http1": args.http1, "h2c": args.h2c,
-        "setup_error": None, "failures": [], "events": [], "workdir": workdir,
-    }
-    failures = result["failures"]
-    t0 = time.monotonic()
-
-    def note(msg):
-        result["events"].append(f"{time.monotonic() - t0:6.2f}s {msg}")
-
-    inst, clients = None, Clients()
-    t_term = exit_at = code = None
+    run = h.Run(f"idle-spread-{runtime}-{label}", runtime=runtime, run=label, flags=flags, http1=args.http1,
+                h2c=args.h2c)
+    failures, note = run.failures, run.note
+    clients = Clients()
     try:
-        inst = h.Instance(binary, runtime, h.free_port(), flags, workdir)
-        try:
-            inst.start(timeout=START_TIMEOUT_S)
-        except RuntimeError as e:
-            raise h.SetupError(str(e)) from e
-        note(f"{runtime} listening on 127.0.0.1:{inst.port} (pid {inst.proc.pid}): {' '.join(flags)}")
+        inst = run.start_server(binary, runtime, flags)
         clients.connect(inst.port, args.http1, args.h2c)
         note(f"{args.http1} HTTP/1.1 and {args.h2c} h2c connections open")
         clients.send_requests(inst.port)
         clients.pump(time.monotonic() + ANSWER_TIMEOUT_S, lambda: clients.answered + clients.ended >= total)
         note(f"{clients.answered} of {total} connections answered, then idle")
-        if inst.proc.poll() is not None:
-            raise h.SetupError(f"{runtime} exited {inst.proc.returncode} before SIGTERM:\n{inst.stderr_tail()}")
+        run.check_running()
         if clients.answered < total:
             failures.append(f"only {clients.answered} of {total} connections answered within {ANSWER_TIMEOUT_S}s")
         before = [c for c in clients.conns if c.ended is not None]
         if before:
             failures.append(f"{len(before)} connections ended before SIGTERM (first: {before[0].proto} {before[0].how})")
-        t_term = time.monotonic()
-        os.kill(inst.proc.pid, signal.SIGTERM)
-        note(f"SIGTERM to {runtime} (pid {inst.proc.pid})")
+        run.sigterm()
         bound_s = args.delay + spread_s + args.slack
-        clients.pump(t_term + bound_s + 1, lambda: clients.ended >= total)
+        clients.pump(run.t_term + bound_s + 1, lambda: clients.ended >= total)
         note(f"{clients.ended} of {total} connections ended by the server")
-        exit_bound = args.delay + spread_s + EXIT_SLACK_S
-        code = h.reap(inst.proc, max(0.0, t_term + exit_bound - time.monotonic()))
-        if code is None:
-            failures.append(f"{runtime} still running {exit_bound:g}s after SIGTERM: killed")
-        else:
-            exit_at = time.monotonic()
-            note(f"{runtime} exited {code}, +{exit_at - t_term:.3f}s after SIGTERM")
-    except h.SetupError as e:
-        result["setup_error"] = str(e)
-    except Exception as e:  # noqa: BLE001 (reported as a failed run, with the logs kept)
-        failures.append(f"{type(e).__name__}: {e}")
+        run.wait_exit(args.delay + spread_s + EXIT_SLACK_S, slack=0)
+    except Exception as e:  # noqa: BLE001 (a setup problem, or a failed run with the logs kept)
+        run.record(e)
     finally:
         clients.close_all()
-        if inst is not None and inst.proc is not None:
-            h.kill(inst.proc)
-    if t_term is not None:
-        analyse(result, clients.conns, inst, t_term, exit_at, code, spread_s, args)
-    result["duration_s"] = round(time.monotonic() - t0, 1)
-    if not args.keep and not failures and not result["setup_error"]:
-        shutil.rmtree(workdir, ignore_errors=True)
-        result["workdir"] = None
-    return result
+        run.kill_server()
+    if run.t_term is not None:
+        analyse(run.result, clients.conns, run.inst, run.t_term, run.exit_at, run.code, spread_s, args)
+    return run.end(args.keep)
 
 
 def analyse(result, conns, inst, t_term, exit_at, code, spread_s, args):
@@ -454,56 +388,39 @@ def row(r):
     ]
 
 
-def log_run(r):
-    for e in r["events"]:
-        h.log("    " + e)
-    if r.get("setup_error"):
-        h.log("    SETUP: " + r["setup_error"])
+def log_figures(r):
+    """The run's own lines in its log (see h.log_result): the ends per 100 ms and how they
+    ended."""
     if "histogram" in r:
         h.log("    ends per 100 ms from the window's start: " + ", ".join(f"{b * BUCKET_S:+.1f}s: {n}" for b, n in r["histogram"].items()))
         h.log("    how they ended: " + "; ".join(f"{p}: {v}" for p, v in r["ends_by"].items()))
-    for f in r["failures"]:
-        h.log("    FAILED: " + f)
-    for line in r.get("server_log") or []:
-        h.log("      " + line)
-    if r.get("workdir"):
-        h.log(f"    logs kept in {r['workdir']}")
-    h.log(f"    run took {r['duration_s']:g}s; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+
+
+# The short form, CI's run (see harness.cli): the defaults.
+SHORT = [[]]
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(
-        prog="tests/proofs idle_spread",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("--runtimes", default=",".join(h.RUNTIMES), help="comma-separated example names")
+    p = h.parser("idle_spread", __doc__)
+    h.add_runtimes(p)
     p.add_argument("--http1", type=int, default=5000, help="idle HTTP/1.1 keep-alive connections")
     p.add_argument("--h2c", type=int, default=500, help="idle HTTP/2 (prior knowledge) connections")
     p.add_argument("--delay", type=float, default=1.0, help="--shutdown-delay, in seconds")
     p.add_argument("--spread", type=float, default=2.0, help="--idle-close-spread, in seconds")
     p.add_argument("--slack", type=float, default=1.0, help="how late after the window an end may come, in seconds")
     p.add_argument("--timeout", type=float, default=900.0, help="bound on the whole proof, in seconds")
-    p.add_argument("--no-build", action="store_true", help="use the existing release build")
-    p.add_argument("--keep", action="store_true", help="keep every run's logs (failed runs always keep them)")
-    p.add_argument("--json", help="also write all results as JSON to this file")
+    h.add_run_options(p)
+    h.add_short(p, SHORT)
     args = p.parse_args(argv)
     runtimes = h.parse_runtimes(p, args.runtimes)
-    if not runtimes:
-        p.error("--runtimes: at least one runtime")
     if args.http1 < 0 or args.h2c < 0 or args.http1 + args.h2c < 1:
         p.error("--http1 and --h2c: at least one connection in all")
     if args.spread <= 0:
         p.error("--spread must be positive")
     if args.delay < 0 or args.slack < 0:
         p.error("--delay and --slack must be 0 or more")
-
-    try:
-        h.raise_fd_limit(args.http1 + args.h2c, "connections")
-    except h.SetupError as e:
-        h.log(f"error: {e}")
-        return 2
-    if not h.ready_examples(runtimes, args.no_build):
+    examples = h.ready_examples(runtimes, args, sockets=args.http1 + args.h2c, what="connections")
+    if examples is None:
         return 2
 
     total = args.http1 + args.h2c
@@ -519,31 +436,19 @@ def main(argv=None):
     started = time.monotonic()
     results = []
     for runtime in runtimes:
-        binary = os.path.join(h.examples_dir(), runtime)
+        binary = os.path.join(examples, runtime)
         for spread_s in (args.spread, 0.0):
             if time.monotonic() - started > args.timeout:
                 h.log(f"\nerror: the proof took longer than --timeout {args.timeout:g}s: stopped")
                 return 1
             h.log(f"\n==> {runtime}, " + (f"--idle-close-spread {spread_s:g}s" if spread_s else "baseline (no spread)"))
             r = run(binary, runtime, spread_s, args)
-            log_run(r)
+            h.log_result(r, log_figures)
             results.append(r)
     h.log(f"\nall runs ({time.monotonic() - started:.0f}s):\n" + h.table(HEAD, [row(r) for r in results]))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"args": vars(args), "results": results}, f, indent=1, default=str)
-            f.write("\n")
-    bad = [r for r in results if r["failures"]]
-    if bad:
-        h.log("\nFAILED:")
-        for r in bad:
-            for f in r["failures"]:
-                h.log(f"  {r['runtime']} {r['run']}: {f}")
-        return 1
-    setup = [r for r in results if r.get("setup_error")]
-    if setup:
-        h.log("\nSETUP PROBLEM:\n  " + "\n  ".join(f"{r['runtime']} {r['run']}: {r['setup_error']}" for r in setup))
-        return 2
+    status = h.exit_status(results, args, lambda r: f"{r['runtime']} {r['run']}")
+    if status:
+        return status
     h.log(
         f"\nOK: on {', '.join(runtimes)}: with --idle-close-spread {args.spread:g}s every one of the {total} idle "
         f"connections was ended within the window (+{args.slack:g}s), at most {PEAK_FACTOR:g} x the even rate "

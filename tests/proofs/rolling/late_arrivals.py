@@ -23,7 +23,7 @@ the terminated instance's summary line and warnings from its stderr.
                     late connections and the warning on every termination.
   plan_observed     `lameduck plan --observed --json` on the misconfigured runs' logs must
                     exit 1 and recommend a delay; the misconfigured balancer then runs again
-                    with that delay (2 terminations per runtime), and that run must be clean
+                    with that delay (--plan-terminations, 2, per runtime), and that run must be clean
                     (late_connections=0 and 0 failed requests everywhere): the planner estimates the balancer's
                     detection from the /readyz probes the servers saw (readyz_probe_interval,
                     failed_readyz_probes), not from the too-short delay alone. On the well-configured runs'
@@ -42,7 +42,6 @@ Exit status: 0 when every assertion held; 1 otherwise (each failure listed); 2 o
 problem (missing haproxy/wrk, build failure).
 """
 
-import argparse
 import json
 import os
 import shutil
@@ -74,13 +73,14 @@ BAD = {"inter_ms": 2000, "fall": 3, "rise": 1, "check_timeout_ms": 500, "downint
 REMOVAL_IN_TIME_S = 1.0
 REMOVAL_LATE_S = 3.0
 REMOVAL_WINDOW_S = (0.8, 1.5)
-# Terminations per runtime of the plan's check run (the recommended delay), and the rounds of
-# plan-then-check allowed before the misconfigured balancer must give clean terminations: one,
-# the first recommendation must do.
-PLAN_TERMINATIONS = 2
+# The rounds of plan-then-check allowed before the misconfigured balancer must give clean
+# terminations: one, the first recommendation must do. (The terminations per runtime of a
+# round's check run, with the recommended delay: --plan-terminations.)
 PLAN_ROUNDS = 1
 WARMUP_S = 0.7
 SETTLE_S = 0.3
+# Built besides the example servers (see catalog.py): the `lameduck` CLI of plan_observed.
+BUILDS = [["-p", "lameduck-cli"]]
 
 
 def run_case(binary, runtime, case, terminations, workdir):
@@ -104,13 +104,9 @@ def run_case(binary, runtime, case, terminations, workdir):
 
     wrks = []
     try:
-        for inst in instances:
-            inst.start()
-        haproxy.start()
         # Without health checks HAProxy shows an enabled server as `no check`.
         up = "UP" if checks is not None else "no check"
-        for inst in instances:
-            haproxy.wait_status(inst.name, up, 15)
+        h.start_behind(haproxy, instances, up)
         # Each termination gets its own wrk loads, long enough to cover the signal, the
         # delay, the restart and the balancer taking the replacement back.
         # A server marked DOWN before it exits is checked again `downinter` later.
@@ -198,12 +194,7 @@ def run_case(binary, runtime, case, terminations, workdir):
     except Exception as e:  # reported as a failed run, with the logs kept
         r["problems"].append(f"{type(e).__name__}: {e}")
     finally:
-        for _, proc, _ in wrks:
-            h.kill(proc)
-        haproxy.stop()
-        for inst in instances:
-            if inst.proc:
-                h.kill(inst.proc)
+        h.stop_behind(haproxy, instances, [proc for _, proc, _ in wrks])
     return r
 
 
@@ -259,7 +250,7 @@ HEAD = ["runtime", "case", "terminations", "max last_new_conn", "min last_new_co
 def lameduck_binary(args):
     """The `lameduck` CLI (package lameduck-cli), built unless --no-build; None when it does
     not build or is missing."""
-    if not args.no_build and not h.cargo_build("-p", "lameduck-cli"):
+    if not args.no_build and not h.cargo_build(*BUILDS[0]):
         return None
     path = os.path.join(h.target_dir(), "release", "lameduck")
     return path if os.path.isfile(path) else None
@@ -284,35 +275,33 @@ def run_plan(binary, files, workdir, name):
     return code, data, text
 
 
+# The short form, CI's run (see harness.cli): tokio_server and actix_server, two terminations per
+# case (fewer misconfigured logs make the planner's recommendation a lower bound) and one per
+# plan round.
+SHORT = [["--runtimes", "tokio_server,actix_server", "--terminations", "2", "--plan-terminations", "1"]]
+
+
 def main(argv=None):
-    p = argparse.ArgumentParser(
-        prog="tests/proofs late_arrivals",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("--runtimes", default=",".join(h.RUNTIMES), help="comma-separated example names")
+    p = h.parser("late_arrivals", __doc__)
+    h.add_runtimes(p)
     p.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma-separated: " + ", ".join(SCENARIOS))
     p.add_argument("--terminations", type=int, default=10, help="terminations per runtime and case")
+    p.add_argument("--plan-terminations", type=int, default=2,
+                   help="plan_observed: terminations per runtime with the recommended delay")
     p.add_argument("--no-build", action="store_true", help="use the existing release build")
     p.add_argument("--keep-logs", metavar="DIR", help="keep every run's logs (servers, HAProxy, wrk) in DIR")
     p.add_argument("--json", help="also write all results as JSON to this file")
+    h.add_short(p, SHORT)
     args = p.parse_args(argv)
     runtimes = h.parse_runtimes(p, args.runtimes)
-    scenarios = [s for s in args.scenarios.split(",") if s]
-    for s in scenarios:
-        if s not in SCENARIOS:
-            p.error(f"unknown scenario {s!r} (known: {', '.join(SCENARIOS)})")
-    if args.terminations < 1:
-        p.error("--terminations must be at least 1")
+    scenarios = h.parse_list(p, args.scenarios, SCENARIOS, "scenario")
+    if args.terminations < 1 or args.plan_terminations < 1:
+        p.error("--terminations and --plan-terminations must be at least 1")
     if not h.check_tools("haproxy", "wrk", hint="apt-get install -y haproxy wrk"):
         return 2
-    if not args.no_build and not h.cargo_build("--examples"):
+    examples = h.ready_examples(runtimes, args)
+    if examples is None:
         return 2
-    examples = h.examples_dir()
-    for runtime in runtimes:
-        if not os.path.isfile(os.path.join(examples, runtime)):
-            h.log(f"error: {os.path.join(examples, runtime)} does not exist (build without --no-build)")
-            return 2
 
     if args.keep_logs:
         root = os.path.abspath(args.keep_logs)
@@ -422,9 +411,9 @@ def main(argv=None):
                 observed = []
                 clean = True
                 for runtime in runtimes:
-                    h.log(f"\n==> {case['name']}: {runtime}, {PLAN_TERMINATIONS} terminations, "
+                    h.log(f"\n==> {case['name']}: {runtime}, {args.plan_terminations} terminations, "
                           f"--shutdown-delay {rec_s:g}s")
-                    r = run_case(os.path.join(examples, runtime), runtime, case, PLAN_TERMINATIONS,
+                    r = run_case(os.path.join(examples, runtime), runtime, case, args.plan_terminations,
                                  os.path.join(root, f"plan-round{rnd}-{runtime}"))
                     h.log_run(r, False)
                     problems = [f"{runtime} {case['name']}: {p}" for p in r["problems"]]
@@ -466,8 +455,4 @@ def main(argv=None):
         shutil.rmtree(root, ignore_errors=True)
     else:
         h.log(f"logs kept in {root}")
-    if failures:
-        h.log("\nFAILED:\n  " + "\n  ".join(failures))
-        return 1
-    h.log("\nOK: every assertion held.")
-    return 0
+    return h.conclude(failures, "every assertion held.")

@@ -24,7 +24,6 @@ Exit status: 0 when every lameduck run lost 0 requests and every baseline lost s
 otherwise; 2 on a setup problem (missing haproxy/wrk, build failure).
 """
 
-import argparse
 import json
 import os
 import shutil
@@ -49,6 +48,34 @@ MARGIN_MS = max(DETECTION_MS, 500)
 SHUTDOWN_DELAY_MS = DETECTION_MS + MARGIN_MS
 
 
+def restart_one(haproxy, inst, delay_ms, settle, note, problems, down=("DOWN",), load_start=None):
+    """Sends `inst` SIGTERM and waits for its exit (exit 0 wanted, else a problem), restarts
+    it on its port, waits until HAProxy has it UP again, then `settle` seconds. Returns (when
+    SIGTERM was sent, when it exited, when HAProxy first showed it in one of the states
+    `down`, or None)."""
+    term_at = time.monotonic()
+    load = f", load +{term_at - load_start:.2f}s" if load_start is not None else ""
+    note(f"SIGTERM {inst.name} (pid {inst.proc.pid}){load}")
+    code = inst.terminate_and_wait(timeout=delay_ms / 1000 + 30)
+    exit_at = time.monotonic()
+    down_at = next((at for at in (haproxy.first_transition(inst.name, s, term_at) for s in down) if at), None)
+    down_txt = f"HAProxy DOWN +{down_at - term_at:.2f}s, " if down_at else ""
+    note(f"{inst.name} exited {code}: {down_txt}exit +{exit_at - term_at:.2f}s after SIGTERM")
+    if code != 0:
+        problems.append(f"{inst.name} exited {code}:\n{inst.stderr_tail()}")
+    restart_at = time.monotonic()
+    inst.start()
+    if delay_ms > 0:
+        # It was DOWN: wait for HAProxy to see it come back (rise x inter).
+        up_at = haproxy.wait_transition(inst.name, "UP", restart_at, 15)
+    else:
+        # The naive restart may be quicker than HAProxy's detection: it may never leave UP.
+        up_at = haproxy.wait_status(inst.name, "UP", 15)
+    note(f"{inst.name} restarted (pid {inst.proc.pid}), HAProxy UP +{up_at - exit_at:.2f}s after restart")
+    time.sleep(settle)
+    return term_at, exit_at, down_at
+
+
 def run_one(binary, runtime, mode, delay_ms, args, keep_dir):
     """One rolling restart under load. Returns a result dict."""
     workdir = tempfile.mkdtemp(prefix=f"rolling-{runtime}-{mode}-{delay_ms}-")
@@ -70,11 +97,7 @@ def run_one(binary, runtime, mode, delay_ms, args, keep_dir):
         events.append(f"{time.monotonic() - t0:6.2f}s {msg}")
 
     try:
-        for inst in instances:
-            inst.start()
-        haproxy.start()
-        for inst in instances:
-            haproxy.wait_status(inst.name, "UP", 15)
+        h.start_behind(haproxy, instances)
         note("both instances UP in HAProxy; starting load")
 
         for path in ("/", "/sleep?duration=20ms"):
@@ -85,32 +108,13 @@ def run_one(binary, runtime, mode, delay_ms, args, keep_dir):
         time.sleep(args.warmup)
 
         for inst in instances:
-            term_at = time.monotonic()
-            note(f"SIGTERM {inst.name} (pid {inst.proc.pid})")
-            code = inst.terminate_and_wait(timeout=delay_ms / 1000 + 30)
-            exit_at = time.monotonic()
-            down_at = haproxy.first_transition(inst.name, "DOWN", term_at) or haproxy.first_transition(
-                inst.name, "DOWN 1/2", term_at
-            )
-            down_txt = f"HAProxy DOWN +{down_at - term_at:.2f}s, " if down_at else ""
-            note(f"{inst.name} exited {code}: {down_txt}exit +{exit_at - term_at:.2f}s after SIGTERM")
-            if code != 0:
-                problems.append(f"{inst.name} exited {code}:\n{inst.stderr_tail()}")
+            _, exit_at, down_at = restart_one(haproxy, inst, delay_ms, args.settle, note, problems,
+                                              down=("DOWN", "DOWN 1/2"))
             if delay_ms > 0 and not (down_at and down_at < exit_at):
                 problems.append(
                     f"HAProxy did not mark {inst.name} DOWN before it exited: the shutdown delay "
                     f"should outlast the detection time"
                 )
-            restart_at = time.monotonic()
-            inst.start()
-            if delay_ms > 0:
-                # It was DOWN: wait for HAProxy to see it come back (rise x inter).
-                up_at = haproxy.wait_transition(inst.name, "UP", restart_at, 15)
-            else:
-                # The naive restart may be quicker than HAProxy's detection: it may never leave UP.
-                up_at = haproxy.wait_status(inst.name, "UP", 15)
-            note(f"{inst.name} restarted (pid {inst.proc.pid}), HAProxy UP +{up_at - exit_at:.2f}s after restart")
-            time.sleep(args.settle)
 
         rolled_at = time.monotonic()
         if rolled_at - load_start > args.duration - 0.5:
@@ -167,12 +171,7 @@ def run_one(binary, runtime, mode, delay_ms, args, keep_dir):
             "workdir": workdir,
         }
     finally:
-        for _, proc, _ in wrks:
-            h.kill(proc)
-        haproxy.stop()
-        for inst in instances:
-            if inst.proc:
-                h.kill(inst.proc)
+        h.stop_behind(haproxy, instances, [proc for _, proc, _ in wrks])
         if not keep_dir and not problems:
             shutil.rmtree(workdir, ignore_errors=True)
 
@@ -194,13 +193,17 @@ def table(results, markdown=False):
     return h.table(head, rows, markdown)
 
 
+# The short form, CI's run (see harness.cli): tokio_server in both modes and the naive baseline
+# (one: it shows the test can fail), then actix_server in both modes with --idle-close-spread.
+SHORT = [
+    ["--runtimes", "tokio_server", "--baseline-modes", "A"],
+    ["--runtimes", "actix_server", "--baseline-modes", "", "--idle-close-spread", "1500ms"],
+]
+
+
 def main(argv=None):
-    p = argparse.ArgumentParser(
-        prog="tests/proofs rolling_restart",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("--runtimes", default=",".join(h.RUNTIMES), help="comma-separated example names")
+    p = h.parser("rolling_restart", __doc__)
+    h.add_runtimes(p)
     p.add_argument("--modes", default="A,B", help="lameduck modes to run (A, B)")
     p.add_argument(
         "--baseline-modes", default="A,B", help="modes of the --shutdown-delay 0s baseline ('' for none)"
@@ -215,27 +218,23 @@ def main(argv=None):
         help="also pass --idle-close-spread D to the lameduck runs (not the baseline): the keep-alive "
         "race must stay at 0 failed requests with the idle connections ended spread out",
     )
-    p.add_argument("--no-build", action="store_true", help="use the existing release build")
-    p.add_argument("--keep", action="store_true", help="keep every run's logs (failed runs always keep them)")
+    h.add_run_options(p)
     p.add_argument("--markdown", help="also write the table as Markdown to this file")
-    p.add_argument("--json", help="also write all results as JSON to this file")
+    h.add_short(p, SHORT)
     args = p.parse_args(argv)
 
     if args.duration < 15:
         p.error("--duration must be at least 15 s")
     runtimes = h.parse_runtimes(p, args.runtimes)
-    modes = [m for m in args.modes.split(",") if m]
-    baseline_modes = [m for m in args.baseline_modes.split(",") if m]
-    for m in modes + baseline_modes:
-        if m not in MODES:
-            p.error(f"unknown mode {m!r} (A or B)")
+    modes = h.parse_list(p, args.modes, MODES, "mode", least=0)
+    baseline_modes = h.parse_list(p, args.baseline_modes, MODES, "mode", least=0)
 
     if not h.check_tools("haproxy", "wrk", hint="apt-get install -y haproxy wrk"):
         return 2
 
-    if not args.no_build and not h.cargo_build("--examples"):
+    examples = h.ready_examples(runtimes, args)
+    if examples is None:
         return 2
-    examples = h.examples_dir()
 
     h.log(
         f"HAProxy: option httpchk GET /readyz, inter {INTER_MS}ms, fall {FALL}, rise {RISE}, "
@@ -259,9 +258,6 @@ def main(argv=None):
     results = []
     for runtime, mode, delay_ms in plan:
         binary = os.path.join(examples, runtime)
-        if not os.path.isfile(binary):
-            h.log(f"error: {binary} does not exist (build with cargo build --release --examples)")
-            return 2
         h.log(f"\n==> {runtime}, mode {mode}, --shutdown-delay {h.fmt_ms(delay_ms)}")
         r = run_one(binary, runtime, mode, delay_ms, args, args.keep)
         h.log_run(r, r["problems"] or args.keep)
@@ -284,9 +280,5 @@ def main(argv=None):
             bad.append(f"{what}: {r['failed']} failed requests (want 0)")
         elif r["delay_ms"] == 0 and r["failed"] == 0:
             bad.append(f"{what}: the naive baseline lost no request (the test should be able to fail)")
-    if bad:
-        h.log("\nFAILED:\n  " + "\n  ".join(bad))
-        return 1
-    h.log("\nOK: 0 failed requests with the lame-duck window; the naive baseline lost requests.")
-    return 0
+    return h.conclude(bad, "0 failed requests with the lame-duck window; the naive baseline lost requests.")
 

@@ -55,12 +55,10 @@ killed by its PID when the script ends, however it ends; every wait is bounded.
 Exit status: 0 when every lameduck run lost 0 calls; 1 otherwise; 2 on a setup problem.
 """
 
-import argparse
 import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -201,11 +199,7 @@ def run_one(examples, mode, delay_ms, args, keep_dir):
     }
     retries = default_retries(args)
     try:
-        for inst in instances:
-            inst.start()
-        haproxy.start()
-        for inst in instances:
-            haproxy.wait_status(inst.name, "UP", 15)
+        h.start_behind(haproxy, instances)
         out_path = os.path.join(workdir, "load.out")
         err_path = os.path.join(workdir, "load.err")
         with open(out_path, "wb") as out, open(err_path, "wb") as err:
@@ -214,13 +208,8 @@ def run_one(examples, mode, delay_ms, args, keep_dir):
         note(f"both instances UP in HAProxy; {args.client} load started")
         time.sleep(args.warmup)
         for inst in instances:
-            term_at = time.monotonic()
-            note(f"SIGTERM {inst.name} (pid {inst.proc.pid}), load +{term_at - load_start:.2f}s")
-            code = inst.terminate_and_wait(timeout=delay_ms / 1000 + 30)
-            exit_at = time.monotonic()
-            down_at = haproxy.first_transition(inst.name, "DOWN", term_at)
-            down_txt = f"HAProxy DOWN +{down_at - term_at:.2f}s, " if down_at else ""
-            note(f"{inst.name} exited {code}: {down_txt}exit +{exit_at - term_at:.2f}s after SIGTERM")
+            term_at, _, down_at = rr.restart_one(haproxy, inst, delay_ms, args.settle, note, problems,
+                                                 load_start=load_start)
             if delay_ms > 0 and (down_at is None or down_at - term_at > delay_ms / 1000):
                 # The window is the balancer's time to stop sending new connections: past it,
                 # a connection HAProxy still sends there is refused (close-listener mode) or
@@ -232,16 +221,6 @@ def run_one(examples, mode, delay_ms, args, keep_dir):
                     f"{h.fmt_ms(delay_ms)} window (the detection model's worst case: {rr.DETECTION_MS}ms): "
                     f"new connections still went to {inst.name} after it (a busy machine eats the margin)"
                 )
-            if code != 0:
-                problems.append(f"{inst.name} exited {code}:\n{inst.stderr_tail()}")
-            restart_at = time.monotonic()
-            inst.start()
-            if delay_ms > 0:
-                up_at = haproxy.wait_transition(inst.name, "UP", restart_at, 15)
-            else:
-                up_at = haproxy.wait_status(inst.name, "UP", 15)
-            note(f"{inst.name} restarted (pid {inst.proc.pid}), HAProxy UP +{up_at - exit_at:.2f}s after restart")
-            time.sleep(args.settle)
         if time.monotonic() - load_start > args.duration - 0.5:
             problems.append("the rolling restart outlasted the load: rerun with a longer --duration")
         code = h.reap(load, args.duration + CALL_TIMEOUT_S + 30)
@@ -294,12 +273,7 @@ def run_one(examples, mode, delay_ms, args, keep_dir):
     except Exception as e:  # reported as a failed run, with the logs kept
         problems.append(f"{type(e).__name__}: {e}")
     finally:
-        if load:
-            h.kill(load)
-        haproxy.stop()
-        for inst in instances:
-            if inst.proc:
-                h.kill(inst.proc)
+        h.stop_behind(haproxy, instances, [load])
         # A failed call with the lame-duck window is a finding: its logs are kept (the
         # baseline without it is expected to fail calls).
         if not keep_dir and not problems and not (delay_ms and result.get("failed")):
@@ -354,18 +328,18 @@ def tables(results, markdown=False):
     return h.table(head, rows, markdown) + sep + h.table(head2, rows2, markdown)
 
 
-def grpcio_missing():
-    """Why grpcio_load.py cannot run here, or None."""
-    done = subprocess.run([sys.executable, "-c", "import grpc"], capture_output=True, text=True, timeout=60)
-    return done.stderr.strip().splitlines()[-1] if done.returncode != 0 else None
+# The short form, CI's run (see harness.cli), without the baseline (reported, never asserted):
+# HTTP/2 through HAProxy under tonic, both modes; over TLS pass-through in retry-after mode;
+# HAProxy mode tcp under grpcio in close-listener mode.
+SHORT = [
+    ["--baseline-modes", ""],
+    ["--tls", "--modes", "B", "--baseline-modes", ""],
+    ["--l4", "--client", "grpcio", "--modes", "A", "--baseline-modes", ""],
+]
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(
-        prog="tests/proofs rolling_restart_grpc",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = h.parser("rolling_restart_grpc", __doc__)
     p.add_argument("--modes", default="A,B", help="lameduck modes to run (A, B)")
     p.add_argument("--baseline-modes", default="A", help="modes of the --shutdown-delay 0s baseline ('' for none)")
     p.add_argument("--duration", type=int, default=16, help="seconds of load per run (>= 15)")
@@ -388,39 +362,29 @@ def main(argv=None):
         help="the load's --retries (tonic: calls never sent and UNAVAILABLE with pushback; grpcio: "
         "UNAVAILABLE); default 3 for tonic with --l4 or --tls, else 0",
     )
-    p.add_argument("--no-build", action="store_true", help="use the existing release build")
+    h.add_run_options(p, json=False)
     p.add_argument("--bin-dir", help="take grpc_server and grpc_load from this directory (implies --no-build)")
-    p.add_argument("--keep", action="store_true", help="keep every run's logs (failed runs always keep them)")
     p.add_argument("--markdown", help="also write the tables as Markdown to this file")
+    h.add_short(p, SHORT)
     args = p.parse_args(argv)
     if args.duration < 15:
         p.error("--duration must be at least 15 s")
     if args.runs < 1:
         p.error("--runs must be at least 1")
-    modes = [m for m in args.modes.split(",") if m]
-    baseline_modes = [m for m in args.baseline_modes.split(",") if m]
-    for m in modes + baseline_modes:
-        if m not in rr.MODES:
-            p.error(f"unknown mode {m!r} (A or B)")
+    modes = h.parse_list(p, args.modes, rr.MODES, "mode", least=0)
+    baseline_modes = h.parse_list(p, args.baseline_modes, rr.MODES, "mode", least=0)
     if not h.check_tools("haproxy", hint="apt-get install -y haproxy"):
         return 2
     if args.tls and not h.check_tools("openssl", hint="apt-get install -y openssl"):
         return 2
     if args.client == "grpcio":
-        why = grpcio_missing()
+        why = h.grpcio_missing(load=True)
         if why:
-            h.log(f"error: {sys.executable} cannot import grpc ({why}): pip install grpcio")
+            h.log(f"error: {why}")
             return 2
-    if args.bin_dir:
-        examples = os.path.abspath(args.bin_dir)
-    else:
-        if not args.no_build and not h.cargo_build("--example", BINARY, "--example", "grpc_load"):
-            return 2
-        examples = h.examples_dir()
-    for name in [BINARY] + (["grpc_load"] if args.client == "tonic" else []):
-        if not os.path.isfile(os.path.join(examples, name)):
-            h.log(f"error: {os.path.join(examples, name)} does not exist")
-            return 2
+    examples = h.ready_examples([BINARY] + (["grpc_load"] if args.client == "tonic" else []), args)
+    if examples is None:
+        return 2
     if args.tls:
         front = "mode tcp (TLS passed through to the instances), health checks over TLS"
     elif args.l4:
@@ -469,9 +433,5 @@ def main(argv=None):
         elif r["failed"] != 0:
             late = f" (HAProxy DOWN after the window: {', '.join(r['late_down'])})" if r["late_down"] else ""
             bad.append(f"{what}: {r['failed']} failed calls (want 0){late}: {fmt_kinds(r['failures'])}")
-    if bad:
-        h.log("\nFAILED:\n  " + "\n  ".join(bad))
-        return 1
-    h.log(f"\nOK: 0 failed gRPC calls with the lame-duck window, in each of {args.runs} runs.")
-    return 0
+    return h.conclude(bad, f"0 failed gRPC calls with the lame-duck window, in each of {args.runs} runs.")
 

@@ -26,7 +26,6 @@ Exit status: 0 when every assertion held in every run; 1 otherwise (each failure
 a setup problem (no Go, a failed build, a server that does not start).
 """
 
-import argparse
 import json
 import os
 import shutil
@@ -34,12 +33,10 @@ import tempfile
 import time
 
 import harness as h
+from harness.ws_frames import GOING_AWAY, GOING_AWAY_REASON
 
-GOING_AWAY = 1001
-GOING_AWAY_REASON = "server shutting down"
-# Bounds of the setup: the server's start, every socket's opening handshake; how long the
-# clients echo before SIGTERM.
-START_TIMEOUT_S = 30
+# Bounds of the setup: every socket's opening handshake; how long the clients echo before
+# SIGTERM.
 READY_TIMEOUT_S = 60
 ECHO_BEFORE_SIGTERM_S = 0.5
 ECHO_INTERVAL = "100ms"
@@ -77,18 +74,12 @@ def run(binary, runtime, mode, client, args):
     n = args.streams
     bound_s = h.ends_bound(args.delay, args.grace)
     run = h.DrainRun(f"websockets-go-{runtime}-{mode}", mode, args, runtime=runtime, sockets=n)
-    failures, flags, note = run.failures, run.flags, run.note
+    failures, note = run.failures, run.note
 
-    inst = proc = None
-    t_term = t_term_wall = exit_at = code = None
+    proc = t_term_wall = None
     out_path = os.path.join(run.workdir, "wsclient.stdout")
     try:
-        inst = h.Instance(binary, "server", h.free_port(), flags, run.workdir)
-        try:
-            inst.start(timeout=START_TIMEOUT_S)
-        except RuntimeError as e:
-            raise h.SetupError(str(e)) from e
-        note(f"{runtime} listening on 127.0.0.1:{inst.port} (pid {inst.proc.pid}): {' '.join(flags)}")
+        inst = run.start_server(binary, runtime, run.flags)
         # The client's own bound: past every bound of this run.
         timeout_s = READY_TIMEOUT_S + bound_s + 30
         command = [client, "-url", f"ws://127.0.0.1:{inst.port}/ws", "-n", str(n),
@@ -104,19 +95,17 @@ def run(binary, runtime, mode, client, args):
         time.sleep(ECHO_BEFORE_SIGTERM_S)
         # The client's clock is the wall clock: its Closes are measured from this.
         t_term_wall = time.time()
-        t_term, exit_at, code = run.terminate(inst, runtime, bound_s)
+        run.terminate(bound_s)
         if h.reap(proc, 15) is None:
             failures.append("the Go client still running 15s after the server's exit: killed")
-    except h.SetupError as e:
-        run.result["setup_error"] = str(e)
-    except Exception as e:  # noqa: BLE001 (reported as a failed run, with the logs kept)
-        failures.append(f"{type(e).__name__}: {e}")
+    except Exception as e:  # noqa: BLE001 (a setup problem, or a failed run with the logs kept)
+        run.record(e)
     finally:
-        for p in (proc, inst.proc if inst else None):
-            if p is not None:
-                h.kill(p)
-    if t_term is not None:
-        analyse(run.result, client_records(out_path), inst, t_term, t_term_wall, exit_at, code, args)
+        if proc is not None:
+            h.kill(proc)
+        run.kill_server()
+    if run.t_term is not None:
+        analyse(run.result, client_records(out_path), run.inst, run.t_term, t_term_wall, run.exit_at, run.code, args)
     return run.end(args.keep)
 
 
@@ -186,20 +175,22 @@ def table(results):
     return h.table(head, rows)
 
 
+# The short form, CI's run (see harness.cli): the defaults.
+SHORT = [[]]
+
+
 def main(argv=None):
-    p = argparse.ArgumentParser(
-        prog="tests/proofs websockets_go",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = h.parser("websockets_go", __doc__)
     h.add_drain_arguments(p, 200, "WebSockets")
-    p.add_argument("--runtimes", default=",".join(h.RUNTIMES), help="example servers to run")
+    h.add_runtimes(p)
+    h.add_short(p, SHORT)
     args = p.parse_args(argv)
     modes = h.drain_modes(p, args)
     runtimes = h.parse_runtimes(p, args.runtimes)
     if not h.check_tools("go", hint="apt-get install -y golang-go golang-golang-x-net-dev"):
         return 2
-    if not h.ready_examples(runtimes, args.no_build):
+    examples = h.ready_examples(runtimes, args)
+    if examples is None:
         return 2
     build_dir = tempfile.mkdtemp(prefix="wsclient-build-")
     try:
@@ -215,11 +206,11 @@ def main(argv=None):
         )
         results = []
         for runtime in runtimes:
-            binary = os.path.join(h.examples_dir(), runtime)
+            binary = os.path.join(examples, runtime)
             for mode in modes:
                 h.log(f"\n==> {runtime}, mode {mode} ({h.MODE_NAMES[mode]})")
                 r = run(binary, runtime, mode, client, args)
-                h.log_result(r, log_figures)
+                h.log_result(r, h.drain_figures(log_figures))
                 results.append(r)
     finally:
         shutil.rmtree(build_dir, ignore_errors=True)

@@ -22,7 +22,6 @@ import math
 import os
 import signal
 import socket
-import subprocess
 import sys
 import threading
 
@@ -42,16 +41,6 @@ MEANING = {
     ("probe", "timeout"): "no reply within 5 s",
     ("probe", "refused"): "a new connection was refused",
 }
-
-
-def grpcio_missing():
-    """Why the gRPC load cannot run (None when it can)."""
-    if not os.path.isfile(h.GRPCIO_LOAD):
-        return f"{os.path.relpath(h.GRPCIO_LOAD, h.ROOT)} does not exist"
-    done = subprocess.run([sys.executable, "-c", "import grpc"], capture_output=True, timeout=60)
-    if done.returncode != 0:
-        return "Python's grpc module is missing (pip install grpcio)"
-    return None
 
 
 def result(load, ok, failed=None, retried=0, examples=None, **info):

@@ -22,19 +22,10 @@ import os
 import re
 import signal
 import subprocess
-import time
 
 import harness as h
 
 KINDS = ["haproxy", "nginx"]
-
-
-def tail(path, n=20):
-    try:
-        with open(path, "r", errors="replace") as f:
-            return "".join(f.readlines()[-n:])
-    except OSError:
-        return ""
 
 
 def children(pid):
@@ -111,22 +102,13 @@ class Reference:
             self.proc = h.spawn(self.command, o, subprocess.STDOUT)
         if self.kind == "haproxy":
             self.log = out
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            try:
-                if h.http_get(self.http_port, "/", timeout=1.0)[0] == 200:
-                    return
-            except OSError:
-                pass
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.05)
-        raise RuntimeError(f"{self.kind} did not answer 200 on 127.0.0.1:{self.http_port}:\n{tail(self.log)}")
+        if not h.wait_until(lambda: h.http_get(self.http_port, "/", timeout=1.0)[0] == 200, self.proc, 15):
+            raise RuntimeError(f"{self.kind} did not answer 200 on 127.0.0.1:{self.http_port}:\n{h.tail(self.log)}")
 
     def restart(self, bound):
         """One reload; `bound` bounds `nginx -s reload`."""
         if self.proc.poll() is not None:
-            raise RuntimeError(f"{self.kind}'s master exited {self.proc.returncode}:\n{tail(self.log)}")
+            raise RuntimeError(f"{self.kind}'s master exited {self.proc.returncode}:\n{h.tail(self.log)}")
         if self.kind == "haproxy":
             os.kill(self.proc.pid, signal.SIGUSR2)
         else:
@@ -159,7 +141,7 @@ class Reference:
 
     def generations(self):
         """What the master's log says: reloads done and the old workers' exit codes."""
-        text = tail(self.log, 1000000)
+        text = h.tail(self.log, 1000000)
         if self.kind == "haproxy":
             reloaded = len(re.findall(r"Reloading HAProxy", text))
             codes = re.findall(r"Former worker \(\d+\) exited with code (\d+)", text)

@@ -82,9 +82,7 @@ bounded; every process started here is killed by its PID on every exit path.
 Exit status: 0 when every lameduck run passed; 1 otherwise; 2 on a setup problem.
 """
 
-import argparse
 import os
-import resource
 import shutil
 import tempfile
 import threading
@@ -99,17 +97,9 @@ from storm import report as rp
 
 MODES = {"short": 60, "long": 600}
 HANDOVER_DELAY = "1s"
-
-
-def raise_fd_limit():
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    want = hard if hard != resource.RLIM_INFINITY else 1 << 20
-    if want > soft:
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
-        except (ValueError, OSError):
-            return soft
-    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+# The short form, CI's run (see harness.cli): tokio_server and actix_server, each with hand-over
+# and with socket activation, 20 s of restarts each.
+SHORT = [["--mode", "short", "--duration", "20", "--runtimes", "tokio_server,actix_server"]]
 
 
 def restart_together(services, bound):
@@ -256,11 +246,7 @@ def run_reference(kind, a):
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(
-        prog="tests/proofs storm",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = h.parser("storm", __doc__)
     p.add_argument("--mode", choices=sorted(MODES), default="short", help="short: 60 s per run; long: 600 s")
     p.add_argument("--duration", type=float, help="seconds of restarts per run (default: by --mode)")
     p.add_argument("--interval", type=float, default=1.0, help="seconds between restarts")
@@ -291,12 +277,10 @@ def parse_args(argv):
                    help="seconds an old generation may take to exit beyond its delay + grace period")
     p.add_argument("--keep", action="store_true", help="keep every run's logs (failed runs always keep them)")
     c.add_build_flags(p)
+    h.add_short(p, SHORT)
     a = p.parse_args(argv)
     a.runtimes = h.parse_runtimes(p, a.runtimes)
-    a.methods = [m for m in a.methods.split(",") if m]
-    for m in a.methods:
-        if m not in ch.METHODS:
-            p.error(f"unknown method {m!r} (known: {', '.join(ch.METHODS)})")
+    a.methods = h.parse_list(p, a.methods, ch.METHODS, "method")
     if a.duration is None:
         a.duration = MODES[a.mode]
     if a.reference is None:
@@ -316,17 +300,12 @@ def parse_args(argv):
 
 def main(argv=None):
     a = parse_args(argv)
-    limit = raise_fd_limit()
+    limit = h.raise_fd_limit()
     tools = ["wrk", "go", "openssl", "bash"] + a.reference
     if not h.check_tools(*tools):
         return 2
-    a.examples = c.build(a)
+    a.examples = h.ready_examples([*a.runtimes] + ([] if a.no_grpc else ["grpc_server"]), a)
     if a.examples is None:
-        return 2
-    binaries = [*a.runtimes] + ([] if a.no_grpc else ["grpc_server"])
-    missing = [b for b in binaries if not os.path.isfile(os.path.join(a.examples, b))]
-    if missing:
-        h.log(f"error: not in {a.examples}: {', '.join(missing)} (cargo build --release --examples)")
         return 2
     build_dir = tempfile.mkdtemp(prefix="storm-h2client-")
     a.tls = None
@@ -335,7 +314,7 @@ def main(argv=None):
         if a.client is None:
             return 2
         a.tls = h.Tls()
-        a.grpc_missing = None if a.no_grpc else ld.grpcio_missing()
+        a.grpc_missing = None if a.no_grpc else h.grpcio_missing(load=True)
         if a.grpc_missing:
             h.log(f"note: the gRPC load is skipped: {a.grpc_missing}")
         h.log(f"restart storm: {a.duration:g}s of restarts every {a.interval:g}s per run; descriptor limit {limit}; "
