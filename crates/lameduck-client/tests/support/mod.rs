@@ -17,7 +17,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
-use http_body_util::{BodyExt, Full};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Empty, Full, StreamBody};
 use hyper::body::Incoming;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
@@ -35,12 +36,14 @@ pub async fn bounded<F: Future>(f: F) -> F::Output {
         .expect("finished within 20 s")
 }
 
-/// What the counting server saw: requests processed by id, and connections accepted.
+/// What the counting server saw: requests received, requests processed (answered 2xx) by id,
+/// and connections accepted.
 #[derive(Clone, Default)]
 pub struct Seen {
     processed: Arc<Mutex<HashMap<String, usize>>>,
     pub connections: Arc<AtomicUsize>,
     pub requests: Arc<AtomicUsize>,
+    pub received: Arc<AtomicUsize>,
 }
 
 impl Seen {
@@ -58,6 +61,11 @@ impl Seen {
     /// How many times `id` was processed.
     pub fn times(&self, id: &str) -> usize {
         self.processed.lock().unwrap().get(id).copied().unwrap_or(0)
+    }
+
+    /// Requests received in all, processed or not.
+    pub fn received(&self) -> usize {
+        self.received.load(Ordering::SeqCst)
     }
 
     /// Requests processed in all.
@@ -79,12 +87,15 @@ impl Seen {
     }
 }
 
-/// A handler of the counting server: the `n`th request it processes (from 0), its request.
-pub type Handler = Arc<dyn Fn(usize, &Request<Incoming>) -> Response<Full<Bytes>> + Send + Sync>;
+/// A handler of the counting server: the `n`th request it received (from 0), its request.
+pub type Handler = Arc<dyn Fn(usize, &Request<Incoming>) -> Response<Reply> + Send + Sync>;
+
+/// The counting server's response body.
+pub type Reply = BoxBody<Bytes, Infallible>;
 
 /// A plain answer with `status` and `headers`.
-pub fn answer(status: u16, headers: &[(&str, &str)]) -> Response<Full<Bytes>> {
-    let mut r = Response::new(Full::new(Bytes::from_static(b"ok")));
+pub fn answer(status: u16, headers: &[(&str, &str)]) -> Response<Reply> {
+    let mut r = Response::new(Full::new(Bytes::from_static(b"ok")).boxed());
     *r.status_mut() = StatusCode::from_u16(status).unwrap();
     for (k, v) in headers {
         r.headers_mut().insert(
@@ -95,8 +106,9 @@ pub fn answer(status: u16, headers: &[(&str, &str)]) -> Response<Full<Bytes>> {
     r
 }
 
-/// A counting server on 127.0.0.1 (HTTP/1 and h2c): records every request's id (and reads
-/// its body whole) before `handler` answers it.
+/// A counting server on 127.0.0.1 (HTTP/1 and h2c): reads each request's body whole, and
+/// records its id as processed when `handler` answers it with a 2xx (a 429, 503 or gRPC
+/// rejection is not processing). `handler` gets the number of requests received before.
 pub async fn counting_server(handler: Handler) -> (SocketAddr, Seen) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -113,7 +125,7 @@ pub async fn counting_server(handler: Handler) -> (SocketAddr, Seen) {
                 let service = hyper::service::service_fn(move |req: Request<Incoming>| {
                     let (s, handler) = (s.clone(), handler.clone());
                     async move {
-                        let n = s.requests();
+                        let n = s.received.fetch_add(1, Ordering::SeqCst);
                         let id = req
                             .headers()
                             .get(ID)
@@ -122,7 +134,13 @@ pub async fn counting_server(handler: Handler) -> (SocketAddr, Seen) {
                             .to_owned();
                         let response = handler(n, &req);
                         let _ = req.into_body().collect().await;
-                        s.record(&id);
+                        let grpc_error = response
+                            .headers()
+                            .get("grpc-status")
+                            .is_some_and(|v| v != "0");
+                        if response.status().is_success() && !grpc_error {
+                            s.record(&id);
+                        }
                         Ok::<_, Infallible>(response)
                     }
                 });
@@ -173,4 +191,30 @@ impl Timer for Recorder {
         self.waits.lock().unwrap().push(d);
         Box::pin(async {})
     }
+}
+
+/// A gRPC answer to `grpc.health.v1.Health/Check`: `SERVING`, then `grpc-status: 0`.
+pub fn grpc_serving() -> Response<Reply> {
+    let message = Bytes::from_static(&[0, 0, 0, 0, 2, 0x08, 0x01]);
+    let mut trailers = http::HeaderMap::new();
+    trailers.insert("grpc-status", "0".parse().unwrap());
+    let frames = [
+        Ok::<_, Infallible>(http_body::Frame::data(message)),
+        Ok(http_body::Frame::trailers(trailers)),
+    ];
+    let mut r = Response::new(StreamBody::new(futures_util::stream::iter(frames)).boxed());
+    r.headers_mut()
+        .insert("content-type", "application/grpc".parse().unwrap());
+    r
+}
+
+/// A gRPC trailers-only `UNAVAILABLE` with `grpc-retry-pushback-ms: ms`.
+pub fn grpc_unavailable(ms: &str) -> Response<Reply> {
+    let mut r = Response::new(Empty::new().boxed());
+    let h = r.headers_mut();
+    h.insert("content-type", "application/grpc".parse().unwrap());
+    h.insert("grpc-status", "14".parse().unwrap());
+    h.insert("grpc-message", "shutting down".parse().unwrap());
+    h.insert("grpc-retry-pushback-ms", ms.parse().unwrap());
+    r
 }
