@@ -21,7 +21,7 @@ use crate::serve::LifecycleRef;
 
 /// A connection's place in the server's connection count, held until the connection is
 /// dropped: then, after `ShutdownInitiated`, its close is noted for the termination summary
-/// ([`Shared::note_connection_closed`]), before the count goes down.
+/// ([`Counters::note_connection_closed`](lameduck::shared::Counters::note_connection_closed)), before the count goes down.
 pub(crate) struct TrackedConnection {
     lifecycle: Option<LifecycleRef>,
     _guard: ConnectionGuard,
@@ -56,7 +56,9 @@ impl std::fmt::Debug for TrackedConnection {
 /// before).
 pub(crate) fn note_closed(shared: &Shared, clock: lameduck::StdClock) {
     if shared.has_fired(LifecycleSignal::ShutdownInitiated) {
-        shared.note_connection_closed(clock.instant(TokioRuntime.now()));
+        shared
+            .counters()
+            .note_connection_closed(clock.instant(TokioRuntime.now()));
     }
 }
 

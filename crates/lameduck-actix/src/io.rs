@@ -275,7 +275,9 @@ impl<T> AgedIo<T> {
             self.cut = true;
             self.timer = None;
             if let Some((shared, _)) = self.broadcast.lifecycle() {
-                shared.count_connection_cut(CutKind::MaxConnectionAge);
+                shared
+                    .counters()
+                    .count_connection_cut(CutKind::MaxConnectionAge);
             }
             tracing::debug!("HTTP/1 connection: cut at the end of its maximum age's grace");
         }

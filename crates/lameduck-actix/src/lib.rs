@@ -86,7 +86,7 @@
 //! streams' own bound; idle HTTP/1 connections are closed at the stop. Whatever is still open
 //! past those bounds is closed by stopping actix forcibly. Every connection closed with its
 //! peer silent is counted: `connections_cut` in the termination summary, by kind in
-//! [`Shared::peer_counts`](lameduck::Shared::peer_counts).
+//! [`Counters::peer_counts`](lameduck::shared::Counters::peer_counts).
 //!
 //! With a [maximum connection age](lameduck::Config::max_connection_age), each
 //! [`AutoH2cServer`] connection's own age is drawn when it is accepted: at its age an HTTP/1
@@ -358,7 +358,7 @@ where
         }
         let kind = connection_kind(&req);
         // Kept in the connection's data only if it arrived while arrivals were watched.
-        let arrival = if shared.watching_arrivals() {
+        let arrival = if shared.counters().watching_arrivals() {
             req.conn_data::<lameduck_hyper::ConnectionArrival>()
         } else {
             None
@@ -549,7 +549,9 @@ where
                 let shared = &admission.shared;
                 if res.status() == StatusCode::NOT_FOUND && !shared.routes_complete() {
                     // An unknown path before every route is installed: 503, retry later.
-                    shared.count_rejection(lameduck::RejectionReason::RoutesNotReady);
+                    shared
+                        .counters()
+                        .count_rejection(lameduck::RejectionReason::RoutesNotReady);
                     drop(tracker.take());
                     let (req, _) = res.into_parts();
                     return Poll::Ready(Ok(canned(req, &ROUTES_NOT_READY)));

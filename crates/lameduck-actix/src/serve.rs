@@ -444,7 +444,7 @@ fn count_forced_closes(shared: &lameduck::Shared, clock: lameduck::StdClock, liv
         return;
     }
     for _ in 0..live {
-        shared.count_connection_cut(CutKind::RequestHead);
+        shared.counters().count_connection_cut(CutKind::RequestHead);
     }
     crate::connection::note_closed(shared, clock);
     tracing::debug!(

@@ -74,7 +74,9 @@ impl TlsAcceptor {
             }
             None => {
                 if let Some((shared, _)) = self.goaway.lifecycle() {
-                    shared.count_connection_cut(CutKind::TlsHandshake);
+                    shared
+                        .counters()
+                        .count_connection_cut(CutKind::TlsHandshake);
                 }
                 tracing::debug!(
                     ?peer,

@@ -344,11 +344,11 @@ impl GoingAway {
                 return CloseOutcome::Failed;
             }
             sent.set(true);
-            shared.count_websocket_close_sent();
+            shared.counters().count_websocket_close_sent();
             while let Some(message) = stream.next().await {
                 match message {
                     Ok(Message::Close(_)) => {
-                        shared.count_websocket_close_answered();
+                        shared.counters().count_websocket_close_answered();
                         return CloseOutcome::Answered;
                     }
                     Ok(_) => {}
@@ -362,11 +362,15 @@ impl GoingAway {
             Either::Left((outcome, _)) => outcome,
             // Not even the Close could be queued by then (a client that does not read).
             Either::Right(_) if !sent.get() => {
-                shared.count_connection_cut(CutKind::WebsocketClose);
+                shared
+                    .counters()
+                    .count_connection_cut(CutKind::WebsocketClose);
                 CloseOutcome::Failed
             }
             Either::Right(_) => {
-                shared.count_connection_cut(CutKind::WebsocketClose);
+                shared
+                    .counters()
+                    .count_connection_cut(CutKind::WebsocketClose);
                 CloseOutcome::Cut
             }
         };

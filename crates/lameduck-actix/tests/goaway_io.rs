@@ -461,7 +461,7 @@ async fn a_silent_client_gets_the_final_goaway_a_second_later_at_a_boundary_then
             matches!(write, Poll::Ready(Err(_))),
             "seed {seed}: {write:?}"
         );
-        let peers = shared.peer_counts();
+        let peers = shared.counters().peer_counts();
         assert_eq!(
             peers.cut_since_start[CutKind::Http2Goaway.index()],
             1,

@@ -57,7 +57,10 @@ async fn an_idle_http1_connection_is_closed_once_past_its_age() {
         "closed {closed:?} after accept"
     );
     stop(&handle, run).await;
-    assert_eq!(handle.shared().peer_counts().connections_cut(), 0);
+    assert_eq!(
+        handle.shared().counters().peer_counts().connections_cut(),
+        0
+    );
 }
 
 /// An h2c connection whose stream 1 (`path`) was sent at once; when it was opened.
@@ -90,7 +93,10 @@ async fn an_http2_connection_says_goaway_once_past_its_age() {
     // A client that closes once its streams are done: nothing is cut.
     drop(conn);
     stop(&handle, run).await;
-    assert_eq!(handle.shared().peer_counts().connections_cut(), 0);
+    assert_eq!(
+        handle.shared().counters().peer_counts().connections_cut(),
+        0
+    );
 }
 
 #[actix_web::test]
@@ -111,7 +117,7 @@ async fn a_stream_outlasting_the_grace_is_cut_and_counted() {
         !answered(&frames(&bytes), 1),
         "the stream was cut before its answer"
     );
-    let peers = handle.shared().peer_counts();
+    let peers = handle.shared().counters().peer_counts();
     assert_eq!(
         peers.cut_since_start[CutKind::MaxConnectionAge.index()],
         1,
@@ -143,7 +149,7 @@ async fn an_http1_response_outlasting_the_grace_is_cut_and_counted() {
         cut >= (AGE + GRACE) * 8 / 10 && cut <= (AGE + GRACE) * 2,
         "cut {cut:?} after the connection opened"
     );
-    let peers = handle.shared().peer_counts();
+    let peers = handle.shared().counters().peer_counts();
     assert_eq!(
         peers.cut_since_start[CutKind::MaxConnectionAge.index()],
         1,

@@ -85,7 +85,7 @@ async fn an_idle_http2_connection_of_actix_webs_own_server_is_closed_after_the_d
         took >= CLOSE_AFTER_DRAIN && took <= Duration::from_millis(1500),
         "exited {took:?} after the stop"
     );
-    let peers = handle.shared().peer_counts();
+    let peers = handle.shared().counters().peer_counts();
     assert_eq!(
         peers.cut_in_termination(CutKind::RequestHead),
         1,

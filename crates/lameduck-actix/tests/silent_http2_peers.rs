@@ -54,7 +54,7 @@ async fn a_client_that_never_reads_again_is_closed_a_second_after_the_stop_and_c
         took >= Duration::from_millis(800) && took <= Duration::from_millis(2500),
         "exited {took:?} after the stop"
     );
-    let peers = shared.peer_counts();
+    let peers = shared.counters().peer_counts();
     assert_eq!(peers.connections_cut(), 1, "{peers:?}");
     assert_eq!(
         peers.cut_in_termination(CutKind::Http2Goaway),
@@ -106,7 +106,7 @@ async fn without_an_acknowledgement_the_final_goaway_comes_a_second_after_the_fi
         "closed {closed_at:?} after the stop, answered {answered_at:?} after it"
     );
     exit_after(running, stop).await;
-    let peers = shared.peer_counts();
+    let peers = shared.counters().peer_counts();
     assert_eq!(
         peers.cut_in_termination(CutKind::Http2Goaway),
         1,
@@ -131,5 +131,5 @@ async fn a_client_that_acknowledges_and_closes_is_not_counted() {
         took < Duration::from_millis(800),
         "exited {took:?} after the stop"
     );
-    assert_eq!(shared.peer_counts().connections_cut(), 0);
+    assert_eq!(shared.counters().peer_counts().connections_cut(), 0);
 }

@@ -392,7 +392,7 @@ async fn a_handshake_unfinished_at_the_stop_is_cut_a_second_later_and_counted() 
         took <= Duration::from_millis(2500),
         "exited {took:?} after the stop"
     );
-    let peers = shared.peer_counts();
+    let peers = shared.counters().peer_counts();
     assert_eq!(
         peers.cut_in_termination(CutKind::TlsHandshake),
         1,

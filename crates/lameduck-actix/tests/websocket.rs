@@ -109,7 +109,7 @@ impl Running {
         let code = exit_code(self.run, WAIT).await;
         let took = since.elapsed();
         assert_eq!(code, 0);
-        let goodbyes = shared.goodbyes();
+        let goodbyes = shared.counters().goodbyes();
         let counted = (goodbyes.websocket_closes, goodbyes.websocket_unanswered);
         assert_eq!(counted, (closes, unanswered), "{goodbyes:?}");
         took

@@ -1,5 +1,5 @@
 //! Reports new connections and requests to the lifecycle's record of arrivals
-//! ([`lameduck::Shared::arrivals`]): when they came during a termination, which were late, and
+//! ([`lameduck::shared::Counters::arrivals`]): when they came during a termination, which were late, and
 //! the requests that came while `/readyz` said "not ready". Every adapter calls these at each
 //! accepted connection and each admitted request (health and metrics aside); they cost one
 //! relaxed load unless the lifecycle watches arrivals, and read the clock only then.
@@ -19,7 +19,7 @@ use crate::runtime::Runtime;
 
 /// When a connection arrived while the lifecycle watched arrivals, kept in the connection
 /// until its first request other than health and metrics reports it
-/// ([`Shared::note_connection`]).
+/// ([`Counters::note_connection`](lameduck::shared::Counters::note_connection)).
 #[derive(Debug)]
 pub struct ConnectionArrival {
     /// The instant's nanoseconds plus one; 0 once reported.
@@ -35,7 +35,7 @@ impl ConnectionArrival {
         clock: StdClock,
         runtime: &R,
     ) -> Option<ConnectionArrival> {
-        if shared.watching_arrivals() {
+        if shared.counters().watching_arrivals() {
             Some(Self::accepted_now(clock, runtime))
         } else {
             None
@@ -58,7 +58,9 @@ impl ConnectionArrival {
         if self.accepted.load(Ordering::Relaxed) != 0 {
             let nanos = self.accepted.swap(0, Ordering::Relaxed);
             if nanos != 0 {
-                shared.note_connection(Instant::from_nanos(nanos - 1));
+                shared
+                    .counters()
+                    .note_connection(Instant::from_nanos(nanos - 1));
             }
         }
     }
@@ -68,7 +70,7 @@ impl ConnectionArrival {
 /// lifecycle watches arrivals; the first one before ready is logged.
 #[inline]
 pub fn note_request<R: Runtime>(shared: &Shared, clock: StdClock, runtime: &R) {
-    if shared.watching_arrivals() {
+    if shared.counters().watching_arrivals() {
         note_request_now(shared, clock, runtime);
     }
 }
@@ -76,7 +78,9 @@ pub fn note_request<R: Runtime>(shared: &Shared, clock: StdClock, runtime: &R) {
 #[cold]
 #[inline(never)]
 fn note_request_now<R: Runtime>(shared: &Shared, clock: StdClock, runtime: &R) {
-    if shared.note_request(clock.instant(runtime.now())) == RequestArrival::FirstBeforeReady {
+    if shared.counters().note_request(clock.instant(runtime.now()))
+        == RequestArrival::FirstBeforeReady
+    {
         logging::requests_before_ready();
     }
 }

@@ -528,7 +528,11 @@ where
 #[cold]
 fn count_cut<R: Runtime>(control: &ServeControl, activity: &ConnActivity<R>, kind: CutKind) {
     if control.bounds.claim(bound::registry_id(activity)) {
-        activity.admission.shared.count_connection_cut(kind);
+        activity
+            .admission
+            .shared
+            .counters()
+            .count_connection_cut(kind);
     }
 }
 
@@ -536,7 +540,9 @@ fn count_cut<R: Runtime>(control: &ServeControl, activity: &ConnActivity<R>, kin
 fn note_closed<R: Runtime>(activity: &ConnActivity<R>) {
     let shared = &activity.admission.shared;
     if shared.has_fired(lameduck::LifecycleSignal::ShutdownInitiated) {
-        shared.note_connection_closed(bound::lifecycle_now(activity));
+        shared
+            .counters()
+            .note_connection_closed(bound::lifecycle_now(activity));
     }
 }
 

@@ -67,7 +67,7 @@ impl Handle {
     /// the signal, the late ones, and requests before ready ([`lameduck::ArrivalCounts`]).
     #[must_use]
     pub fn arrivals(&self) -> lameduck::ArrivalCounts {
-        self.shared.arrivals()
+        self.shared.counters().arrivals()
     }
 
     /// Requests in flight, normal and long-running.

@@ -300,9 +300,9 @@ impl<R: Runtime> RunLoop<R> {
                     CutKind::RequestHead
                 };
                 for kind in self.control.bounds.take_passed(now, unregistered) {
-                    self.shared.count_connection_cut(kind);
+                    self.shared.counters().count_connection_cut(kind);
                 }
-                logging::silent_peers(&self.shared.peer_counts());
+                logging::silent_peers(&self.shared.counters().peer_counts());
                 logging::summary(&self.report.summary(&self.shared));
                 logging::exiting(code, reason);
                 return Some(code);

@@ -169,7 +169,9 @@ impl WebSocketShutdown {
         let shared = self.shared();
         if let Some(slot) = &self.slot {
             if shared.has_fired(lameduck::LifecycleSignal::ShutdownInitiated) {
-                shared.note_connection_closed(slot.clock.instant(runtime.now()));
+                shared
+                    .counters()
+                    .note_connection_closed(slot.clock.instant(runtime.now()));
             }
         }
     }
@@ -403,12 +405,12 @@ where
                 return CloseOutcome::Failed;
             }
             sent.store(true, Ordering::Relaxed);
-            shared.count_websocket_close_sent();
+            shared.counters().count_websocket_close_sent();
             // Messages the client sent before it saw the Close are dropped.
             while let Some(message) = self.socket.next().await {
                 match message {
                     Ok(m) if is_close(&m) => {
-                        shared.count_websocket_close_answered();
+                        shared.counters().count_websocket_close_answered();
                         return CloseOutcome::Answered;
                     }
                     Ok(_) => {}
@@ -422,11 +424,15 @@ where
             Either::Left((outcome, _)) => outcome,
             // Not even the Close could be written by then (a client that does not read).
             Either::Right(_) if !sent.load(Ordering::Relaxed) => {
-                shared.count_connection_cut(CutKind::WebsocketClose);
+                shared
+                    .counters()
+                    .count_connection_cut(CutKind::WebsocketClose);
                 CloseOutcome::Failed
             }
             Either::Right(_) => {
-                shared.count_connection_cut(CutKind::WebsocketClose);
+                shared
+                    .counters()
+                    .count_connection_cut(CutKind::WebsocketClose);
                 CloseOutcome::Cut
             }
         };

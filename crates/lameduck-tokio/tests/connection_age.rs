@@ -126,7 +126,7 @@ async fn an_http2_connection_gets_goaway_at_its_age_and_a_stream_past_the_grace_
         "cut {cut_after:?} after it opened, GOAWAY at {goaway_after:?}"
     );
     assert!(!answered_ok(&frames(&bytes), 1));
-    let peers = shared.peer_counts();
+    let peers = shared.counters().peer_counts();
     assert_eq!(peers.cut_since_start[CutKind::MaxConnectionAge.index()], 1);
     // Before the signal: not the termination's.
     assert_eq!(peers.connections_cut(), 0);

@@ -198,7 +198,7 @@ async fn a_handshake_running_at_shutdown_that_never_completes_is_cut_a_second_la
     );
     assert_eq!(handshake.timed_out.load(Ordering::Relaxed), 0);
     assert_eq!(run.await.unwrap().unwrap(), 0);
-    let peers = shared.peer_counts();
+    let peers = shared.counters().peer_counts();
     let kind = lameduck::connection::CutKind::TlsHandshake;
     assert_eq!(
         (peers.connections_cut(), peers.cut_in_termination(kind)),

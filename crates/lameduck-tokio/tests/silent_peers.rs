@@ -52,7 +52,7 @@ async fn an_http2_client_that_never_reads_again_is_closed_a_second_after_the_sto
         took >= Duration::from_secs(1) && took <= Duration::from_millis(1100),
         "exited {took:?} after the stop (the HTTP shutdown timeout is 60 s)"
     );
-    let peers = shared.peer_counts();
+    let peers = shared.counters().peer_counts();
     assert_eq!(peers.cut_in_termination(CutKind::Http2Goaway), 1);
     assert_eq!(peers.connections_cut(), 1);
     assert!(peers.last_connection_closed.is_some());
@@ -96,7 +96,7 @@ async fn without_an_acknowledgement_the_final_goaway_comes_a_second_later_and_th
         .unwrap();
     assert_eq!(run.await.unwrap().unwrap(), 0);
     // Its stream completed, but its client never acknowledged the PING: it is counted.
-    let peers = shared.peer_counts();
+    let peers = shared.counters().peer_counts();
     assert_eq!(peers.cut_in_termination(CutKind::Http2Goaway), 1);
 }
 
@@ -146,7 +146,7 @@ async fn http1_a_client_that_stops_reading_a_large_response_is_cut_at_the_reques
         "closed {took:?} after the stop"
     );
     assert_eq!(run.await.unwrap().unwrap(), 0);
-    let peers = shared.peer_counts();
+    let peers = shared.counters().peer_counts();
     assert_eq!(peers.cut_in_termination(CutKind::UnreadResponse), 1);
 }
 
@@ -168,6 +168,6 @@ async fn http2_a_client_that_stops_reading_a_large_response_is_cut_at_the_reques
         "closed {took:?} after the stop"
     );
     assert_eq!(run.await.unwrap().unwrap(), 0);
-    let peers = shared.peer_counts();
+    let peers = shared.counters().peer_counts();
     assert_eq!(peers.cut_in_termination(CutKind::UnreadResponse), 1);
 }

@@ -58,7 +58,7 @@ pub enum ConnectionWork {
 }
 
 /// Why a connection was closed at a bound while its peer stayed silent. Each is counted
-/// ([`Shared::count_connection_cut`](crate::Shared::count_connection_cut)); the termination
+/// ([`Counters::count_connection_cut`](crate::shared::Counters::count_connection_cut)); the termination
 /// summary reports the total as `connections_cut`, and a warning names the kinds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CutKind {

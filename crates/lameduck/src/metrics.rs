@@ -295,12 +295,13 @@ pub fn record_state(shared: &Shared) {
         gauge!(SIGNAL_FIRED, "signal" => signal.name())
             .set(f64::from(u8::from(fired.contains(signal))));
     }
-    let rejected = shared.rejections();
+    let counters = shared.counters();
+    let rejected = counters.rejections();
     for reason in RejectionReason::ALL {
         counter!(REJECTED, "reason" => reason.name()).absolute(rejected.get(reason));
     }
-    counter!(SERVED_AFTER_CLOSE).absolute(shared.served_after_close());
-    let arrivals = shared.arrivals();
+    counter!(SERVED_AFTER_CLOSE).absolute(counters.served_after_close());
+    let arrivals = counters.arrivals();
     for (kind, last) in [
         ("connection", arrivals.last_new_connection),
         ("request", arrivals.last_new_request),
@@ -316,11 +317,11 @@ pub fn record_state(shared: &Shared) {
         gauge!(READYZ_PROBE_INTERVAL).set(d.as_secs_f64());
     }
     counter!(FAILED_READYZ_PROBES).absolute(arrivals.failed_readyz_probes);
-    let goodbyes = shared.goodbyes();
+    let goodbyes = counters.goodbyes();
     let answered = goodbyes.websocket_closes - goodbyes.websocket_unanswered;
     counter!(WEBSOCKET_CLOSES, "answered" => "true").absolute(answered);
     counter!(WEBSOCKET_CLOSES, "answered" => "false").absolute(goodbyes.websocket_unanswered);
-    let peers = shared.peer_counts();
+    let peers = counters.peer_counts();
     for kind in crate::connection::CutKind::ALL {
         counter!(CONNECTIONS_CUT, "kind" => kind.name())
             .absolute(peers.cut_since_start[kind.index()]);

@@ -70,7 +70,7 @@ impl fmt::Display for RejectionReason {
 }
 
 /// How many requests were turned away, by reason; see
-/// [`Shared::rejections`](crate::Shared::rejections).
+/// [`Counters::rejections`](crate::shared::Counters::rejections).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct RejectionCounts {
     counts: [u64; 4],

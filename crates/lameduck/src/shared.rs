@@ -6,6 +6,11 @@
 //! ([`Shared::admit`]), to answer health checks ([`Shared::health`]) and to learn when a
 //! signal fires ([`Shared::signal_fired`]). The only signal fired from a request task is
 //! `HasBeenReady`, on the first 200 from `/readyz`.
+//!
+//! [`Shared`] itself holds what the lifecycle decides: admission, health, signals, the
+//! phase, connection bounds, idle-close and keep-alive. What it counts (rejections, requests
+//! served after the close, arrivals, WebSocket goodbyes, connections cut at their bound) is
+//! reached through its own view, [`Shared::counters`].
 
 use alloc::sync::Arc;
 use alloc::vec::Vec;
@@ -18,7 +23,7 @@ use crate::config::Config;
 use crate::connection::ConnectionKind;
 use crate::gate::{sealed, Gate, GateRef, LongRunningTicketOf, NormalTicketOf, Rejection};
 use crate::phase::{MachineStage, Phase};
-use crate::rejections::{RejectionCounters, RejectionCounts, RejectionReason};
+use crate::rejections::RejectionCounters;
 use crate::signal::LifecycleSignal;
 use crate::sync::{AtomicU64, AtomicU8, Ordering};
 use crate::time::Instant;
@@ -26,6 +31,7 @@ use crate::time::Instant;
 mod after_close;
 mod arrivals;
 mod checks;
+mod counters;
 mod goodbyes;
 mod health;
 mod peers;
@@ -37,6 +43,7 @@ use self::arrivals::Arrivals;
 pub use self::arrivals::{ArrivalCounts, RequestArrival};
 pub(crate) use self::checks::{Check, CheckKind, PostStartState};
 pub use self::checks::{CheckFn, EndpointSet};
+pub use self::counters::Counters;
 pub use self::goodbyes::GoodbyeCounts;
 use self::goodbyes::Goodbyes;
 pub use self::peers::PeerCounts;
@@ -138,12 +145,12 @@ pub struct Shared {
     sockets: AtomicU8,
     /// Requests served after the gate closed ([`Admission::Late`]).
     pub(crate) served_after_close: AtomicU64,
-    /// New connections and requests as the balancer sent them ([`Shared::arrivals`]).
+    /// New connections and requests as the balancer sent them ([`Counters::arrivals`]).
     pub(crate) arrivals: Arrivals,
-    /// The WebSocket Close frames sent at shutdown, and their answers ([`Shared::goodbyes`]).
+    /// The WebSocket Close frames sent at shutdown, and their answers ([`Counters::goodbyes`]).
     goodbyes: Goodbyes,
     /// The connections closed at their bound with their peers silent, and the last close
-    /// ([`Shared::peer_counts`]).
+    /// ([`Counters::peer_counts`]).
     peers: Peers,
 }
 
@@ -199,24 +206,6 @@ impl Shared {
     #[must_use]
     pub fn gate(&self) -> &Gate {
         &self.gate
-    }
-
-    /// Counts a WebSocket Close (1001, Going Away) sent to a client at its stream's turn.
-    /// Called by the WebSocket helpers of the adapters, once per connection.
-    pub fn count_websocket_close_sent(&self) {
-        self.goodbyes.sent();
-    }
-
-    /// Counts a client's answering Close to one counted by
-    /// [`Shared::count_websocket_close_sent`], received within the bound.
-    pub fn count_websocket_close_answered(&self) {
-        self.goodbyes.answered();
-    }
-
-    /// The WebSocket Close frames sent at shutdown, and how many went unanswered.
-    #[must_use]
-    pub fn goodbyes(&self) -> GoodbyeCounts {
-        self.goodbyes.counts()
     }
 
     pub(crate) fn set_started(&self, now: Instant) {
@@ -297,20 +286,6 @@ impl Shared {
         self.admit_on(class, ConnectionKind::Unknown)
     }
 
-    /// Counts a request the adapter turned away for `reason` (a 504 or an aborted response at
-    /// the request timeout, an unknown path before the routes are ready); [`Shared::admit`]
-    /// counts closed-gate rejections itself. Call it on the rejection path only.
-    #[cold]
-    pub fn count_rejection(&self, reason: RejectionReason) {
-        self.rejections.count(reason);
-    }
-
-    /// The requests turned away so far, by reason.
-    #[must_use]
-    pub fn rejections(&self) -> RejectionCounts {
-        self.rejections.snapshot()
-    }
-
     /// Says that the listening sockets outlive this process (systemd keeps them, or a
     /// successor took them over: the machine says so itself after a hand-over). From
     /// [`LifecycleSignal::ShutdownInitiated`] on, the drivers then stop accepting and every response
@@ -332,70 +307,6 @@ impl Shared {
     #[inline]
     pub fn keep_alive_ended(&self) -> bool {
         self.sockets.load(Ordering::Relaxed) & KEEP_ALIVE_ENDED != 0
-    }
-
-    /// Whether the adapters should report arrivals ([`Shared::note_connection`],
-    /// [`Shared::note_request`]) now: from the first "not ready" answer of `/readyz` until
-    /// `HasBeenReady`, and from `ShutdownInitiated` until `HTTPServerStoppedListening`. One
-    /// relaxed load: ask it for every connection and request, and read the clock only when it
-    /// says so.
-    #[must_use]
-    #[inline]
-    pub fn watching_arrivals(&self) -> bool {
-        self.arrivals.watching()
-    }
-
-    /// Notes a connection accepted at `at` (ask [`Shared::watching_arrivals`] when it is
-    /// accepted): if that was during a termination, how long after the signal it came, and
-    /// whether it was late. Adapters report a connection with its first request other than
-    /// health and metrics, so that a balancer's health checks do not count.
-    pub fn note_connection(&self, at: Instant) {
-        let Some(initiated) = self.fired_at(LifecycleSignal::ShutdownInitiated) else {
-            return;
-        };
-        if at < initiated {
-            return;
-        }
-        let since = at.saturating_duration_since(initiated);
-        match self.fired_at(LifecycleSignal::NotAcceptingNewRequest) {
-            // Accepted after the shutdown delay (retry-after mode): turned away.
-            Some(not_accepting) if at >= not_accepting => self.arrivals.late_connection(),
-            _ => self
-                .arrivals
-                .connection(since, since >= self.config.late_arrivals_from()),
-        }
-    }
-
-    /// Notes a request (health and metrics aside) that arrived at `now` (ask
-    /// [`Shared::watching_arrivals`] first). Requests after the shutdown delay are not noted
-    /// here: admission counts those it turns away as late.
-    pub fn note_request(&self, now: Instant) -> RequestArrival {
-        if self.arrivals.not_ready_probed() && !self.has_fired(LifecycleSignal::HasBeenReady) {
-            return self.arrivals.before_ready();
-        }
-        if self.arrivals.terminating() && !self.has_fired(LifecycleSignal::NotAcceptingNewRequest) {
-            if let Some((offset, late)) = self.termination_offset(now) {
-                self.arrivals.request(offset, late);
-            }
-        }
-        RequestArrival::Noted
-    }
-
-    /// What the server saw of new connections and requests so far: late arrivals during the
-    /// termination and traffic before ready (see [`ArrivalCounts`]).
-    #[must_use]
-    pub fn arrivals(&self) -> ArrivalCounts {
-        self.arrivals.counts()
-    }
-
-    /// How long after `ShutdownInitiated` `now` is, and whether an arrival then is late: in
-    /// the last [`Config::late_arrival_percent`] of the shutdown delay, or after it.
-    fn termination_offset(&self, now: Instant) -> Option<(core::time::Duration, bool)> {
-        let initiated = self.fired_at(LifecycleSignal::ShutdownInitiated)?;
-        let since = now.saturating_duration_since(initiated);
-        let late = self.has_fired(LifecycleSignal::NotAcceptingNewRequest)
-            || since >= self.config.late_arrivals_from();
-        Some((since, late))
     }
 
     /// Ends keep-alive ([`Shared::keep_alive_ended`]); the machine calls it.

@@ -101,11 +101,11 @@ pub struct SummaryRecord {
     /// Requests turned away, by reason.
     pub rejected: RejectionCounts,
     /// New connections and requests after the signal, late ones, and requests before ready
-    /// ([`Shared::arrivals`](crate::Shared::arrivals) at the exit). Lines written before these
+    /// ([`Counters::arrivals`](crate::shared::Counters::arrivals) at the exit). Lines written before these
     /// fields existed read back with none.
     pub arrivals: ArrivalCounts,
     /// The WebSocket Close frames sent at the streams' turns, and how many went unanswered
-    /// ([`Shared::goodbyes`](crate::Shared::goodbyes) at the exit). Lines written before
+    /// ([`Counters::goodbyes`](crate::shared::Counters::goodbyes) at the exit). Lines written before
     /// these fields existed read back with none.
     pub goodbyes: GoodbyeCounts,
     /// Connections closed at their bound with their peers silent during the termination
@@ -446,8 +446,8 @@ impl TerminationSummary {
     }
 
     /// The summary so far, with `rejected` and `arrivals` (read from
-    /// [`Shared::rejections`](crate::Shared::rejections) and
-    /// [`Shared::arrivals`](crate::Shared::arrivals) at the exit).
+    /// [`Counters::rejections`](crate::shared::Counters::rejections) and
+    /// [`Counters::arrivals`](crate::shared::Counters::arrivals) at the exit).
     #[must_use]
     pub fn record(&self, rejected: RejectionCounts, arrivals: ArrivalCounts) -> SummaryRecord {
         SummaryRecord {
@@ -462,11 +462,12 @@ impl TerminationSummary {
     /// WebSocket goodbyes and the connections cut at their bound.
     #[must_use]
     pub fn record_shared(&self, shared: &crate::Shared) -> SummaryRecord {
+        let counters = shared.counters();
         SummaryRecord {
-            goodbyes: shared.goodbyes(),
-            ..self.record(shared.rejections(), shared.arrivals())
+            goodbyes: counters.goodbyes(),
+            ..self.record(counters.rejections(), counters.arrivals())
         }
-        .with_peers(&shared.peer_counts())
+        .with_peers(&counters.peer_counts())
     }
 
     /// When `ShutdownInitiated` fired, if it has.

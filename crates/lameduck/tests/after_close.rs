@@ -67,9 +67,9 @@ fn close_listener_mode_behind_a_balancer_serves_http2_streams_and_turns_http1_aw
         assert_eq!(answer(&sim, class, ConnectionKind::Unknown), "503");
     }
     assert_eq!(SHUTTING_DOWN.header("Connection"), Some("close"));
-    assert_eq!(sim.shared().served_after_close(), 2);
+    assert_eq!(sim.shared().counters().served_after_close(), 2);
     assert_eq!(
-        sim.shared().rejections().total(),
+        sim.shared().counters().rejections().total(),
         4,
         "every rejection is counted, no late request is"
     );

@@ -12,20 +12,30 @@ use lameduck::{
 /// A connection and a request, as an adapter reports them at the simulator's `now`.
 fn arrive(sim: &Sim) {
     let shared = sim.shared();
-    assert!(shared.watching_arrivals(), "watching at {:?}", sim.now);
-    shared.note_connection(sim.now);
-    assert_eq!(shared.note_request(sim.now), RequestArrival::Noted);
+    assert!(
+        shared.counters().watching_arrivals(),
+        "watching at {:?}",
+        sim.now
+    );
+    shared.counters().note_connection(sim.now);
+    assert_eq!(
+        shared.counters().note_request(sim.now),
+        RequestArrival::Noted
+    );
 }
 
 #[test]
 fn a_serving_server_watches_nothing_and_records_nothing() {
     let sim = Sim::serving(config(ShutdownMode::CloseListener, secs(2)), |_| {});
     let shared = sim.shared();
-    assert!(!shared.watching_arrivals());
+    assert!(!shared.counters().watching_arrivals());
     // An adapter that reports anyway changes nothing.
-    shared.note_connection(sim.now);
-    assert_eq!(shared.note_request(sim.now), RequestArrival::Noted);
-    assert_eq!(shared.arrivals(), ArrivalCounts::default());
+    shared.counters().note_connection(sim.now);
+    assert_eq!(
+        shared.counters().note_request(sim.now),
+        RequestArrival::Noted
+    );
+    assert_eq!(shared.counters().arrivals(), ArrivalCounts::default());
 }
 
 #[test]
@@ -38,13 +48,13 @@ fn a_balancer_that_stops_in_time_leaves_no_late_arrival() {
     sim.advance(ms(900)); // 1.2 s after the signal: still in the first 80 % (1.6 s)
     arrive(&sim);
     sim.advance(secs(1)); // NotAcceptingNewRequest at 2 s
-    let a = sim.shared().arrivals();
+    let a = sim.shared().counters().arrivals();
     assert_eq!(a.last_new_connection, Some(ms(1200)));
     assert_eq!(a.last_new_request, Some(ms(1200)));
     assert_eq!((a.late_connections, a.late_requests), (0, 0));
     assert!(!a.has_late_connections());
     // The listener stopped: nothing is watched any more.
-    assert!(!sim.shared().watching_arrivals());
+    assert!(!sim.shared().counters().watching_arrivals());
 }
 
 #[test]
@@ -53,12 +63,12 @@ fn arrivals_in_the_last_fifth_of_the_delay_are_late() {
     sim.stop();
     sim.advance(ms(1599));
     arrive(&sim);
-    assert_eq!(sim.shared().arrivals().late_connections, 0);
+    assert_eq!(sim.shared().counters().arrivals().late_connections, 0);
     sim.advance(ms(1)); // 1.6 s: the late part begins
     arrive(&sim);
     sim.advance(ms(300)); // 1.9 s
     arrive(&sim);
-    let a = sim.shared().arrivals();
+    let a = sim.shared().counters().arrivals();
     assert_eq!(a.last_new_connection, Some(ms(1900)));
     assert_eq!((a.late_connections, a.late_requests), (2, 2));
     assert!(a.has_late_connections());
@@ -76,7 +86,7 @@ fn the_late_part_is_configurable() {
     sim.stop();
     sim.advance(ms(1100));
     arrive(&sim);
-    assert_eq!(sim.shared().arrivals().late_connections, 1);
+    assert_eq!(sim.shared().counters().arrivals().late_connections, 1);
     let err = Config::builder()
         .late_arrival_percent(101)
         .build()
@@ -101,15 +111,18 @@ fn retry_after_mode_counts_connections_accepted_and_requests_turned_away_after_t
     sim.advance(ms(500));
     arrive(&sim);
     sim.advance(ms(600)); // past NotAcceptingNewRequest at 1 s; the listener is still open
-    assert!(shared.watching_arrivals());
-    shared.note_connection(sim.now);
+    assert!(shared.counters().watching_arrivals());
+    shared.counters().note_connection(sim.now);
     // Not noted as a new request: admission turns it away, and counts it late.
-    assert_eq!(shared.note_request(sim.now), RequestArrival::Noted);
+    assert_eq!(
+        shared.counters().note_request(sim.now),
+        RequestArrival::Noted
+    );
     assert!(matches!(
         shared.admit_on(RequestClass::Normal, ConnectionKind::Http1),
         Admission::Rejected(_)
     ));
-    let a = shared.arrivals();
+    let a = shared.counters().arrivals();
     // The latest connection before the delay ended; the one after it is late.
     assert_eq!(a.last_new_connection, Some(ms(500)));
     assert_eq!(a.last_new_request, Some(ms(500)));
@@ -125,19 +138,22 @@ fn requests_while_readyz_says_not_ready_are_counted_once_it_was_asked() {
     });
     let shared = sim.shared();
     // Never asked: a server without a readiness probe counts nothing.
-    assert!(!shared.watching_arrivals());
+    assert!(!shared.counters().watching_arrivals());
     // The probe asks while the post-start hook runs: not ready.
     let health = shared
         .health("/readyz", None, sim.now)
         .expect("health path");
     assert_ne!(health.status, 200);
-    assert!(shared.watching_arrivals());
+    assert!(shared.counters().watching_arrivals());
     assert_eq!(
-        shared.note_request(sim.now),
+        shared.counters().note_request(sim.now),
         RequestArrival::FirstBeforeReady
     );
-    assert_eq!(shared.note_request(sim.now), RequestArrival::Noted);
-    assert_eq!(shared.arrivals().requests_before_ready, 2);
+    assert_eq!(
+        shared.counters().note_request(sim.now),
+        RequestArrival::Noted
+    );
+    assert_eq!(shared.counters().arrivals().requests_before_ready, 2);
     // The hook finishes, the probe says ready: no more counting.
     sim.finish_hook(hook.expect("the hook"), HookOutcome::Succeeded);
     sim.advance(ms(10));
@@ -145,9 +161,12 @@ fn requests_while_readyz_says_not_ready_are_counted_once_it_was_asked() {
         .health("/readyz", None, sim.now)
         .expect("health path");
     assert_eq!(health.status, 200);
-    assert!(!shared.watching_arrivals());
-    assert_eq!(shared.note_request(sim.now), RequestArrival::Noted);
-    assert_eq!(shared.arrivals().requests_before_ready, 2);
+    assert!(!shared.counters().watching_arrivals());
+    assert_eq!(
+        shared.counters().note_request(sim.now),
+        RequestArrival::Noted
+    );
+    assert_eq!(shared.counters().arrivals().requests_before_ready, 2);
 }
 
 #[test]
@@ -162,17 +181,23 @@ fn readiness_probes_give_the_probe_period_and_the_failed_probes() {
     };
     // A balancer probing every 2 s; other health paths do not count.
     assert_eq!(probe(&sim), 200);
-    assert_eq!(shared.arrivals().readyz_probe_interval, None);
+    assert_eq!(shared.counters().arrivals().readyz_probe_interval, None);
     sim.advance(secs(2));
     assert_eq!(probe(&sim), 200);
     sim.advance(ms(1500));
     let _ = shared.health("/livez", None, sim.now);
     sim.advance(ms(500));
     assert_eq!(probe(&sim), 200);
-    assert_eq!(shared.arrivals().readyz_probe_interval, Some(secs(2)));
+    assert_eq!(
+        shared.counters().arrivals().readyz_probe_interval,
+        Some(secs(2))
+    );
     sim.advance(ms(100));
     assert!(shared.readyz_is_ready(sim.now));
-    assert_eq!(shared.arrivals().readyz_probe_interval, Some(secs(2)));
+    assert_eq!(
+        shared.counters().arrivals().readyz_probe_interval,
+        Some(secs(2))
+    );
     // The signal 0.7 s later; the probe after it fails and is counted, not timed.
     sim.advance(ms(700));
     sim.stop();
@@ -180,11 +205,11 @@ fn readiness_probes_give_the_probe_period_and_the_failed_probes() {
     assert_ne!(probe(&sim), 200);
     sim.advance(ms(100));
     assert_ne!(probe(&sim), 200);
-    let a = shared.arrivals();
+    let a = shared.counters().arrivals();
     assert_eq!(a.readyz_probe_interval, Some(secs(2)));
     assert_eq!(a.failed_readyz_probes, 2);
     // A per-check path is not the balancer's probe, nor the adapter's own evaluation.
     let _ = shared.health("/readyz/shutdown", None, sim.now);
     assert!(!shared.readyz_is_ready(sim.now));
-    assert_eq!(shared.arrivals().failed_readyz_probes, 2);
+    assert_eq!(shared.counters().arrivals().failed_readyz_probes, 2);
 }

@@ -146,19 +146,29 @@ fn cuts_are_counted_by_kind_and_the_termination_counts_only_its_own() {
     let mut sim = Sim::serving(config(false, secs(60), secs(10)), |_| {});
     let shared = sim.shared();
     // Before the signal (a connection past its maximum age): counted since the start only.
-    shared.count_connection_cut(CutKind::MaxConnectionAge);
-    shared.note_connection_closed(Instant::from_secs(1));
+    shared
+        .counters()
+        .count_connection_cut(CutKind::MaxConnectionAge);
+    shared
+        .counters()
+        .note_connection_closed(Instant::from_secs(1));
     sim.stop();
     let initiated = sim
         .fired_at(LifecycleSignal::ShutdownInitiated)
         .expect("fired");
     for _ in 0..3 {
-        shared.count_connection_cut(CutKind::Http2Goaway);
+        shared.counters().count_connection_cut(CutKind::Http2Goaway);
     }
-    shared.count_connection_cut(CutKind::TlsHandshake);
-    shared.note_connection_closed(initiated + ms(2500));
-    shared.note_connection_closed(initiated + ms(1200));
-    let counts = shared.peer_counts();
+    shared
+        .counters()
+        .count_connection_cut(CutKind::TlsHandshake);
+    shared
+        .counters()
+        .note_connection_closed(initiated + ms(2500));
+    shared
+        .counters()
+        .note_connection_closed(initiated + ms(1200));
+    let counts = shared.counters().peer_counts();
     assert_eq!(counts.connections_cut(), 4);
     assert_eq!(counts.cut_in_termination(CutKind::Http2Goaway), 3);
     assert_eq!(counts.cut_in_termination(CutKind::MaxConnectionAge), 0);
@@ -177,8 +187,10 @@ fn the_summary_reports_the_cuts_and_the_last_close_before_the_code() {
     let initiated = sim
         .fired_at(LifecycleSignal::ShutdownInitiated)
         .expect("fired");
-    shared.count_connection_cut(CutKind::RequestHead);
-    shared.note_connection_closed(initiated + ms(3004));
+    shared.counters().count_connection_cut(CutKind::RequestHead);
+    shared
+        .counters()
+        .note_connection_closed(initiated + ms(3004));
     let record = TerminationSummary::new().record_shared(&shared);
     assert_eq!(record.connections_cut, 1);
     assert_eq!(record.last_connection_closed, Some(ms(3004)));

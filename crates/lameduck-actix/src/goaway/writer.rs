@@ -291,7 +291,7 @@ impl<T> GoawayIo<T> {
                         .bounds()
                         .is_none_or(|bounds| bounds.claim(id))
                     {
-                        lifecycle.0.count_connection_cut(kind);
+                        lifecycle.0.counters().count_connection_cut(kind);
                     }
                     tracing::debug!(kind = kind.name(), open, "h2 connection: cut at its bound");
                     // The final GOAWAY still goes out first if it can at once: the client

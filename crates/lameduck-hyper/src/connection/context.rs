@@ -56,7 +56,7 @@ impl ConnectionBounds {
     }
 
     /// Takes connection `id` out as its task cuts it at its bound: `true` when the cut is
-    /// the task's to count ([`Shared::count_connection_cut`](lameduck::Shared::count_connection_cut)),
+    /// the task's to count ([`Counters::count_connection_cut`](lameduck::shared::Counters::count_connection_cut)),
     /// `false` when the exit counted it already (or it was never registered).
     #[must_use]
     pub fn claim(&self, id: usize) -> bool {

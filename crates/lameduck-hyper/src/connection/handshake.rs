@@ -107,7 +107,10 @@ pub(crate) async fn handshake_then_serve<R, I, H, S>(
                 None
             }
             Either::Right((Either::Right(_), _)) => {
-                admission.shared.count_connection_cut(CutKind::TlsHandshake);
+                admission
+                    .shared
+                    .counters()
+                    .count_connection_cut(CutKind::TlsHandshake);
                 None
             }
         }
@@ -115,7 +118,9 @@ pub(crate) async fn handshake_then_serve<R, I, H, S>(
     let Some((io, alpn)) = done else {
         let shared = &admission.shared;
         if shared.has_fired(LifecycleSignal::ShutdownInitiated) {
-            shared.note_connection_closed(admission.clock.instant(runtime.now()));
+            shared
+                .counters()
+                .note_connection_closed(admission.clock.instant(runtime.now()));
         }
         return;
     };

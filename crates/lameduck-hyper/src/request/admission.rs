@@ -539,7 +539,9 @@ fn routes_pending<R: Runtime>(end: &BodyEnd<R>) -> bool {
     end.shared().is_some_and(|shared| {
         let pending = !shared.routes_complete();
         if pending {
-            shared.count_rejection(lameduck::RejectionReason::RoutesNotReady);
+            shared
+                .counters()
+                .count_rejection(lameduck::RejectionReason::RoutesNotReady);
         }
         pending
     })

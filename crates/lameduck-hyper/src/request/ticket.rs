@@ -129,7 +129,9 @@ impl RequestTracker {
             Tracker::Late(shared) => shared,
             Tracker::LongRunning(_) => return,
         };
-        shared.count_rejection(lameduck::RejectionReason::RequestTimeout);
+        shared
+            .counters()
+            .count_rejection(lameduck::RejectionReason::RequestTimeout);
     }
 
     /// The tracker of a request served after the gate closed: untracked in the gate, bounded

@@ -109,7 +109,7 @@ impl Report {
     /// Logs the late-connections warning once, if connections arrived late: called at
     /// `NotAcceptingNewRequest`, and at the exit for those accepted after it.
     pub(crate) fn warn_late_connections(&mut self, shared: &Shared) {
-        let arrivals = shared.arrivals();
+        let arrivals = shared.counters().arrivals();
         if !self.warned_late && arrivals.has_late_connections() {
             self.warned_late = true;
             crate::logging::late_connections(&arrivals, shared.config());

@@ -193,7 +193,7 @@ async fn websockets_close_1001_at_their_turn_and_a_silent_client_is_cut_before_t
         exited >= Duration::from_millis(10_450) && exited < Duration::from_millis(10_550),
         "{exited:?}"
     );
-    let goodbyes = handle.shared().goodbyes();
+    let goodbyes = handle.shared().counters().goodbyes();
     assert_eq!(
         (goodbyes.websocket_closes, goodbyes.websocket_unanswered),
         (2, 1)
@@ -229,5 +229,5 @@ async fn a_client_that_breaks_the_protocol_gets_its_error_close_and_one_that_clo
     assert_eq!(handle.in_flight().long_running, 0);
     handle.request_shutdown();
     assert_eq!(run.await.unwrap().unwrap(), 0);
-    assert_eq!(handle.shared().goodbyes().websocket_closes, 0);
+    assert_eq!(handle.shared().counters().goodbyes().websocket_closes, 0);
 }

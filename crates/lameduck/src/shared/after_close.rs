@@ -76,12 +76,6 @@ impl Shared {
         Admission::Rejected(rejection)
     }
 
-    /// The requests served after the gate closed ([`Admission::Late`]).
-    #[must_use]
-    pub fn served_after_close(&self) -> u64 {
-        self.served_after_close.load(Ordering::Relaxed)
-    }
-
     /// When an adapter stopping at `now` closes a connection that waits for a request:
     /// `first` when none has come on it yet. Closing an idle connection races a request
     /// its client may be sending, which then fails without an answer; so:

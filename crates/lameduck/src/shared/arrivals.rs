@@ -19,7 +19,7 @@
 //! ([`plan::observed`](crate::plan)).
 //!
 //! The core reads no clock: the adapters pass the instant of each arrival, and they ask only
-//! while [`Shared::watching_arrivals`](super::Shared::watching_arrivals) says so (one relaxed load per request and connection),
+//! while [`Counters::watching_arrivals`](super::Counters::watching_arrivals) says so (one relaxed load per request and connection),
 //! from the moment `/readyz` first answered "not ready" until `HasBeenReady`, and from
 //! `ShutdownInitiated` until `HTTPServerStoppedListening`.
 //!
@@ -77,7 +77,7 @@ impl Arrivals {
 }
 
 impl Arrivals {
-    /// See [`Shared::watching_arrivals`](super::Shared::watching_arrivals).
+    /// See [`Counters::watching_arrivals`](super::Counters::watching_arrivals).
     #[inline]
     pub(crate) fn watching(&self) -> bool {
         self.watch.load(Ordering::Relaxed) != 0
@@ -198,7 +198,7 @@ fn stored(offset: Duration) -> u64 {
         .saturating_add(1)
 }
 
-/// What the server saw of new connections and requests ([`Shared::arrivals`]).
+/// What the server saw of new connections and requests ([`Counters::arrivals`]).
 ///
 /// A balancer that honours the readiness probe stops opening connections to a server soon
 /// after `/readyz` turns red at `ShutdownInitiated`, well within the shutdown delay. A
@@ -208,7 +208,7 @@ fn stored(offset: Duration) -> u64 {
 /// on connections opened before the signal are counted, but only late connections call for a
 /// warning: an HTTP/2 client keeps its connection until GOAWAY whatever the balancer does.
 ///
-/// [`Shared::arrivals`]: crate::Shared::arrivals
+/// [`Counters::arrivals`]: crate::shared::Counters::arrivals
 /// [`Config::late_arrival_percent`]: crate::Config::late_arrival_percent
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ArrivalCounts {
@@ -245,7 +245,7 @@ impl ArrivalCounts {
     }
 }
 
-/// What [`Shared::note_request`](super::Shared::note_request) found worth telling.
+/// What [`Counters::note_request`](super::Counters::note_request) found worth telling.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[must_use]
 pub enum RequestArrival {

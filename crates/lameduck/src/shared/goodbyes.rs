@@ -8,7 +8,7 @@
 
 use crate::sync::{AtomicU64, Ordering};
 
-/// The counters behind [`Shared::goodbyes`](crate::Shared::goodbyes).
+/// The counters behind [`Counters::goodbyes`](crate::shared::Counters::goodbyes).
 pub(crate) struct Goodbyes {
     sent: AtomicU64,
     answered: AtomicU64,
@@ -42,7 +42,7 @@ impl Goodbyes {
     }
 }
 
-/// How upgraded connections were told goodbye (see [`Shared::goodbyes`](crate::Shared::goodbyes)).
+/// How upgraded connections were told goodbye (see [`Counters::goodbyes`](crate::shared::Counters::goodbyes)).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub struct GoodbyeCounts {

@@ -8,8 +8,11 @@
 //! not its peer takes the goodbye (acknowledges the GOAWAY's PING, finishes a TLS handshake,
 //! sends the rest of a request head, reads a response). The adapters keep one timer per
 //! stopped connection at [`Shared::connection_bound`] and count each connection closed there
-//! ([`Shared::count_connection_cut`]); the termination summary reports the count and when
-//! the last connection closed ([`Shared::peer_counts`]).
+//! ([`Counters::count_connection_cut`]); the termination summary reports the count and when
+//! the last connection closed ([`Counters::peer_counts`]).
+//!
+//! [`Counters::count_connection_cut`]: super::Counters::count_connection_cut
+//! [`Counters::peer_counts`]: super::Counters::peer_counts
 
 use core::time::Duration;
 
@@ -42,10 +45,40 @@ impl Peers {
             last_closed: AtomicU64::new(NONE),
         }
     }
+
+    /// A connection of `kind` cut at its bound (`in_termination`: from `ShutdownInitiated`
+    /// on).
+    pub(crate) fn cut(&self, kind: CutKind, in_termination: bool) {
+        self.cut[kind.index()].fetch_add(1, Ordering::Relaxed);
+        if in_termination {
+            self.cut_in_termination[kind.index()].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// A connection closed `offset` after `ShutdownInitiated`.
+    pub(crate) fn closed(&self, offset: Duration) {
+        let stored = u64::try_from(offset.as_nanos())
+            .unwrap_or(u64::MAX - 1)
+            .saturating_add(1);
+        self.last_closed.fetch_max(stored, Ordering::Relaxed);
+    }
+
+    pub(crate) fn counts(&self) -> PeerCounts {
+        let read = |counters: &[AtomicU64; CutKind::COUNT]| {
+            core::array::from_fn(|i| counters[i].load(Ordering::Relaxed))
+        };
+        let last = self.last_closed.load(Ordering::Relaxed);
+        PeerCounts {
+            cut_since_start: read(&self.cut),
+            cut_in_termination: read(&self.cut_in_termination),
+            last_connection_closed: (last != NONE).then(|| Duration::from_nanos(last - 1)),
+        }
+    }
 }
 
 /// What was counted of the connections closed at their bound with their peers silent, and
-/// when the last connection closed (see [`Shared::peer_counts`]).
+/// when the last connection closed (see
+/// [`Counters::peer_counts`](super::Counters::peer_counts)).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct PeerCounts {
     /// Connections cut since the start, by kind ([`CutKind::index`]).
@@ -146,45 +179,6 @@ impl Shared {
                 let grace = self.config().max_connection_age_grace();
                 (!grace.is_zero()).then(|| aged_at + grace)
             }
-        }
-    }
-
-    /// Counts a connection the adapter closed at its bound ([`Shared::connection_bound`])
-    /// with its peer silent, as `kind`. Call it on that path only.
-    #[cold]
-    pub fn count_connection_cut(&self, kind: CutKind) {
-        self.peers.cut[kind.index()].fetch_add(1, Ordering::Relaxed);
-        if self.has_fired(LifecycleSignal::ShutdownInitiated) {
-            self.peers.cut_in_termination[kind.index()].fetch_add(1, Ordering::Relaxed);
-        }
-    }
-
-    /// Notes that a connection closed at `now` (any connection, however it ended): after
-    /// `ShutdownInitiated`, the latest such close is the summary's `last_connection_closed`.
-    /// Before it, nothing is noted; adapters may ask [`Shared::has_fired`] first to skip
-    /// reading the clock.
-    pub fn note_connection_closed(&self, now: Instant) {
-        let Some(initiated) = self.fired_at(LifecycleSignal::ShutdownInitiated) else {
-            return;
-        };
-        let offset = now.saturating_duration_since(initiated);
-        let stored = u64::try_from(offset.as_nanos())
-            .unwrap_or(u64::MAX - 1)
-            .saturating_add(1);
-        self.peers.last_closed.fetch_max(stored, Ordering::Relaxed);
-    }
-
-    /// The connections cut at their bound, by kind, and when the last connection closed.
-    #[must_use]
-    pub fn peer_counts(&self) -> PeerCounts {
-        let read = |counters: &[AtomicU64; CutKind::COUNT]| {
-            core::array::from_fn(|i| counters[i].load(Ordering::Relaxed))
-        };
-        let last = self.peers.last_closed.load(Ordering::Relaxed);
-        PeerCounts {
-            cut_since_start: read(&self.peers.cut),
-            cut_in_termination: read(&self.peers.cut_in_termination),
-            last_connection_closed: (last != NONE).then(|| Duration::from_nanos(last - 1)),
         }
     }
 }
