@@ -9,67 +9,53 @@
 //! certificate against the CA in that PEM file (rustls with ring), under the target's host or
 //! `--tls-domain NAME`; ALPN offers h2 and a connection that did not negotiate it fails.
 //!
-//! `--retries N` (default 0: every call that does not end OK is a failure) retries a call, at
-//! most N times, in the cases a gRPC client with a retry policy retries: the server did not
-//! process the call (hyper cancelled it before sending, or the server's GOAWAY refused it:
-//! grpc-go retries these transparently), at once; or the server answered `UNAVAILABLE` with
-//! `grpc-retry-pushback-ms`, after that many milliseconds. The retries are counted by kind
-//! in the JSON line (`retries`); a call is counted once, with its final outcome.
+//! `--retries N` (default 0: tonic's client as it is, every call that does not end OK is a
+//! failure) puts lameduck-client's `RetryLayer` under the client with N + 1 attempts per call
+//! (the first and N retries): it retries what the server did not process (hyper cancelled
+//! the call before sending it, `unsent`; the server's GOAWAY refused it, `refused`), and an
+//! `UNAVAILABLE` with `grpc-retry-pushback-ms` after that many milliseconds (`pushback`: the
+//! example's `Demo` service is configured idempotent). The retries are counted by kind in the
+//! JSON line (`retries`, from the layer's counts); a call is counted once, with its final
+//! outcome.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use lameduck_client::RetryLayer;
 use lameduck_examples_grpc::grpc::{DemoClient, SleepRequest};
 use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
+use tower::ServiceBuilder;
 
-/// Calls made, calls that ended OK, the failures by status, and the retries by kind.
+/// Calls made, calls that ended OK, and the failures by status.
 #[derive(Default)]
 struct Counts {
     calls: u64,
     ok: u64,
     failures: BTreeMap<String, u64>,
-    retries: BTreeMap<&'static str, u64>,
 }
 
-/// The longest server pushback honoured; a longer one is waited for this long.
+/// The longest server pushback honoured; a call asked to wait longer is not retried.
 const MAX_PUSHBACK: Duration = Duration::from_secs(10);
 
-/// Whether `status`, a failed call, is one that `--retries` retries, and after how long:
-/// - `unsent`: hyper cancelled the call before sending it (the connection was closing);
-/// - `refused`: the server's GOAWAY says it did not process the call. h2 fails a call with
-///   the GOAWAY it received (remote, `NO_ERROR`) in exactly two cases: its stream is above the
-///   GOAWAY's last-stream-id, or the call was about to open a stream on a connection that had
-///   just received the GOAWAY. (A call cut by the connection's end fails with a broken pipe or
-///   a reset instead.) grpc-go and grpc-core retry both kinds on their own.
-/// - `pushback`: the server answered `UNAVAILABLE` with `grpc-retry-pushback-ms`, after that
-///   many milliseconds.
-fn retry_after(status: &tonic::Status) -> Option<(&'static str, Duration)> {
-    let mut source = std::error::Error::source(status);
-    while let Some(e) = source {
-        if e.downcast_ref::<hyper::Error>()
-            .is_some_and(hyper::Error::is_canceled)
-        {
-            return Some(("unsent", Duration::ZERO));
-        }
-        if e.downcast_ref::<h2::Error>().is_some_and(|e| {
-            e.is_go_away() && e.is_remote() && e.reason() == Some(h2::Reason::NO_ERROR)
-        }) {
-            return Some(("refused", Duration::ZERO));
-        }
-        source = e.source();
-    }
-    if status.code() != tonic::Code::Unavailable {
+/// The layer of `--retries N`: N + 1 attempts, `Demo`'s methods idempotent (its `Sleep` may
+/// run twice), pushbacks up to `MAX_PUSHBACK` honoured.
+fn retry_layer(retries: u32) -> Option<RetryLayer> {
+    if retries == 0 {
         return None;
     }
-    let ms = status
-        .metadata()
-        .get("grpc-retry-pushback-ms")?
-        .to_str()
-        .ok()?
-        .parse::<u64>()
-        .ok()?;
-    Some(("pushback", Duration::from_millis(ms).min(MAX_PUSHBACK)))
+    let layer = RetryLayer::builder()
+        .max_attempts(retries.saturating_add(1))
+        .max_wait(MAX_PUSHBACK)
+        .idempotent_grpc_service("lameduck.example.Demo")
+        .build();
+    match layer {
+        Ok(layer) => Some(layer),
+        Err(e) => {
+            eprintln!("error: --retries: {e}");
+            std::process::exit(2);
+        }
+    }
 }
 
 /// `status` and each error under it, outermost first, joined by `: `.
@@ -186,42 +172,28 @@ async fn main() {
         }
     }
     let counts: Arc<Mutex<Counts>> = Arc::default();
+    let layer = retry_layer(args.retries);
+    let stats = layer.as_ref().map(RetryLayer::stats);
     let started = Instant::now();
     let end = started + args.duration;
     let mut tasks = Vec::new();
     for _ in 0..args.connections.max(1) {
         // One HTTP/2 connection each; tonic reconnects it if it ever closes.
         let channel = endpoint.connect_lazy();
+        let service = ServiceBuilder::new()
+            .option_layer(layer.clone())
+            .service(channel);
         for _ in 0..args.concurrency.max(1) {
-            let mut client = DemoClient::new(channel.clone());
+            let mut client = DemoClient::new(service.clone());
             let counts = Arc::clone(&counts);
             let sleep = args.sleep.clone();
-            let retries = args.retries;
             tasks.push(tokio::spawn(async move {
                 while Instant::now() < end {
-                    let mut attempt = 0;
-                    let result = loop {
-                        let mut request = tonic::Request::new(SleepRequest {
-                            duration: sleep.clone(),
-                        });
-                        request.set_timeout(Duration::from_secs(5));
-                        let result = client.sleep(request).await;
-                        let retry = match &result {
-                            Err(status) if attempt < retries => retry_after(status),
-                            _ => None,
-                        };
-                        let Some((kind, wait)) = retry else {
-                            break result;
-                        };
-                        attempt += 1;
-                        *counts
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .retries
-                            .entry(kind)
-                            .or_default() += 1;
-                        tokio::time::sleep(wait).await;
-                    };
+                    let mut request = tonic::Request::new(SleepRequest {
+                        duration: sleep.clone(),
+                    });
+                    request.set_timeout(Duration::from_secs(5));
+                    let result = client.sleep(request).await;
                     let mut c = counts.lock().unwrap_or_else(|p| p.into_inner());
                     c.calls += 1;
                     match result {
@@ -252,10 +224,12 @@ async fn main() {
         .iter()
         .map(|(k, v)| format!("{:?}: {v}", k.replace('"', "'")))
         .collect();
-    let retries: Vec<String> = c
-        .retries
-        .iter()
-        .map(|(k, v)| format!("{k:?}: {v}"))
+    let retries: Vec<String> = stats
+        .map(|s| s.retries_by_reason())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|&(_, n)| n > 0)
+        .map(|(reason, n)| format!("{:?}: {n}", reason.as_str()))
         .collect();
     println!(
         "{{\"calls\": {}, \"ok\": {}, \"failed\": {}, \"failures\": {{{}}}, \"retries\": {{{}}}}}",
