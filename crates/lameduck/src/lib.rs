@@ -70,9 +70,9 @@ pub use health::{CheckOutcome, Endpoint, HealthQuery, HealthResponse, HealthTarg
 pub use lifecycle::{Configuring, Lifecycle, Prepared, Running, Stage};
 pub use machine::{
     DrainPlan, Event, ExitReason, HandOverOutcome, HookId, HookKind, HookOutcome, Input,
-    InputError, ListenerId, Machine, MachineStage, Phase, RegisterError, RoutesSignalId,
-    StopSource,
+    InputError, ListenerId, Machine, RegisterError, RoutesSignalId, StopSource,
 };
+pub use phase::Phase;
 pub use rejections::{RejectionCounts, RejectionReason};
 pub use shared::signals::LifecycleSignalFired;
 pub use shared::{

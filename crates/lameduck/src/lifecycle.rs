@@ -2,10 +2,9 @@
 //!
 //! [`Lifecycle<S>`] is a thin veneer over the runtime-checked [`Machine`]: the stage `S` is a
 //! type, so the transitions that [`Machine::handle_input`] would reject at run time are
-//! simply not there to call. Each stage type names its runtime twin, the machine's
-//! [`MachineStage`], in [`Stage::STAGE`] (and the first [`Phase`] of it in
-//! [`Stage::PHASE`]), and [`Lifecycle::try_from_machine`] converts back from a machine at
-//! the matching stage.
+//! simply not there to call. Each stage type stands for one or more [`Phase`]s (the first
+//! in [`Stage::PHASE`]; the [`phase`](crate::phase) module maps them all), and
+//! [`Lifecycle::try_from_machine`] converts back from a machine in one of them.
 //!
 //! ```
 //! use lameduck::{Config, Instant, Lifecycle};
@@ -63,28 +62,33 @@ use core::marker::PhantomData;
 
 use crate::config::Config;
 use crate::machine::{
-    Event, HookId, HookKind, Input, InputError, ListenerId, Machine, MachineStage, Phase,
-    RegisterError, RoutesSignalId, StopSource,
+    Event, HookId, HookKind, Input, InputError, ListenerId, Machine, RegisterError, RoutesSignalId,
+    StopSource,
 };
+use crate::phase::Phase;
 use crate::shared::{CheckFn, EndpointSet, Shared};
 use crate::time::Instant;
 
 mod sealed {
-    pub trait Sealed {}
+    use crate::machine::Machine;
+
+    /// Seals [`Stage`](super::Stage), and holds what only the typestate API needs.
+    pub trait Sealed {
+        /// What a lifecycle holds at this stage besides the machine.
+        type Data;
+        /// That, from a machine at this stage.
+        fn data(machine: &Machine) -> Option<Self::Data>;
+    }
 }
 
-/// A type-level stage of a [`Lifecycle`].
+/// A type-level stage of a [`Lifecycle`]: [`Configuring`], [`Prepared`] or [`Running`].
+/// Each stands for phases of the lifecycle ([`Phase`]): `Configuring` and `Prepared` for
+/// the phases of their names, `Running` for every phase from [`Phase::Starting`] on (the
+/// [`phase`](crate::phase) module has the table).
 pub trait Stage: sealed::Sealed {
-    /// The machine's stage this type stands for: [`Lifecycle::try_from_machine`] accepts a
-    /// machine at exactly this stage.
-    const STAGE: MachineStage;
-    /// The runtime phase this stage stands for (for [`Running`], the first of its phases).
+    /// The phase a lifecycle of this type starts in (for [`Running`], the first of its
+    /// phases).
     const PHASE: Phase;
-    /// What a lifecycle holds at this stage besides the machine.
-    #[doc(hidden)]
-    type Data;
-    #[doc(hidden)]
-    fn data(machine: &Machine) -> Option<Self::Data>;
 }
 
 /// Registering hooks, listeners and checks.
@@ -97,44 +101,34 @@ pub enum Prepared {}
 #[derive(Debug)]
 pub enum Running {}
 
-impl sealed::Sealed for Configuring {}
-impl sealed::Sealed for Prepared {}
-impl sealed::Sealed for Running {}
-impl Stage for Configuring {
-    const STAGE: MachineStage = MachineStage::Configuring;
-    const PHASE: Phase = Phase::Configuring;
+impl sealed::Sealed for Configuring {
     type Data = ();
     fn data(_: &Machine) -> Option<()> {
         Some(())
     }
 }
-impl Stage for Prepared {
-    const STAGE: MachineStage = MachineStage::Prepared;
-    const PHASE: Phase = Phase::Prepared;
+impl sealed::Sealed for Prepared {
     type Data = Arc<Shared>;
     fn data(machine: &Machine) -> Option<Arc<Shared>> {
         machine.shared().cloned()
     }
+}
+impl sealed::Sealed for Running {
+    type Data = Arc<Shared>;
+    fn data(machine: &Machine) -> Option<Arc<Shared>> {
+        machine.shared().cloned()
+    }
+}
+impl Stage for Configuring {
+    const PHASE: Phase = Phase::Configuring;
+}
+impl Stage for Prepared {
+    const PHASE: Phase = Phase::Prepared;
 }
 impl Stage for Running {
-    const STAGE: MachineStage = MachineStage::Running;
     /// The first running phase; a running lifecycle moves on through the later ones.
     const PHASE: Phase = Phase::Starting;
-    type Data = Arc<Shared>;
-    fn data(machine: &Machine) -> Option<Arc<Shared>> {
-        machine.shared().cloned()
-    }
 }
-
-// Each stage type's first phase belongs to its stage: the two consts name one twin.
-const _: () = {
-    assert!(matches!(
-        Configuring::PHASE.stage(),
-        MachineStage::Configuring
-    ));
-    assert!(matches!(Prepared::PHASE.stage(), MachineStage::Prepared));
-    assert!(matches!(Running::PHASE.stage(), MachineStage::Running));
-};
 
 /// A lifecycle at stage `S`. See the [module docs](self).
 pub struct Lifecycle<S: Stage> {
@@ -178,8 +172,7 @@ impl<S: Stage> Lifecycle<S> {
         self.machine.config()
     }
 
-    /// Wraps a machine whose stage is this type's ([`Stage::STAGE`]); gives it back
-    /// otherwise.
+    /// Wraps a machine in a phase this type stands for ([`Stage`]); gives it back otherwise.
     ///
     /// For [`Running`], any phase from [`Phase::Starting`] up to (not including)
     /// [`Phase::Exited`] matches.
@@ -188,7 +181,7 @@ impl<S: Stage> Lifecycle<S> {
     #[allow(clippy::result_large_err)]
     pub fn try_from_machine(machine: Machine) -> Result<Self, Machine> {
         match S::data(&machine) {
-            Some(data) if machine.stage() == S::STAGE => Ok(Self::wrap(machine, data)),
+            Some(data) if machine.stage() == S::PHASE.stage() => Ok(Self::wrap(machine, data)),
             _ => Err(machine),
         }
     }

@@ -89,7 +89,7 @@ pub const DESTROY_HOOKS_TIMEOUT: Duration = Duration::from_secs(5);
 /// How often the machine reports drain progress while draining.
 pub const DRAIN_PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
 
-pub use crate::phase::{MachineStage, Phase};
+use crate::phase::{MachineStage, Phase, Progress};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum HookState {
@@ -213,12 +213,11 @@ pub struct Machine {
     shared: Option<Arc<Shared>>,
     timers: TimerTable,
     events: VecDeque<Event>,
-    // Facts the DAG is computed from. Signals themselves live in `Shared`.
+    // Facts the DAG is computed from. The signals, and the progress that marks the phases
+    // (started, every listener served, exited), live in `Shared`.
     stop: StopRequest,
     /// A hook or listener failed: the exit code will be 1.
     failed: bool,
-    /// `NotifyReady` was sent (every listener served once).
-    announced_serving: bool,
     normal_drain: DrainState,
     long_running_drain: DrainState,
     server_wait: ServerWait,
@@ -255,7 +254,6 @@ impl Machine {
             events: VecDeque::new(),
             stop: StopRequest::NotRequested,
             failed: false,
-            announced_serving: false,
             normal_drain: DrainState::NotStarted,
             long_running_drain: DrainState::NotStarted,
             server_wait: ServerWait::NotStarted,
@@ -328,14 +326,16 @@ impl Machine {
         }
     }
 
-    /// The coarse stage, which decides the legal registrations and inputs
-    /// (`self.phase().stage()`, read from the one value that records the progress).
-    #[must_use]
-    pub fn stage(&self) -> MachineStage {
-        match &self.shared {
-            None => MachineStage::Configuring,
-            Some(shared) => shared.stage(),
-        }
+    /// The coarse stage, which decides the legal registrations and inputs: the phase's.
+    pub(crate) fn stage(&self) -> MachineStage {
+        self.phase().stage()
+    }
+
+    /// Whether every listener has served once (the machine said [`Event::NotifyReady`]).
+    pub(crate) fn has_served(&self) -> bool {
+        self.shared
+            .as_ref()
+            .is_some_and(|s| s.has_progressed(Progress::Serving))
     }
 
     /// Whether `signal` has fired.
@@ -517,7 +517,7 @@ impl Machine {
             .ok_or(InputError::UnknownListener(id))
     }
 
-    /// Starts running. Only called in [`MachineStage::Prepared`] (checked by `handle_input`, or by
+    /// Starts running. Only called in `MachineStage::Prepared` (checked by `handle_input`, or by
     /// the typestate API's types).
     pub(crate) fn start(&mut self, now: Instant) {
         if let Some(s) = &self.shared {

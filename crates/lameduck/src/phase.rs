@@ -1,7 +1,35 @@
-//! Where a lifecycle is: one enum, computed in one place ([`Shared::phase`](crate::Shared::phase)),
-//! and the coarse [`MachineStage`] it belongs to.
+//! Where a lifecycle is: [`Phase`], the one answer every reader gets, computed in one place
+//! ([`Shared::phase`](crate::Shared::phase); [`Machine::phase`](crate::Machine::phase) and
+//! the adapters' handles return it).
+//!
+//! # The mapping
+//!
+//! Each phase, the typestate type of [`Lifecycle`](crate::Lifecycle) that stands for it,
+//! and what marks it:
+//!
+//! | [`Phase`] | typestate type ([`Stage`](crate::lifecycle::Stage)) | marked by |
+//! |---|---|---|
+//! | `Configuring` | [`Configuring`](crate::Configuring) | no shared state yet |
+//! | `Prepared` | [`Prepared`](crate::Prepared) | prepared (registrations frozen), not started |
+//! | `Starting` | [`Running`](crate::Running) | started; not every listener has served |
+//! | `Serving` | [`Running`](crate::Running) | every listener served once (`Event::NotifyReady`) |
+//! | `LameDuck` | [`Running`](crate::Running) | `ShutdownInitiated` fired |
+//! | `Draining` | [`Running`](crate::Running) | `NotAcceptingNewRequest` fired |
+//! | `Stopping` | [`Running`](crate::Running) | `InFlightRequestsDrained` and `HTTPServerStoppedListening` fired |
+//! | `Exited` | [`Running`](crate::Running), once its machine exits | an exit was decided (`Event::Exit`) |
+//!
+//! A type's [`Stage::PHASE`](crate::lifecycle::Stage::PHASE) is the first of its phases,
+//! and [`Lifecycle::try_from_machine`](crate::Lifecycle::try_from_machine) accepts a machine
+//! in any of them but `Exited`.
+//!
+//! Inside the crate, the phase is read from two things only: the signals fired, and what the
+//! machine records of its progress besides them ([`Progress`]: started, every listener
+//! served, exited), both in [`Shared`](crate::Shared). The coarser stage that decides which
+//! registrations and inputs are legal ([`MachineStage`]) is derived from the phase, never
+//! stored.
 
-/// Where a lifecycle is.
+/// Where a lifecycle is. See the [module docs](self) for what marks each phase and which
+/// typestate type stands for it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Phase {
     /// Registering hooks, listeners, checks.
@@ -25,8 +53,7 @@ pub enum Phase {
 
 impl Phase {
     /// The coarse stage this phase belongs to.
-    #[must_use]
-    pub const fn stage(self) -> MachineStage {
+    pub(crate) const fn stage(self) -> MachineStage {
         match self {
             Phase::Configuring => MachineStage::Configuring,
             Phase::Prepared => MachineStage::Prepared,
@@ -40,12 +67,10 @@ impl Phase {
     }
 }
 
-/// The machine's coarse stage: which registrations and inputs are legal. Each stage of
-/// the typestate API names its twin here in
-/// [`lifecycle::Stage::STAGE`](crate::lifecycle::Stage::STAGE); the finer [`Phase`] says
-/// where a running lifecycle is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum MachineStage {
+/// The machine's coarse stage: which registrations and inputs are legal. Derived from the
+/// [`Phase`] ([`Phase::stage`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum MachineStage {
     /// Registering hooks, listeners, checks ([`Phase::Configuring`]).
     Configuring,
     /// Registrations frozen, not started ([`Phase::Prepared`]); listeners may still be added.
@@ -56,3 +81,26 @@ pub enum MachineStage {
     /// An exit was decided ([`Phase::Exited`]); every input is refused.
     Exited,
 }
+
+/// What the machine records of its progress besides the signals: one bit each, set once and
+/// never cleared, in one atomic of [`Shared`](crate::Shared). None set: prepared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Progress {
+    /// Started.
+    Started = 1,
+    /// Every listener served once (the machine said `NotifyReady`).
+    Serving = 2,
+    /// The exit was decided.
+    Exited = 4,
+}
+
+impl Progress {
+    /// The bit of this step.
+    pub(crate) const fn bit(self) -> u8 {
+        self as u8
+    }
+}
+
+#[cfg(all(test, feature = "testing", not(loom)))]
+mod tests;

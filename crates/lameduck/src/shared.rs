@@ -22,7 +22,7 @@ use crate::classify::{default_is_long_running, RequestClass, RequestInfo};
 use crate::config::Config;
 use crate::connection::ConnectionKind;
 use crate::gate::{sealed, Gate, GateRef, LongRunningTicketOf, NormalTicketOf, Rejection};
-use crate::phase::{MachineStage, Phase};
+use crate::phase::{Phase, Progress};
 use crate::rejections::RejectionCounters;
 use crate::signal::LifecycleSignal;
 use crate::sync::{AtomicU64, AtomicU8, Ordering};
@@ -112,20 +112,6 @@ pub enum Admission {
     Late(RequestClass),
 }
 
-/// The machine's progress that the signals do not show.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub(crate) enum Progress {
-    /// Prepared, not started.
-    Prepared,
-    /// Started; not every listener serves yet.
-    Starting,
-    /// Every listener served once.
-    Serving,
-    /// The exit was decided.
-    Exited,
-}
-
 /// Shared lifecycle state. Create it through [`Machine`](crate::Machine) (or the
 /// [`Lifecycle`](crate::Lifecycle) typestate API); hold it in an `Arc`.
 pub struct Shared {
@@ -135,7 +121,8 @@ pub struct Shared {
     fired_at: [AtomicU64; LifecycleSignal::COUNT],
     signal_event: Event,
     started_at: AtomicU64,
-    /// The machine's progress outside the signals ([`Progress`]), for [`Shared::phase`].
+    /// The machine's progress outside the signals (bits of [`Progress`]), for
+    /// [`Shared::phase`].
     progress: AtomicU8,
     checks: Vec<Check>,
     post_start: Vec<AtomicU8>,
@@ -182,7 +169,7 @@ impl Shared {
             fired_at: core::array::from_fn(|_| AtomicU64::new(NOT_YET)),
             signal_event: Event::new(),
             started_at: AtomicU64::new(NOT_YET),
-            progress: AtomicU8::new(Progress::Prepared as u8),
+            progress: AtomicU8::new(0),
             sockets: AtomicU8::new(0),
             served_after_close: AtomicU64::new(0),
             arrivals: Arrivals::new(),
@@ -210,33 +197,30 @@ impl Shared {
 
     pub(crate) fn set_started(&self, now: Instant) {
         self.started_at.store(now.as_nanos(), Ordering::Release);
-        self.set_progress(Progress::Starting);
+        self.record_progress(Progress::Started);
     }
 
-    /// Records the machine's progress outside the signals (only the machine calls this).
-    pub(crate) fn set_progress(&self, stage: Progress) {
-        self.progress.store(stage as u8, Ordering::Release);
+    /// Records a step of the machine's progress outside the signals (only the machine calls
+    /// this).
+    pub(crate) fn record_progress(&self, step: Progress) {
+        self.progress.fetch_or(step.bit(), Ordering::AcqRel);
     }
 
-    /// The machine's coarse stage, from the same value as [`Shared::phase`] (a shared state
-    /// exists from [`MachineStage::Prepared`] on).
-    pub(crate) fn stage(&self) -> MachineStage {
-        match self.progress.load(Ordering::Acquire) {
-            s if s == Progress::Prepared as u8 => MachineStage::Prepared,
-            s if s == Progress::Exited as u8 => MachineStage::Exited,
-            _ => MachineStage::Running,
-        }
+    /// Whether the machine has recorded `step`.
+    pub(crate) fn has_progressed(&self, step: Progress) -> bool {
+        self.progress.load(Ordering::Acquire) & step.bit() != 0
     }
 
     /// The lifecycle's phase, as the machine and every request task see it: the one phase
-    /// function ([`Machine::phase`](crate::Machine::phase) returns this once prepared).
+    /// function ([`Machine::phase`](crate::Machine::phase) returns this once prepared). The
+    /// [`phase`](crate::phase) module says what marks each phase.
     #[must_use]
     pub fn phase(&self) -> Phase {
-        let stage = self.progress.load(Ordering::Acquire);
-        if stage == Progress::Exited as u8 {
+        let progress = self.progress.load(Ordering::Acquire);
+        if progress & Progress::Exited.bit() != 0 {
             return Phase::Exited;
         }
-        if stage == Progress::Prepared as u8 {
+        if progress & Progress::Started.bit() == 0 {
             return Phase::Prepared;
         }
         let fired = self.fired();
@@ -248,7 +232,7 @@ impl Shared {
             Phase::Draining
         } else if fired.contains(LifecycleSignal::ShutdownInitiated) {
             Phase::LameDuck
-        } else if stage == Progress::Serving as u8 {
+        } else if progress & Progress::Serving.bit() != 0 {
             Phase::Serving
         } else {
             Phase::Starting

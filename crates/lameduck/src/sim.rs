@@ -14,8 +14,9 @@ use core::time::Duration;
 use crate::classify::RequestClass;
 use crate::config::Config;
 use crate::machine::{
-    Event, HookId, HookKind, HookOutcome, Input, InputError, ListenerId, Machine, Phase, StopSource,
+    Event, HookId, HookKind, HookOutcome, Input, InputError, ListenerId, Machine, StopSource,
 };
+use crate::phase::Phase;
 use crate::shared::{Admission, OwnedLongRunningTicket, OwnedNormalTicket, Shared};
 use crate::signal::{LifecycleSignal, SignalSet};
 use crate::time::Instant;

@@ -8,7 +8,8 @@ use super::{
     CONNECTION_CLOSE_LINGER, DESTROY_HOOKS_TIMEOUT, DRAIN_PROGRESS_INTERVAL,
 };
 use crate::config::ShutdownMode;
-use crate::shared::{Progress, Shared};
+use crate::phase::Progress;
+use crate::shared::Shared;
 use crate::signal::LifecycleSignal;
 use crate::time::Instant;
 
@@ -68,9 +69,10 @@ impl Machine {
         {
             self.fire(LifecycleSignal::MuxAndDiscoveryComplete, now);
         }
-        if !self.announced_serving && self.listeners.iter().all(|l| l.has_served()) {
-            self.announced_serving = true;
-            shared.set_progress(Progress::Serving);
+        if !shared.has_progressed(Progress::Serving)
+            && self.listeners.iter().all(|l| l.has_served())
+        {
+            shared.record_progress(Progress::Serving);
             self.events.push_back(Event::NotifyReady);
             if self.start_hooks(HookKind::PostStart) {
                 self.events.push_back(Event::RunPostStartHooks);
@@ -310,7 +312,7 @@ impl Machine {
 
     pub(super) fn exit(&mut self, code: u8, reason: ExitReason) {
         if let Some(shared) = &self.shared {
-            shared.set_progress(Progress::Exited);
+            shared.record_progress(Progress::Exited);
         }
         self.timers.clear();
         self.events.push_back(Event::Exit { code, reason });

@@ -32,7 +32,7 @@ impl Machine {
         }
         if self.stop != StopRequest::NotRequested {
             self.hand_over = HandOverState::Idle;
-        } else if self.announced_serving {
+        } else if self.has_served() {
             self.hand_over = HandOverState::InProgress;
             self.events.push_back(Event::HandOverListeners);
         }
@@ -69,7 +69,7 @@ impl Machine {
     /// ready (and the predecessor terminates) only from then on.
     #[must_use]
     pub fn is_up(&self) -> bool {
-        self.announced_serving
+        self.has_served()
             && self.stop == StopRequest::NotRequested
             && self
                 .hooks_of(HookKind::PostStart)

@@ -142,7 +142,7 @@ impl Machine {
     }
 
     /// Freezes the registrations and builds the shared state. Only called in
-    /// [`MachineStage::Configuring`] (checked by `handle_input`, or by the typestate API's types).
+    /// `MachineStage::Configuring` (checked by `handle_input`, or by the typestate API's types).
     pub(crate) fn prepare(&mut self) -> Arc<Shared> {
         // Check order as kube-apiserver: ping, post-start hooks and user checks in
         // registration order, then `shutdown` (readyz only) last.

@@ -1,12 +1,14 @@
 //! The machine's coarse stage and its phase are both read from the one value that records
 //! its progress, and never disagree: `Machine::stage` is always `Machine::phase().stage()`,
 //! in random runs from start to exit, and each typestate type converts back from a machine
-//! exactly at its `Stage::STAGE`.
+//! exactly at the stage of its `Stage::PHASE`.
 
-use lameduck::lifecycle::Stage;
-use lameduck::sim::{Op, Setup};
-use lameduck::{Config, Configuring, Input, Instant, Lifecycle, Machine, MachineStage, Prepared};
-use lameduck::{Running, StopSource};
+use crate::config::Config;
+use crate::lifecycle::{Configuring, Lifecycle, Prepared, Running, Stage};
+use crate::machine::{Input, Machine, StopSource};
+use crate::phase::MachineStage;
+use crate::sim::{Op, Setup};
+use crate::time::Instant;
 
 fn assert_twins(m: &Machine) {
     assert_eq!(m.stage(), m.phase().stage(), "phase {:?}", m.phase());
@@ -72,11 +74,11 @@ fn typestate_types_convert_back_at_their_stage() {
         let stage = m.stage();
         match Lifecycle::<S>::try_from_machine(m) {
             Ok(l) => {
-                assert_eq!(stage, S::STAGE);
+                assert_eq!(stage, S::PHASE.stage());
                 l.into_machine()
             }
             Err(m) => {
-                assert_ne!(stage, S::STAGE);
+                assert_ne!(stage, S::PHASE.stage());
                 m
             }
         }
