@@ -82,7 +82,8 @@ PAIRS = {
 # address to listen on as its one argument (ADDR: a free loopback port, chosen at start).
 ADDR = "{addr}"
 QUICK_STARTS = {
-    "quickstart-tokio": ([f"{REL}/bare_hyper"] + LISTEN, [f"{REL}/examples/quickstart_tokio", ADDR]),
+    # The minimal hyper server a user would write without lameduck (bare_hyper --hello).
+    "quickstart-tokio": ([f"{REL}/bare_hyper", "--hello"] + LISTEN, [f"{REL}/examples/quickstart_tokio", ADDR]),
     "quickstart-axum": ([f"{REL}/bare_axum"] + LISTEN, [f"{REL}/examples/quickstart_axum", ADDR]),
     "quickstart-actix": ([f"{REL}/bare_actix"] + LISTEN, [f"{REL}/examples/quickstart_actix", ADDR]),
     "quickstart-smol": ([f"{REL}/bare_smol"] + LISTEN, [f"{REL}/examples/quickstart_smol", ADDR]),
@@ -98,7 +99,8 @@ def free_loopback_addr():
         return f"127.0.0.1:{s.getsockname()[1]}"
 # Over TLS: pair -> bench_tls_load --mode. Their commands (with the certificate's files) are
 # added to PAIRS once the certificate is written (tls_pairs).
-TLS_MODES = {"hyper-tls-h1": "h1", "hyper-tls-h2": "h2", "hyper-tls-conn": "conn"}
+TLS_MODES = {"hyper-tls-h1": "h1", "hyper-tls-h2": "h2", "hyper-tls-conn": "conn",
+             "quickstart-tls-h1": "h1", "quickstart-tls-h2": "h2"}
 # The certificate the TLS pairs' load trusts (set by tls_pairs).
 TLS_CA = None
 
@@ -112,6 +114,12 @@ def tls_pairs(directory):
     TLS_CA = cert
     flags = ["--tls-cert-file", cert, "--tls-private-key-file", key]
     for name in TLS_MODES:
+        if name.startswith("quickstart-tls"):
+            # The TLS quick start, as written, against the minimal TLS server a user would
+            # write (bare_hyper_tls --hello: hello, tokio-rustls, the same rustls configuration).
+            PAIRS[name] = ([f"{REL}/bare_hyper_tls", "--hello"] + LISTEN + flags,
+                           [f"{REL}/examples/quickstart_tls", ADDR, cert, key])
+            continue
         PAIRS[name] = ([f"{REL}/bare_hyper_tls"] + LISTEN + flags,
                        [f"{REL}/examples/tokio_server"] + LISTEN + flags)
         if name != "hyper-tls-conn":

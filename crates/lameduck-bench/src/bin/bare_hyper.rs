@@ -2,6 +2,11 @@
 //! one port) serving the example servers' routes (`lameduck_examples::routes`, the same handler
 //! code `examples/tokio_server.rs` wraps in lameduck's layer), with no lameduck at all.
 //!
+//! `--hello`: instead, the minimal server a user would write without lameduck, the baseline of
+//! the README's quick start: `service_fn` answering `hello\n` to every request, hyper-util's
+//! auto builder with `TokioExecutor`, one task per connection, nothing else (no `TCP_NODELAY`,
+//! no upgrades).
+//!
 //! Flags: `--listen ADDR` (default `127.0.0.1:0`); `--hyper-timer`: give hyper a timer as
 //! lameduck's driver does (which turns on hyper's 30 s HTTP/1 header read timeout), to
 //! attribute that cost; `--graceful-shutdown`: on SIGTERM/SIGINT stop accepting, shut every
@@ -21,7 +26,7 @@ use tokio::net::TcpListener;
 use tokio::signal::unix::{signal, SignalKind};
 
 fn main() {
-    let args = Args::from_env(&["--hyper-timer", "--graceful-shutdown"]);
+    let args = Args::from_env(&["--hyper-timer", "--graceful-shutdown", "--hello"]);
     logging::init();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -32,6 +37,26 @@ fn main() {
     std::process::exit(code);
 }
 
+/// The minimal server of `--hello`: what a hyper user writes without lameduck.
+async fn serve_hello(listener: TcpListener) -> i32 {
+    let builder = Arc::new(auto::Builder::new(TokioExecutor::new()));
+    lameduck_bench::announce(listener.local_addr().expect("local address"));
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let builder = Arc::clone(&builder);
+        tokio::spawn(async move {
+            let hello = hyper::service::service_fn(|_req| async {
+                Ok::<_, std::convert::Infallible>(hyper::Response::new(http_body_util::Full::new(
+                    bytes::Bytes::from_static(b"hello\n"),
+                )))
+            });
+            let _ = builder.serve_connection(TokioIo::new(stream), hello).await;
+        });
+    }
+}
+
 async fn serve(args: Args) -> i32 {
     let listener = match TcpListener::bind(args.listen()).await {
         Ok(l) => l,
@@ -40,6 +65,9 @@ async fn serve(args: Args) -> i32 {
             return 1;
         }
     };
+    if args.flag("--hello") {
+        return serve_hello(listener).await;
+    }
     let mut builder = auto::Builder::new(TokioExecutor::new());
     if args.flag("--hyper-timer") {
         builder.http1().timer(TokioTimer::new());

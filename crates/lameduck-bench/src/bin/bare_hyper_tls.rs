@@ -9,7 +9,10 @@
 //! `--tls-private-key-file FILE` (PEM); `--alpn`: serve each connection with hyper's own
 //! HTTP/1 or HTTP/2 connection as ALPN chose (as lameduck's `serve_tls` does) instead of
 //! hyper-util's auto connection, which reads the first bytes to tell; to attribute that
-//! difference. Prints `listening on https://ADDR`.
+//! difference. `--hello`: instead, the minimal TLS server a user would write without lameduck,
+//! the baseline of the TLS quick start: `service_fn` answering `hello\n`, hyper-util's auto
+//! builder, tokio-rustls with the same rustls configuration, one task per connection, nothing
+//! else. Prints `listening on https://ADDR`.
 
 use std::sync::Arc;
 
@@ -24,7 +27,7 @@ use lameduck_tokio::TokioRuntime;
 use tokio::net::TcpListener;
 
 fn main() {
-    let args = Args::from_env(&["--alpn"]);
+    let args = Args::from_env(&["--alpn", "--hello"]);
     logging::init();
     let cert = args
         .value("--tls-cert-file")
@@ -52,6 +55,9 @@ async fn serve(args: &Args, tls: &ServerTls) -> i32 {
     };
     let acceptor = tokio_rustls::TlsAcceptor::from(tls.rustls_config());
     let builder = Arc::new(auto::Builder::new(TokioExecutor::new()));
+    if args.flag("--hello") {
+        return serve_hello(listener, acceptor, builder).await;
+    }
     let service = TowerToHyperService::new(routes::service(TokioRuntime));
     let alpn = args.flag("--alpn");
     lameduck_bench::announce_tls(listener.local_addr().expect("local address"));
@@ -88,6 +94,32 @@ async fn serve(args: &Args, tls: &ServerTls) -> i32 {
             let _ = builder
                 .serve_connection_with_upgrades(TokioIo::new(stream), service)
                 .await;
+        });
+    }
+}
+
+/// The minimal TLS server of `--hello`: what a hyper user writes without lameduck.
+async fn serve_hello(
+    listener: TcpListener,
+    acceptor: tokio_rustls::TlsAcceptor,
+    builder: Arc<auto::Builder<TokioExecutor>>,
+) -> i32 {
+    lameduck_bench::announce_tls(listener.local_addr().expect("local address"));
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let (acceptor, builder) = (acceptor.clone(), Arc::clone(&builder));
+        tokio::spawn(async move {
+            let Ok(stream) = acceptor.accept(stream).await else {
+                return;
+            };
+            let hello = hyper::service::service_fn(|_req| async {
+                Ok::<_, std::convert::Infallible>(hyper::Response::new(http_body_util::Full::new(
+                    bytes::Bytes::from_static(b"hello\n"),
+                )))
+            });
+            let _ = builder.serve_connection(TokioIo::new(stream), hello).await;
         });
     }
 }
