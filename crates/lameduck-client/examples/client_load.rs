@@ -169,7 +169,7 @@ async fn main() {
                 let mut n = 0u64;
                 while Instant::now() < end {
                     n += 1;
-                    let post = post_every > 0 && n % post_every == 0;
+                    let post = post_every > 0 && n.is_multiple_of(post_every);
                     let mut request = http::Request::builder()
                         .uri(uri.clone())
                         .header("x-request-id", format!("{prefix}-{w}-{n}"));

@@ -92,12 +92,22 @@ fn classify_io(e: &io::Error) -> Option<RetryReason> {
 ///
 /// Without the header, or with one that does not parse, the response is final.
 pub fn retry_after(status: StatusCode, headers: &HeaderMap) -> Option<(RetryReason, Duration)> {
+    classify_response(status, headers, true)
+}
+
+/// [`retry_after`], reading the gRPC headers only when `grpc` (the request was a gRPC call):
+/// a response to any other request costs no look-up of a header that is not standard.
+pub(crate) fn classify_response(
+    status: StatusCode,
+    headers: &HeaderMap,
+    grpc: bool,
+) -> Option<(RetryReason, Duration)> {
     match status {
         StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE => {
             let wait = parse_retry_after(headers.get(RETRY_AFTER)?.to_str().ok()?)?;
             Some((RetryReason::RetryAfter, wait))
         }
-        StatusCode::OK => {
+        StatusCode::OK if grpc => {
             if headers.get(GRPC_STATUS)?.as_bytes() != b"14" {
                 return None;
             }
@@ -126,6 +136,14 @@ fn parse_retry_after(value: &str) -> Option<Duration> {
         at.duration_since(SystemTime::now())
             .unwrap_or(Duration::ZERO),
     )
+}
+
+/// Whether a request with `headers` is a gRPC call (`content-type: application/grpc...`).
+pub(crate) fn is_grpc(headers: &HeaderMap) -> bool {
+    !headers.is_empty()
+        && headers
+            .get(http::header::CONTENT_TYPE)
+            .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"))
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use http::{Extensions, HeaderMap, Method, Request, Response, Uri, Version};
 use tower_service::Service;
 
 use crate::body::ReplayBody;
-use crate::classify::{classify_error, retry_after};
+use crate::classify::{classify_error, classify_response};
 use crate::config::Policy;
 use crate::stats::{RetryReason, SkipReason};
 
@@ -35,7 +35,12 @@ impl<S, B: ReplayBody> RetryState<S, B> {
             method: parts.method.clone(),
             uri: parts.uri.clone(),
             version: parts.version,
-            headers: parts.headers.clone(),
+            // An empty map is made anew, cheaper than its clone.
+            headers: if parts.headers.is_empty() {
+                HeaderMap::new()
+            } else {
+                parts.headers.clone()
+            },
             extensions: parts.extensions.clone(),
             saved,
             attempts: 1,
@@ -74,6 +79,7 @@ pin_project_lite::pin_project! {
         state: State<S::Future>,
         retry: Option<RetryState<S, B>>,
         policy: Arc<Policy>,
+        grpc: bool,
     }
 }
 
@@ -86,11 +92,13 @@ where
         first: S::Future,
         retry: Option<RetryState<S, B>>,
         policy: &Arc<Policy>,
+        grpc: bool,
     ) -> Self {
         ResponseFuture {
             state: State::Attempt { future: first },
             retry,
             policy: Arc::clone(policy),
+            grpc,
         }
     }
 }
@@ -110,7 +118,11 @@ where
                 StateProj::Attempt { future } => {
                     let result = ready!(future.poll(cx));
                     let (reason, wait) = match &result {
-                        Ok(response) => match retry_after(response.status(), response.headers()) {
+                        Ok(response) => match classify_response(
+                            response.status(),
+                            response.headers(),
+                            *this.grpc,
+                        ) {
                             Some((reason, wait)) => (reason, Some(wait)),
                             None => return Poll::Ready(result),
                         },

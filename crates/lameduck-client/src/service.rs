@@ -8,6 +8,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::body::ReplayBody;
+use crate::classify::is_grpc;
 use crate::config::{Policy, RetryLayerBuilder};
 use crate::future::{ResponseFuture, RetryState};
 use crate::stats::RetryStats;
@@ -129,8 +130,9 @@ where
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
         self.policy.deposit();
+        let grpc = is_grpc(request.headers());
         if self.policy.max_attempts <= 1 {
-            return ResponseFuture::new(self.inner.call(request), None, &self.policy);
+            return ResponseFuture::new(self.inner.call(request), None, &self.policy, grpc);
         }
         let (parts, body) = request.into_parts();
         let (body, saved) = body.prepare(self.policy.body_limit);
@@ -138,6 +140,6 @@ where
         // the service (the ready one sends the first attempt) and of the request's head.
         let retry = saved.map(|saved| RetryState::new(self.inner.clone(), &parts, saved));
         let first = self.inner.call(Request::from_parts(parts, body));
-        ResponseFuture::new(first, retry, &self.policy)
+        ResponseFuture::new(first, retry, &self.policy, grpc)
     }
 }
