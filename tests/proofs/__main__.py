@@ -17,6 +17,7 @@ def listing():
         f"usage: python3 {PROG} PROOF [ARGS...]",
         f"       python3 {PROG} PROOF --help    (what PROOF checks, and its options)",
         f"       python3 {PROG} PROOF --short   (its short form: what CI runs)",
+        f"       python3 {PROG} PROOF --full    (its full form: the release check)",
         f"       python3 {PROG} all --short     (every proof's short form, one after the other: CI)",
         f"       python3 {PROG} all --full      (every proof's full run: the release check)",
         f"       python3 {PROG} all --help      (--only, --skip, --no-build, --keep)",
@@ -43,9 +44,9 @@ def main():
         return 2
     proof = importlib.import_module(PROOFS[name][0])
     if not hasattr(proof, "SHORT"):
-        # An aggregate: it passes --short on to the proofs it runs.
+        # An aggregate: it passes --short and --full on to the proofs it runs.
         h.run_main(lambda: proof.main(args[1:]))
-    h.run_main(lambda: h.run_forms(proof.main, args[1:], proof.SHORT))
+    h.run_main(lambda: h.run_forms(proof.main, args[1:], proof.SHORT, getattr(proof, "FULL", h.DEFAULTS)))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """The proofs: each one's name, its module and what it proves in one line. A proof's module has
-a `main(argv)`, its short form `SHORT` (harness.cli; an aggregate, run_all, has none: it
-passes --short on to the proofs it runs) and, when the proof needs more of the
+a `main(argv)`, its short form `SHORT` and full form `FULL` (harness.cli; without a FULL, the
+defaults; an aggregate, run_all, has neither: it passes --short and --full on to the proofs it
+runs) and, when the proof needs more of the
 workspace than the example servers, `BUILDS`: the arguments of each further `cargo build
 --release`. `python3 tests/proofs all` runs the proofs in this order."""
 
@@ -48,6 +49,10 @@ PROOFS = {
     "dead_peers": (
         "dead_peers.proof",
         "silent peers (HTTP/2, TLS handshakes, WebSockets, unread responses) cannot hold a termination; against Go",
+    ),
+    "client": (
+        "client.proof",
+        "lameduck-client's RetryLayer under tonic and hyper-util: 0 lost through rollouts, restarts, Go, aiohttp; never twice",
     ),
     "run_all": (
         "restart.run_all",

@@ -1,9 +1,10 @@
 """`python3 tests/proofs all (--short | --full)`: every proof, one after the other, each as its
-own process (`python3 tests/proofs NAME [--short] --no-build`), after one release build of
-what they need (unless --no-build): the example servers, and each proof's `BUILDS`.
+own process (`python3 tests/proofs NAME --short|--full --no-build`), after one release build
+of what they need (unless --no-build): the example servers, and each proof's `BUILDS`.
 
   --short   each proof's short form (`NAME --short`): what CI runs
-  --full    each proof's full run (`NAME` with its defaults): the release check
+  --full    each proof's full form (`NAME --full`: its defaults, and for some the variants
+            CI runs too, TLS for one): the release check
   --only a,b / --skip a,b   run only these proofs / all but these
   --keep    pass --keep to every proof (keep every run's logs)
 
@@ -31,7 +32,7 @@ def parse_args(argv):
     p = h.parser("all", __doc__)
     form = p.add_mutually_exclusive_group(required=True)
     form.add_argument("--short", action="store_true", help="each proof's short form (what CI runs)")
-    form.add_argument("--full", action="store_true", help="each proof's full run")
+    form.add_argument("--full", action="store_true", help="each proof's full form (the release check)")
     names = [n for n in PROOFS if n not in AGGREGATES]
     p.add_argument("--only", default="", help="comma-separated proofs to run (default: all of them)")
     p.add_argument("--skip", default="", help="comma-separated proofs to leave out")
@@ -59,7 +60,7 @@ def build(selected):
 def run_one(name, form, keep):
     """Runs proof `name` in `form` as a child process; (its exit status or None after its
     bound, seconds it took)."""
-    cmd = [sys.executable, h.PROOFS, name, *(["--short"] if form == "short" else []), "--no-build"]
+    cmd = [sys.executable, h.PROOFS, name, f"--{form}", "--no-build"]
     if keep:
         cmd.append("--keep")
     started = time.monotonic()

@@ -98,7 +98,7 @@ def parse_args(argv):
     p.add_argument("--lead", type=float, default=0.2, help="how long before SIGTERM the requests are sent, in seconds")
     p.add_argument("--exit-timeout", type=float, default=70.0,
                    help="the longest wait for an exit, in seconds, when longer than the row's bound + 10 s (70)")
-    h.add_short(p, SHORT)
+    h.add_forms(p, SHORT)
     args = p.parse_args(argv)
     modes = h.drain_modes(p, args)
     servers = h.parse_runtimes(p, args.runtimes, known=SERVERS)

@@ -3,7 +3,7 @@
   processes  child processes tracked by PID and killed on every exit path (`run_main`), log
              lines, durations, file tails and result tables;
   cli        the proofs' command lines: the parser, the shared options, comma-separated
-             lists, the short form (`--short`, CI's run);
+             lists, the short and full forms (`--short`, CI's run; `--full`);
   builds     the repository's paths, the example servers (cargo, release) and the Go clients
              (GOPATH mode);
   servers    free loopback ports, listening sockets, one example-server instance, HAProxy's
@@ -39,9 +39,10 @@ from harness.builds import (  # noqa: F401
     target_dir,
 )
 from harness.cli import (  # noqa: F401
+    DEFAULTS,
+    add_forms,
     add_run_options,
     add_runtimes,
-    add_short,
     parse_list,
     parse_runtimes,
     parser,

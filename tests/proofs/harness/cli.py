@@ -1,12 +1,13 @@
 """The proofs' command lines: the parser each proof starts from, the options they share
 (--runtimes, --no-build, --keep, --json), the comma-separated lists their options take, and
-the short form.
+the short and full forms.
 
-A proof's short form (`--short`) is what CI runs: one or more command lines of the proof
-itself (its module's `SHORT`), run one after the other in one process (`run_forms`, called
-by `python3 tests/proofs PROOF`), each with whatever else was given after `--short` (so
-`--short --keep` keeps every short run's logs). Its exit status is 1 when one of them failed,
-else the first other nonzero status (2: a setup problem), else 0."""
+A proof's short form (`--short`) is what CI runs, its full form (`--full`) the release check:
+each one or more command lines of the proof itself (its module's `SHORT`, and `FULL`, the
+defaults alone unless the module says otherwise), run one after the other in one process
+(`run_forms`, called by `python3 tests/proofs PROOF`), each with whatever else was given
+(so `--short --keep` keeps every short run's logs). The exit status is 1 when one of them
+failed, else the first other nonzero status (2: a setup problem), else 0."""
 
 import argparse
 import shlex
@@ -53,23 +54,37 @@ def parse_runtimes(p, text, known=RUNTIMES, least=1):
     return parse_list(p, text, known, "runtime", least)
 
 
-def add_short(p, forms):
-    """--short, described by the command lines of `forms` (see `run_forms`)."""
-    shown = " then ".join(f"`{shlex.join(form)}`" if form else "the defaults" for form in forms)
-    p.add_argument("--short", action="store_true", help=f"CI's run: {shown}")
+# A proof's full form when its module has no FULL: the defaults.
+DEFAULTS = [[]]
 
 
-def run_forms(main, argv, forms):
-    """`main(argv)`, or with `--short` in `argv`, `main(form + the rest of argv)` for each of
-    `forms` in turn; the exit status (see the module's docstring)."""
+def describe(forms):
+    """The command lines of `forms`, for a help text."""
+    return " then ".join(f"`{shlex.join(form)}`" if form else "the defaults" for form in forms)
+
+
+def add_forms(p, short, full=DEFAULTS):
+    """--short and --full, described by the command lines of `short` and `full` (see
+    `run_forms`)."""
+    p.add_argument("--short", action="store_true", help=f"CI's run: {describe(short)}")
+    p.add_argument("--full", action="store_true", help=f"the release check's run: {describe(full)}")
+
+
+def run_forms(main, argv, short, full=DEFAULTS):
+    """`main(argv)`; with `--short` (`--full`) in `argv`, `main(form + the rest of argv)` for
+    each of `short` (`full`) in turn. The exit status (see the module's docstring)."""
     argv = list(argv or [])
-    if "--short" not in argv:
+    if "--short" in argv and "--full" in argv:
+        log("error: --short or --full, not both")
+        return 2
+    forms = short if "--short" in argv else full if "--full" in argv else None
+    if forms is None:
         return main(argv)
-    rest = [a for a in argv if a != "--short"]
+    rest = [a for a in argv if a not in ("--short", "--full")]
     codes = []
     for k, form in enumerate(forms, 1):
         if len(forms) > 1:
-            log(f"\n==> short run {k}/{len(forms)}: {shlex.join(form + rest) or '(the defaults)'}")
+            log(f"\n==> run {k}/{len(forms)}: {shlex.join(form + rest) or '(the defaults)'}")
         codes.append(main(form + rest))
     if 1 in codes:
         return 1

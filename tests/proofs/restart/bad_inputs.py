@@ -379,7 +379,7 @@ def main(argv=None):
     p.add_argument("--cases", default=",".join(n for n, _ in CASES), help="comma-separated case names")
     c.add_build_flags(p)
     p.add_argument("--keep", action="store_true", help="keep every case's logs (failed cases always keep them)")
-    h.add_short(p, SHORT)
+    h.add_forms(p, SHORT)
     args = p.parse_args(argv)
     runtimes = h.parse_runtimes(p, args.runtimes)
     known = dict(CASES)

@@ -194,6 +194,10 @@ QUICK = ["--duration", "11", "--first", "2", "--interval", "2.5"]
 SHORT = [QUICK, ["--tls", "--runtimes", "tokio_server,actix_server", *QUICK]]
 
 
+# The full form, the release check: the same two, each on every runtime with 15 s of load.
+FULL = [[], ["--tls"]]
+
+
 def main(argv=None):
     p = h.parser("handover", __doc__)
     c.add_load_flags(p, "hand-over", "--handovers", first=2.0)
@@ -202,7 +206,7 @@ def main(argv=None):
     p.add_argument("--exit-slack", type=float, default=10.0,
                    help="seconds an old generation may take to exit beyond its delay + grace period")
     c.add_run_flags(p)
-    h.add_short(p, SHORT)
+    h.add_forms(p, SHORT, FULL)
     ready = c.setup(p, argv, "wrk")
     if ready is None:
         return 2

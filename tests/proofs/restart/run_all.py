@@ -6,8 +6,8 @@
   bad_inputs             bad inherited state, socket names, failed hand-overs, per runtime
 
 each as its own process (`python3 tests/proofs NAME --bin-dir DIR`), one after the other, and
-prints each one's status and time. With --short, each proof's short form (`NAME --short`, what
-`python3 tests/proofs all --short` runs of them).
+prints each one's status and time. With --short (--full), each proof's short (full) form:
+`NAME --short`, what `python3 tests/proofs all --short` runs of them (`NAME --full`).
 
 Stdlib only. Loopback only. Each proof kills its own children; this one ends a proof that
 outlives its bound, or that runs when this one gets SIGTERM or Ctrl-C, by its PID (SIGTERM,
@@ -39,7 +39,9 @@ def main(argv=None):
     c.add_build_flags(p)
     p.add_argument("--keep", action="store_true", help="keep every run's logs")
     p.add_argument("--tls", action="store_true", help="serve and load over TLS (socket activation and hand-over)")
-    p.add_argument("--short", action="store_true", help="each proof's short form (`NAME --short`)")
+    forms = p.add_mutually_exclusive_group()
+    forms.add_argument("--short", action="store_true", help="each proof's short form (`NAME --short`)")
+    forms.add_argument("--full", action="store_true", help="each proof's full form (`NAME --full`)")
     args = p.parse_args(argv)
     runtimes = h.parse_runtimes(p, args.runtimes)
     scripts = SCRIPTS
@@ -52,7 +54,10 @@ def main(argv=None):
 
     if not h.check_tools("wrk", "bash"):
         return 2
-    examples = h.ready_examples(h.RUNTIMES if args.short else runtimes, args)
+    form = "--short" if args.short else "--full" if args.full else None
+    if form:
+        runtimes = h.RUNTIMES
+    examples = h.ready_examples(runtimes, args)
     if examples is None:
         return 2
     estimate = sum(per * len(runtimes) + fixed for _, per, fixed, _ in scripts)
@@ -60,10 +65,11 @@ def main(argv=None):
 
     rows, failed = [], []
     for script, per, fixed, bound in scripts:
-        # A short form may be several runs of the proof.
-        runs = len(importlib.import_module(f"restart.{script}").SHORT) if args.short else 1
+        # A short or full form may be several runs of the proof.
+        module = importlib.import_module(f"restart.{script}")
+        runs = len(module.SHORT if args.short else getattr(module, "FULL", h.DEFAULTS)) if form else 1
         cmd = [sys.executable, h.PROOFS, script, "--bin-dir", examples]
-        cmd += ["--short"] if args.short else ["--runtimes", ",".join(runtimes)]
+        cmd += [form] if form else ["--runtimes", ",".join(runtimes)]
         if args.keep:
             cmd.append("--keep")
         if args.tls and script != "bad_inputs":
@@ -72,7 +78,7 @@ def main(argv=None):
         started = time.monotonic()
         proc = h.spawn(cmd, None, None)
         try:
-            code = proc.wait(timeout=runs * bound * len(h.RUNTIMES if args.short else runtimes) + 60)
+            code = proc.wait(timeout=runs * bound * len(runtimes) + 60)
         except subprocess.TimeoutExpired:
             code = None
         finally:

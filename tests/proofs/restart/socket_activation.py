@@ -176,6 +176,15 @@ SHORT = [
 ]
 
 
+# The full form, the release check: the same three, each on every runtime with 15 s of load.
+FULL = [
+    [],
+    ["--tls"],
+    ["--shutdown-delay", "0s", "--connections", "16", "--path", "/sleep?duration=20ms", "--min-requests", "3000",
+     "--no-systemd-socket-activate"],
+]
+
+
 def main(argv=None):
     p = h.parser("socket_activation", __doc__)
     c.add_load_flags(p, "restart", "--restarts", first=2.5)
@@ -184,7 +193,7 @@ def main(argv=None):
     p.add_argument("--no-systemd-socket-activate", action="store_true",
                    help="skip the run under systemd-socket-activate")
     c.add_run_flags(p)
-    h.add_short(p, SHORT)
+    h.add_forms(p, SHORT, FULL)
     ready = c.setup(p, argv, "wrk", "bash")
     if ready is None:
         return 2

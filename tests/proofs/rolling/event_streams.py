@@ -460,7 +460,7 @@ def main(argv=None):
     p = h.parser("event_streams", __doc__)
     h.add_runtimes(p)
     h.add_drain_arguments(p, 500, "/events streams")
-    h.add_short(p, SHORT)
+    h.add_forms(p, SHORT)
     args = p.parse_args(argv)
     runtimes = h.parse_runtimes(p, args.runtimes)
     modes = h.drain_modes(p, args)

@@ -418,7 +418,7 @@ def main(argv=None):
                    help="pass the server this --min-watch-drain-qps (default: the server's, 200)")
     p.add_argument("--tls", action="store_true", help="the server serves TLS, the channels verify it")
     p.add_argument("--bin-dir", help="take grpc_server from this directory (implies --no-build)")
-    h.add_short(p, SHORT)
+    h.add_forms(p, SHORT)
     args = p.parse_args(argv)
     modes = h.drain_modes(p, args)
     if args.channels < 1:

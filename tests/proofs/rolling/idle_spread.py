@@ -410,7 +410,7 @@ def main(argv=None):
     p.add_argument("--slack", type=float, default=1.0, help="how late after the window an end may come, in seconds")
     p.add_argument("--timeout", type=float, default=900.0, help="bound on the whole proof, in seconds")
     h.add_run_options(p)
-    h.add_short(p, SHORT)
+    h.add_forms(p, SHORT)
     args = p.parse_args(argv)
     runtimes = h.parse_runtimes(p, args.runtimes)
     if args.http1 < 0 or args.h2c < 0 or args.http1 + args.h2c < 1:

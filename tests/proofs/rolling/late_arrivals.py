@@ -291,7 +291,7 @@ def main(argv=None):
     p.add_argument("--no-build", action="store_true", help="use the existing release build")
     p.add_argument("--keep-logs", metavar="DIR", help="keep every run's logs (servers, HAProxy, wrk) in DIR")
     p.add_argument("--json", help="also write all results as JSON to this file")
-    h.add_short(p, SHORT)
+    h.add_forms(p, SHORT)
     args = p.parse_args(argv)
     runtimes = h.parse_runtimes(p, args.runtimes)
     scenarios = h.parse_list(p, args.scenarios, SCENARIOS, "scenario")

@@ -201,6 +201,11 @@ SHORT = [
 ]
 
 
+# The full form, the release check: every runtime in both modes and both baselines, then every
+# runtime with --idle-close-spread.
+FULL = [[], ["--baseline-modes", "", "--idle-close-spread", "1500ms"]]
+
+
 def main(argv=None):
     p = h.parser("rolling_restart", __doc__)
     h.add_runtimes(p)
@@ -220,7 +225,7 @@ def main(argv=None):
     )
     h.add_run_options(p)
     p.add_argument("--markdown", help="also write the table as Markdown to this file")
-    h.add_short(p, SHORT)
+    h.add_forms(p, SHORT, FULL)
     args = p.parse_args(argv)
 
     if args.duration < 15:

@@ -338,6 +338,12 @@ SHORT = [
 ]
 
 
+# The full form, the release check: the three fronts, each in both modes and with the baseline
+# (grpcio in close-listener mode alone: it retries no UNAVAILABLE, which retry-after mode's
+# rejections are).
+FULL = [[], ["--tls"], ["--l4", "--client", "grpcio", "--modes", "A"]]
+
+
 def main(argv=None):
     p = h.parser("rolling_restart_grpc", __doc__)
     p.add_argument("--modes", default="A,B", help="lameduck modes to run (A, B)")
@@ -365,7 +371,7 @@ def main(argv=None):
     h.add_run_options(p, json=False)
     p.add_argument("--bin-dir", help="take grpc_server and grpc_load from this directory (implies --no-build)")
     p.add_argument("--markdown", help="also write the tables as Markdown to this file")
-    h.add_short(p, SHORT)
+    h.add_forms(p, SHORT, FULL)
     args = p.parse_args(argv)
     if args.duration < 15:
         p.error("--duration must be at least 15 s")

@@ -88,6 +88,11 @@ SHORT = [[
 
 
 
+# The full form, the release check: every runtime on h2c and http1, both modes and chances, and
+# the control on both; then over TLS pass-through (h2-tls, http1-tls), without the control.
+FULL = [[], ["--protocols", "h2-tls,http1-tls", "--control", ""]]
+
+
 def parse_args(argv):
     """The options, and the cases they ask for: (runtime, protocol, mode, goaway chance)
     quadruples, then the control's protocols."""
@@ -113,7 +118,7 @@ def parse_args(argv):
     p.add_argument("--window", type=float, default=10.0, help="seconds of measured load after the rollout")
     p.add_argument("--exit-timeout", type=float, default=30.0, help="bound on a pod's exit after SIGTERM")
     h.add_run_options(p)
-    h.add_short(p, SHORT)
+    h.add_forms(p, SHORT, FULL)
     args = p.parse_args(argv)
 
     def chance(text):

@@ -183,7 +183,7 @@ def main(argv=None):
     p = h.parser("websockets_go", __doc__)
     h.add_drain_arguments(p, 200, "WebSockets")
     h.add_runtimes(p)
-    h.add_short(p, SHORT)
+    h.add_forms(p, SHORT)
     args = p.parse_args(argv)
     modes = h.drain_modes(p, args)
     runtimes = h.parse_runtimes(p, args.runtimes)

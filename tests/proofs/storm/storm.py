@@ -277,7 +277,7 @@ def parse_args(argv):
                    help="seconds an old generation may take to exit beyond its delay + grace period")
     p.add_argument("--keep", action="store_true", help="keep every run's logs (failed runs always keep them)")
     c.add_build_flags(p)
-    h.add_short(p, SHORT)
+    h.add_forms(p, SHORT)
     a = p.parse_args(argv)
     a.runtimes = h.parse_runtimes(p, a.runtimes)
     a.methods = h.parse_list(p, a.methods, ch.METHODS, "method")

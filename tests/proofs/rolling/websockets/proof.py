@@ -130,7 +130,7 @@ def main(argv=None):
     which = p.add_mutually_exclusive_group()
     which.add_argument("--bad-input", action="store_true", help="run the bad-input scenario alone")
     which.add_argument("--no-bad-input", action="store_true", help="leave the bad-input scenario out")
-    h.add_short(p, SHORT)
+    h.add_forms(p, SHORT)
     args = p.parse_args(argv)
     runtimes = h.parse_runtimes(p, args.runtimes)
     modes = h.drain_modes(p, args)
