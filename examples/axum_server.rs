@@ -48,12 +48,12 @@ async fn bytes(uri: Uri) -> Response {
     routes::bytes_route(uri.query()).map(axum::body::Body::new)
 }
 
-async fn watch(signal: Option<Extension<ShutdownNotice>>) -> Response {
-    routes::watch_response(TokioRuntime, signal.map(|Extension(s)| s)).map(axum::body::Body::new)
+async fn watch(notice: Option<Extension<ShutdownNotice>>) -> Response {
+    routes::watch_response(TokioRuntime, notice.map(|Extension(n)| n)).map(axum::body::Body::new)
 }
 
-async fn events(signal: Option<Extension<ShutdownNotice>>) -> Response {
-    routes::events_response(TokioRuntime, signal.map(|Extension(s)| s)).map(axum::body::Body::new)
+async fn events(notice: Option<Extension<ShutdownNotice>>) -> Response {
+    routes::events_response(TokioRuntime, notice.map(|Extension(n)| n)).map(axum::body::Body::new)
 }
 
 /// axum's `ws` messages, for the goodbye (`lameduck_tokio::websocket::AXUM` with the feature

@@ -58,7 +58,7 @@ async fn run(send_retry_after: bool) -> Result<bool, Box<dyn std::error::Error>>
         .build()?;
     let mut builder = lameduck_tokio::builder(config.clone());
     // The demo terminates itself; it leaves the process's signals alone.
-    builder.without_signals();
+    builder.without_os_signals();
     let mut server = builder.prepare();
     let listener = lameduck_tokio::bind(([127, 0, 0, 1], 0).into()).await?;
     server.long_running(routes::is_long_running);

@@ -71,7 +71,7 @@ fn with_lameduck() -> f64 {
     let (handle_tx, handle_rx) = mpsc::channel();
     let (addr, thread) = in_thread(|tx| async move {
         let mut builder = lameduck_tokio::builder(lameduck::Config::default());
-        builder.without_signals();
+        builder.without_os_signals();
         let mut server = builder.prepare();
         let listener = lameduck_tokio::bind("127.0.0.1:0".parse().unwrap())
             .await

@@ -1,13 +1,13 @@
-//! Interleaves admissions, releases, closing, pacing and paced-release reservations on one
+//! Interleaves admissions, releases, closing, pacing and paced-turn reservations on one
 //! admission gate, single-threaded, against a simple model of it.
 //!
 //! After every op: the in-flight counts and the closed flag equal the model's, the drained
 //! predicates are `closed && count == 0`, admissions succeed exactly while open and are
 //! rejected with the mode's [`Rejection`] after, the last release out of a closed group (and
-//! every close) wakes a listener, and `reserve_release` hands out the burst-1 schedule:
-//! `None` before pacing, then slot `max(now, next)`, `None` when that slot is at or past the
-//! deadline (nothing reserved) or is `now` itself (may finish at once), with the next slot
-//! `slot + interval` later. "now" only moves forward.
+//! every close) wakes a listener, and `reserve_turn` hands out the burst-1 schedule:
+//! `None` before pacing, then turn `max(now, next)`, `None` when that turn is at or past the
+//! deadline (nothing reserved) or is `now` itself (may finish at once), with the next turn
+//! `turn + interval` later. "now" only moves forward.
 #![no_main]
 
 use std::future::Future;
@@ -41,11 +41,11 @@ enum Op {
         /// The deadline, after now.
         deadline: Span,
     },
-    /// Reserve a slot through the `index`-th (modulo) long-running ticket.
+    /// Reserve a turn through the `index`-th (modulo) long-running ticket.
     Reserve {
         index: u8,
     },
-    /// Reserve a slot, then drop the ticket as an adapter does when no wait is needed.
+    /// Reserve a turn, then drop the ticket as an adapter does when no wait is needed.
     ReserveAndRelease {
         index: u8,
     },
@@ -80,7 +80,7 @@ impl Span {
     }
 }
 
-/// The pacer as documented: a burst-1 limiter kept as its next free slot.
+/// The pacer as documented: a burst-1 limiter kept as its next free turn.
 #[derive(Debug, Clone, Copy)]
 struct Pacer {
     interval: u64,
@@ -95,20 +95,20 @@ struct Model {
     long_running: usize,
     pacer: Option<Pacer>,
     now: u64,
-    /// The last slot handed out, for the spacing check.
-    last_slot: Option<u64>,
+    /// The last turn handed out, for the spacing check.
+    last_turn: Option<u64>,
 }
 
 impl Model {
-    /// What `reserve_release` returns at `now`, updating the pacer.
+    /// What `reserve_turn` returns at `now`, updating the pacer.
     fn reserve(&mut self) -> Option<u64> {
         let p = self.pacer.as_mut()?;
-        let slot = p.next.max(self.now);
-        if slot >= p.deadline {
+        let turn = p.next.max(self.now);
+        if turn >= p.deadline {
             return None;
         }
-        p.next = slot.saturating_add(p.interval);
-        (slot > self.now).then_some(slot)
+        p.next = turn.saturating_add(p.interval);
+        (turn > self.now).then_some(turn)
     }
 }
 
@@ -230,27 +230,27 @@ fuzz_target!(|input: Input| {
                     next: model.now,
                     deadline,
                 });
-                model.last_slot = None;
+                model.last_turn = None;
             }
             Op::Reserve { index } | Op::ReserveAndRelease { index } => {
                 if !long_running.is_empty() {
                     let i = usize::from(index) % long_running.len();
                     let now = Instant::from_nanos(model.now);
-                    let got = long_running[i].reserve_release(now).map(Instant::as_nanos);
+                    let got = long_running[i].reserve_turn(now).map(Instant::as_nanos);
                     let want = model.reserve();
-                    assert_eq!(got, want, "reserve_release at {now:?} ({model:?})");
-                    if let Some(slot) = got {
-                        let p = model.pacer.expect("a slot without pacing");
-                        assert!(slot > model.now, "a slot not in the future");
-                        assert!(slot < p.deadline, "a slot at or past the deadline");
-                        if let Some(last) = model.last_slot {
+                    assert_eq!(got, want, "reserve_turn at {now:?} ({model:?})");
+                    if let Some(turn) = got {
+                        let p = model.pacer.expect("a turn without pacing");
+                        assert!(turn > model.now, "a turn not in the future");
+                        assert!(turn < p.deadline, "a turn at or past the deadline");
+                        if let Some(last) = model.last_turn {
                             assert!(
-                                slot >= last.saturating_add(p.interval),
-                                "slot {slot} closer than {} to {last}",
+                                turn >= last.saturating_add(p.interval),
+                                "turn {turn} closer than {} to {last}",
                                 p.interval
                             );
                         }
-                        model.last_slot = Some(slot);
+                        model.last_turn = Some(turn);
                     }
                     if matches!(op, Op::ReserveAndRelease { .. }) {
                         drop(long_running.swap_remove(i));

@@ -138,9 +138,9 @@ impl hyper::rt::Timer for NoTimer {
     }
 }
 
-struct NoSignals;
+struct NoOsSignals;
 
-impl futures_core::Stream for NoSignals {
+impl futures_core::Stream for NoOsSignals {
     type Item = OsSignal;
 
     fn poll_next(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<OsSignal>> {
@@ -151,7 +151,7 @@ impl futures_core::Stream for NoSignals {
 impl Runtime for FakeRuntime {
     type Sleep = FakeSleep;
     type HyperTimer = NoTimer;
-    type Signals = NoSignals;
+    type OsSignals = NoOsSignals;
 
     fn now(&self) -> Instant {
         base() + self.clock().now
@@ -178,8 +178,8 @@ impl Runtime for FakeRuntime {
         NoTimer
     }
 
-    fn signals(&self) -> io::Result<NoSignals> {
-        Ok(NoSignals)
+    fn os_signals(&self) -> io::Result<NoOsSignals> {
+        Ok(NoOsSignals)
     }
 }
 

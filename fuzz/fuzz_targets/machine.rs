@@ -1,7 +1,7 @@
 //! Drives the lifecycle machine through the simulator with arbitrary registrations and
 //! inputs, and checks every invariant after each step.
 //!
-//! Input: a [`Setup`] (configuration, hooks, listeners, readiness-of-routes signals) and up to
+//! Input: a [`Setup`] (configuration, hooks, listeners, routes-ready reports) and up to
 //! [`MAX_OPS`] [`Op`]s. Illegal inputs are expected and must return an error that changes
 //! nothing observable; the oracle is [`Simulator::check_invariants`] after every op, and, once
 //! everything a well-behaved environment delivers has arrived, an exit with a complete,

@@ -1,5 +1,5 @@
 //! The response body of the admission middleware: the handler's body, counted until it
-//! ends (a long-running one held until its paced slot), or a canned body of our own.
+//! ends (a long-running one held until its paced turn), or a canned body of our own.
 
 use std::error::Error as StdError;
 use std::future::Future;
@@ -31,14 +31,14 @@ pin_project! {
             tracker: Option<RequestTracker>,
             // The request timeout, carried over from the response future (normal requests).
             deadline: Deadline<TokioRuntime>,
-            // Long-running requests only: their end may be held until their paced slot.
+            // Long-running requests only: their end may be held until their paced turn.
             // Boxed: normal bodies stay small (the response moves a few times).
             hold: Option<Box<Hold>>,
         },
     }
 }
 
-/// The end of a long-running body, which may be held until its paced slot in the drain.
+/// The end of a long-running body, which may be held until its paced turn in the drain.
 struct Hold {
     ending: bool,
     sleep: Option<Pin<Box<<TokioRuntime as Runtime>::Sleep>>>,
@@ -51,7 +51,7 @@ impl<B> LameduckBody<B> {
         }
     }
 
-    /// The handler's body, counted by `tracker` until it ends (held until the paced slot if
+    /// The handler's body, counted by `tracker` until it ends (held until the paced turn if
     /// `long_running`), and aborted at `deadline`.
     #[inline]
     pub(crate) fn tracked(
@@ -78,7 +78,7 @@ impl<B> LameduckBody<B> {
 
 impl Hold {
     /// Called when the handler's body has ended, and again while pending: resolves when the
-    /// long-running request's body may end (its paced slot during the drain).
+    /// long-running request's body may end (its paced turn during the drain).
     fn poll_end(&mut self, tracker: Option<&RequestTracker>, cx: &mut Context<'_>) -> Poll<()> {
         if !self.ending {
             self.ending = true;

@@ -132,7 +132,7 @@ mod tests {
         let now = Instant::now();
         let shared = |config| {
             let mut builder = lameduck_tokio::builder(config);
-            builder.without_signals();
+            builder.without_os_signals();
             std::sync::Arc::clone(builder.prepare().shared())
         };
         assert_eq!(draw_age(&shared(lameduck::Config::default()), now), None);

@@ -248,7 +248,7 @@ impl<S> std::fmt::Debug for AdmissionService<S> {
     }
 }
 
-/// actix's request extensions, for [`Decision::hand_over`].
+/// actix's request extensions, for [`Decision::insert_extensions`].
 struct ActixExtensions<'a>(std::cell::RefMut<'a, Extensions>);
 
 impl lameduck_hyper::RequestExtensions for ActixExtensions<'_> {
@@ -385,15 +385,15 @@ where
             Decision::Serve {
                 tracker,
                 timeout,
-                signal,
+                notice,
                 upgrade,
                 close_connection,
             } => {
-                // Only long-running requests get a signal (and, for an upgrade, a slot).
-                let long_running = signal.is_some();
+                // Only long-running requests get a notice (and, for an upgrade, its ticket).
+                let long_running = notice.is_some();
                 if long_running {
                     let mut extensions = ActixExtensions(req.extensions_mut());
-                    Decision::hand_over(signal, upgrade, &mut extensions);
+                    Decision::insert_extensions(notice, upgrade, &mut extensions);
                 }
                 (tracker, timeout, long_running, close_connection)
             }

@@ -57,7 +57,7 @@ use actix_ws::{CloseCode, CloseReason, Message, MessageStream, ProtocolError, Se
 use futures_util::future::{select, Either};
 use futures_util::{FutureExt, Stream, StreamExt};
 use lameduck::connection::CutKind;
-use lameduck_hyper::{Runtime, ShutdownNotice, UpgradeTicketSlot};
+use lameduck_hyper::{Runtime, ShutdownNotice, UpgradeTicket};
 use lameduck_tokio::TokioRuntime;
 
 pub use lameduck_hyper::websocket::{
@@ -128,7 +128,7 @@ pub fn shutdown(req: &HttpRequest) -> Option<WebSocketShutdown> {
     let notice = extensions.get::<ShutdownNotice>()?;
     Some(WebSocketShutdown::from_parts(
         notice,
-        extensions.get::<UpgradeTicketSlot>(),
+        extensions.get::<UpgradeTicket>(),
     ))
 }
 

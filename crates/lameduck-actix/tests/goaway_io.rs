@@ -385,7 +385,7 @@ async fn a_silent_client_gets_the_final_goaway_a_second_later_at_a_boundary_then
         client.extend(frame(SETTINGS, 0, 0, &[]));
         client.extend(client_frames(&mut rng, 0..streams));
         let mut builder = lameduck_actix::builder(lameduck::Config::default());
-        builder.without_signals();
+        builder.without_os_signals();
         let lifecycle = builder.prepare();
         let shared = Arc::clone(lifecycle.shared());
         let broadcast = Arc::new(GoawayBroadcast::for_lifecycle(

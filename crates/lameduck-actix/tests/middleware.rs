@@ -11,7 +11,7 @@ use lameduck_actix::{health_routes, AdmissionMiddleware};
 fn lifecycle(config: Config, with_mux: bool) -> (Lifecycle<lameduck::Running>, StdClock) {
     let mut cfg = Lifecycle::new(config);
     if with_mux {
-        cfg.add_routes_signal("crds").unwrap();
+        cfg.add_routes_ready("crds").unwrap();
     }
     let clock = StdClock::with_epoch(std::time::Instant::now());
     (cfg.prepare().start(Instant::ZERO), clock)
@@ -106,7 +106,7 @@ async fn admission_follows_the_lifecycle_in_retry_after_mode() {
 }
 
 #[actix_web::test]
-async fn close_listener_mode_rejects_with_503_and_long_running_requests_get_the_signal() {
+async fn close_listener_mode_rejects_with_503_and_long_running_requests_get_the_notice() {
     let config = Config::builder()
         .shutdown_watch_termination_grace_period(Duration::from_secs(5))
         .build()
@@ -120,11 +120,11 @@ async fn close_listener_mode_rejects_with_503_and_long_running_requests_get_the_
                 "/watch",
                 web::get().to(|req: actix_web::HttpRequest| async move {
                     use actix_web::HttpMessage;
-                    let signal = req
+                    let notice = req
                         .extensions()
                         .get::<lameduck_actix::ShutdownNotice>()
                         .cloned();
-                    HttpResponse::Ok().body(if signal.is_some() { "signal" } else { "none" })
+                    HttpResponse::Ok().body(if notice.is_some() { "notice" } else { "none" })
                 }),
             ),
     )
@@ -142,7 +142,7 @@ async fn close_listener_mode_rejects_with_503_and_long_running_requests_get_the_
         1,
         "counted until the body ends"
     );
-    assert_eq!(&test::read_body(res).await[..], b"signal");
+    assert_eq!(&test::read_body(res).await[..], b"notice");
     assert_eq!(shared.gate().long_running_in_flight(), 0);
 
     lc.handle_input(Input::StopRequested(StopSource::Api), Instant::ZERO)

@@ -135,7 +135,7 @@ fn with_lameduck() -> f64 {
     let (addr, thread) = in_thread(|tx| async move {
         let tls = server_tls();
         let mut builder = lameduck_tokio::builder(lameduck::Config::default());
-        builder.without_signals();
+        builder.without_os_signals();
         let mut server = builder.prepare();
         let listener = lameduck_tokio::bind("127.0.0.1:0".parse().unwrap())
             .await

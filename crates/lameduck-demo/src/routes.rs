@@ -200,12 +200,12 @@ async fn route<R: Runtime + Unpin, B: Send + 'static>(
             Err(e) => text(StatusCode::BAD_REQUEST, format!("{e}\n")),
         },
         "/watch" => {
-            let signal = req.extensions().get::<ShutdownNotice>().cloned();
-            watch_response(runtime, signal)
+            let notice = req.extensions().get::<ShutdownNotice>().cloned();
+            watch_response(runtime, notice)
         }
         "/events" => {
-            let signal = req.extensions().get::<ShutdownNotice>().cloned();
-            events_response(runtime, signal)
+            let notice = req.extensions().get::<ShutdownNotice>().cloned();
+            events_response(runtime, notice)
         }
         "/stream" => stream_route(runtime, req.uri().query()),
         "/bytes" => bytes_route(req.uri().query()),
@@ -218,16 +218,16 @@ async fn route<R: Runtime + Unpin, B: Send + 'static>(
     }
 }
 
-/// One line per [`WATCH_INTERVAL`] (the first at once), ending once `signal` fires (never,
-/// without a signal).
+/// One line per [`WATCH_INTERVAL`] (the first at once), ending once `notice` fires (never,
+/// without a notice).
 pub fn watch_lines<R: Runtime>(
     runtime: R,
-    signal: Option<ShutdownNotice>,
+    notice: Option<ShutdownNotice>,
 ) -> impl futures_util::Stream<Item = Bytes> + Send {
-    futures_util::stream::unfold((runtime, signal, 0u64), |(runtime, signal, n)| async move {
+    futures_util::stream::unfold((runtime, notice, 0u64), |(runtime, notice, n)| async move {
         if n > 0 {
             let sleep = pin!(runtime.sleep_until(runtime.now() + WATCH_INTERVAL));
-            match &signal {
+            match &notice {
                 Some(s) => {
                     if let Either::Right(_) = select(sleep, pin!(s.wait())).await {
                         return None;
@@ -236,12 +236,12 @@ pub fn watch_lines<R: Runtime>(
                 None => sleep.await,
             }
         }
-        if signal.as_ref().is_some_and(ShutdownNotice::is_fired) {
+        if notice.as_ref().is_some_and(ShutdownNotice::is_fired) {
             return None;
         }
         Some((
             Bytes::from(format!("event {n}\n")),
-            (runtime, signal, n + 1),
+            (runtime, notice, n + 1),
         ))
     })
 }
@@ -249,10 +249,10 @@ pub fn watch_lines<R: Runtime>(
 /// A chunked response streaming [`watch_lines`].
 pub fn watch_response<R: Runtime>(
     runtime: R,
-    signal: Option<ShutdownNotice>,
+    notice: Option<ShutdownNotice>,
 ) -> Response<RouteBody> {
     use futures_util::StreamExt;
-    let frames = watch_lines(runtime, signal).map(|line| Ok::<_, Infallible>(Frame::data(line)));
+    let frames = watch_lines(runtime, notice).map(|line| Ok::<_, Infallible>(Frame::data(line)));
     let mut res = Response::new(StreamBody::new(frames).boxed_unsync());
     res.headers_mut().insert(
         http::header::CONTENT_TYPE,
@@ -276,10 +276,10 @@ pub fn events<R: Runtime>(runtime: R) -> impl futures_util::Stream<Item = Bytes>
 /// `retry:` event ([`lameduck_hyper::sse::end_at_turn`]).
 pub fn events_response<R: Runtime>(
     runtime: R,
-    signal: Option<ShutdownNotice>,
+    notice: Option<ShutdownNotice>,
 ) -> Response<RouteBody> {
     use futures_util::StreamExt;
-    let events = lameduck_hyper::sse::end_at_turn(runtime.clone(), signal, events(runtime));
+    let events = lameduck_hyper::sse::end_at_turn(runtime.clone(), notice, events(runtime));
     let frames = events.map(|event| Ok::<_, Infallible>(Frame::data(event)));
     let mut res = Response::new(StreamBody::new(frames).boxed_unsync());
     let headers = res.headers_mut();

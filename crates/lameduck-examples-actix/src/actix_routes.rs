@@ -1,6 +1,6 @@
 //! The example routes for actix-web, shared by `examples/actix_server.rs` and the bare
 //! baseline of the benchmarks (which has no lameduck middleware, so `/watch` gets no
-//! shutdown signal there and streams until the client leaves).
+//! shutdown notice there and streams until the client leaves).
 
 use std::sync::Arc;
 
@@ -31,10 +31,10 @@ pub async fn sleep(req: HttpRequest) -> HttpResponse {
     }
 }
 
-/// `GET /watch`: one line per 500 ms until the server's shutdown signal, if any.
+/// `GET /watch`: one line per 500 ms until the server's shutdown notice, if any.
 pub async fn watch(req: HttpRequest) -> HttpResponse {
-    let signal = req.extensions().get::<ShutdownNotice>().cloned();
-    let lines = routes::watch_lines(TokioRuntime, signal).map(Ok::<_, std::convert::Infallible>);
+    let notice = req.extensions().get::<ShutdownNotice>().cloned();
+    let lines = routes::watch_lines(TokioRuntime, notice).map(Ok::<_, std::convert::Infallible>);
     HttpResponse::Ok()
         .content_type("text/plain; charset=utf-8")
         .streaming(lines)
@@ -44,9 +44,9 @@ pub async fn watch(req: HttpRequest) -> HttpResponse {
 /// coming until the stream's turn in the paced drain, then a `retry:` event ends the stream
 /// (see [`routes::events_response`]).
 pub async fn events(req: HttpRequest) -> HttpResponse {
-    let signal = req.extensions().get::<ShutdownNotice>().cloned();
+    let notice = req.extensions().get::<ShutdownNotice>().cloned();
     let events = routes::events(TokioRuntime);
-    let events = lameduck_hyper::sse::end_at_turn(TokioRuntime, signal, events)
+    let events = lameduck_hyper::sse::end_at_turn(TokioRuntime, notice, events)
         .map(Ok::<_, std::convert::Infallible>);
     HttpResponse::Ok()
         .content_type(lameduck_hyper::sse::CONTENT_TYPE)

@@ -88,17 +88,17 @@ impl UnaryService<SleepRequest> for SleepSvc {
     }
 }
 
-/// The ticks: one at once, then one every [`TICK_INTERVAL`], until `signal` fires (never
+/// The ticks: one at once, then one every [`TICK_INTERVAL`], until `notice` fires (never
 /// without one); then the stream ends, and with it the call, with status OK.
-pub fn ticks(signal: Option<ShutdownNotice>) -> impl Stream<Item = Result<Tick, Status>> + Send {
-    let end = signal.map(|s| Box::pin(s.wait()));
+pub fn ticks(notice: Option<ShutdownNotice>) -> impl Stream<Item = Result<Tick, Status>> + Send {
+    let end = notice.map(|n| Box::pin(n.wait()));
     stream::unfold((0u64, end), |(n, mut end)| async move {
         if n > 0 {
             let tick = std::pin::pin!(tokio::time::sleep(TICK_INTERVAL));
             match end.as_mut() {
-                Some(signal) => {
+                Some(notice) => {
                     if let futures_util::future::Either::Right(_) =
-                        futures_util::future::select(tick, signal.as_mut()).await
+                        futures_util::future::select(tick, notice.as_mut()).await
                     {
                         return None;
                     }
@@ -120,8 +120,8 @@ impl ServerStreamingService<TicksRequest> for TicksSvc {
     type Future = BoxFuture<Result<tonic::Response<TickStream>, Status>>;
 
     fn call(&mut self, request: tonic::Request<TicksRequest>) -> Self::Future {
-        let signal = lameduck_tonic::shutdown_signal(&request);
-        Box::pin(async move { Ok(tonic::Response::new(Box::pin(ticks(signal)) as TickStream)) })
+        let notice = lameduck_tonic::shutdown_notice(&request);
+        Box::pin(async move { Ok(tonic::Response::new(Box::pin(ticks(notice)) as TickStream)) })
     }
 }
 

@@ -1,4 +1,4 @@
-//! Configuring a server: hooks, health checks, readiness-of-routes signals and signal
+//! Configuring a server: hooks, health checks, routes-ready reports and OS-signal
 //! handling, frozen by [`Builder::prepare`].
 
 use std::collections::HashMap;
@@ -6,12 +6,12 @@ use std::fmt;
 use std::future::Future;
 
 use lameduck::{
-    Config, Configuring, EndpointSet, HookKind, Lifecycle, RegisterError, RoutesSignalId,
+    Config, Configuring, EndpointSet, HookKind, Lifecycle, RegisterError, RoutesReadyId,
 };
 
 use crate::error::BoxError;
 use crate::run::hooks::{HookFn, Hooks};
-use crate::run::signals;
+use crate::run::os_signals;
 use crate::runtime::{BoxFuture, Runtime};
 use crate::server::Server;
 
@@ -38,7 +38,7 @@ pub struct Builder<R: Runtime> {
     lifecycle: Lifecycle<Configuring>,
     runtime: R,
     hooks: Hooks,
-    handle_signals: bool,
+    handle_os_signals: bool,
 }
 
 impl<R: Runtime> fmt::Debug for Builder<R> {
@@ -54,7 +54,7 @@ impl<R: Runtime> Builder<R> {
             lifecycle: Lifecycle::new(config),
             runtime,
             hooks: HashMap::new(),
-            handle_signals: true,
+            handle_os_signals: true,
         }
     }
 
@@ -114,14 +114,14 @@ impl<R: Runtime> Builder<R> {
         self.hook(HookKind::Destroy, name, f)
     }
 
-    /// Registers a readiness-of-routes signal: `MuxAndDiscoveryComplete` fires once every
-    /// registered one has been reported with [`Handle::routes_signal_fired`]; until then the
+    /// Registers a routes-ready report: `MuxAndDiscoveryComplete` fires once every
+    /// registered one has come in with [`Handle::report_routes_ready`]; until then the
     /// admission layer answers paths your service does not know (404) with 503
     /// `Retry-After: 5`.
     ///
-    /// [`Handle::routes_signal_fired`]: crate::Handle::routes_signal_fired
-    pub fn routes_signal(&mut self, name: &str) -> Result<RoutesSignalId, RegisterError> {
-        self.lifecycle.add_routes_signal(name)
+    /// [`Handle::report_routes_ready`]: crate::Handle::report_routes_ready
+    pub fn routes_ready(&mut self, name: &str) -> Result<RoutesReadyId, RegisterError> {
+        self.lifecycle.add_routes_ready(name)
     }
 
     /// Adds a health check on `endpoints`.
@@ -140,18 +140,25 @@ impl<R: Runtime> Builder<R> {
     /// [`Handle::request_shutdown`].
     ///
     /// [`Handle::request_shutdown`]: crate::Handle::request_shutdown
-    pub fn without_signals(&mut self) -> &mut Self {
-        self.handle_signals = false;
+    pub fn without_os_signals(&mut self) -> &mut Self {
+        self.handle_os_signals = false;
         self
     }
 
-    /// Freezes hooks and checks, and (unless [`Builder::without_signals`]) installs the
+    /// Freezes hooks and checks, and (unless [`Builder::without_os_signals`]) installs the
     /// SIGTERM/SIGINT handlers, so a signal is caught from here on even before
     /// [`Server::run`] (print your "listening" line after this). Call it inside the runtime.
     /// Listeners are added to the prepared server.
     #[must_use]
     pub fn prepare(self) -> Server<R> {
-        let signals = self.handle_signals.then(|| signals::install(&self.runtime));
-        Server::new(self.lifecycle.prepare(), self.runtime, self.hooks, signals)
+        let os_signals = self
+            .handle_os_signals
+            .then(|| os_signals::install(&self.runtime));
+        Server::new(
+            self.lifecycle.prepare(),
+            self.runtime,
+            self.hooks,
+            os_signals,
+        )
     }
 }

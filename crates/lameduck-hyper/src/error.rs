@@ -17,10 +17,10 @@ pub enum ServeError {
     Register(#[from] RegisterError),
     /// OS signal handling was already installed in this process.
     #[error("the signal handler is already installed in this process")]
-    SignalsAlreadyInstalled,
-    /// Installing the signal handler failed.
+    OsSignalsAlreadyInstalled,
+    /// Installing the OS signal handler failed.
     #[error("cannot install the signal handler: {0}")]
-    Signals(#[source] io::Error),
+    OsSignals(#[source] io::Error),
     /// The copy of a listening socket kept for a hand-over could not be made.
     #[error("cannot keep a copy of the listening socket for a hand-over: {0}")]
     HandOverSocket(#[source] io::Error),

@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use futures_channel::mpsc;
-use lameduck::{Input, LifecycleSignal, Phase, RoutesSignalId, Shared, StopSource};
+use lameduck::{Input, LifecycleSignal, Phase, RoutesReadyId, Shared, StopSource};
 
 use crate::logging;
 
@@ -47,10 +47,10 @@ impl Handle {
         self.send(Input::HandOverRequested)
     }
 
-    /// Reports that a readiness-of-routes signal registered with
-    /// [`Builder::routes_signal`](crate::Builder::routes_signal) fired (idempotent).
-    pub fn routes_signal_fired(&self, id: RoutesSignalId) -> bool {
-        self.send(Input::RoutesSignalFired(id))
+    /// Reports that the routes registered as `id` with
+    /// [`Builder::routes_ready`](crate::Builder::routes_ready) are ready (idempotent).
+    pub fn report_routes_ready(&self, id: RoutesReadyId) -> bool {
+        self.send(Input::RoutesReady(id))
     }
 
     fn send(&self, input: Input) -> bool {

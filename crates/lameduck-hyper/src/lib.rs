@@ -15,15 +15,15 @@
 //!   requests by the request timeout (504 before the head, the response aborted after it),
 //!   serves the health endpoints, hands long-running handlers a [`ShutdownNotice`], and keeps
 //!   every request counted until its response body ends (long-running ones until their
-//!   paced slot). A gRPC call (content-type `application/grpc*`) is rejected in gRPC form
+//!   paced turn). A gRPC call (content-type `application/grpc*`) is rejected in gRPC form
 //!   ([`grpc`]: `UNAVAILABLE`, trailers-only, with `grpc-retry-pushback-ms`), and a
-//!   long-running body's trailers (a gRPC stream's status) wait for its paced slot.
+//!   long-running body's trailers (a gRPC stream's status) wait for its paced turn.
 //!
 //! * [`Server::serve_tls`] with a [`Handshake`]: connections that go through a handshake
 //!   (TLS) before HTTP, each in its own task and bounded, the protocol chosen by ALPN
 //!   ([`Alpn`]); the tokio and smol adapters' `TlsAcceptor`s implement it with rustls.
 //!
-//! Adapters supply only their runtime's timer, spawner, signals and I/O types.
+//! Adapters supply only their runtime's timer, spawner, OS signals and I/O types.
 //!
 //! # Features
 //!
@@ -38,7 +38,7 @@
 #![forbid(unsafe_code)]
 
 // The modules follow the architecture. `builder` prepares a `server`, whose `Server::run`
-// hands everything to the run loop (`run`, with its `hooks`, the process's `signals`, the
+// hands everything to the run loop (`run`, with its `hooks`, the process's `os_signals`, the
 // hand-over's `succession` and the exit's `report`), which turns the core's events into
 // effects. Each listener is an accept loop (`connection::accept`) serving connections
 // (`connection`: protocol detection, HTTP/2 I/O, header-read timeout, the linger at the stop,
@@ -88,8 +88,6 @@ pub use request::health::HealthService;
 pub use request::layer::{AdmissionLayer, Classifier};
 pub use request::notice::ShutdownNotice;
 pub use request::response::{http_response, LifecycleResponse};
-pub use request::ticket::{
-    request_timeout, take_upgrade_ticket, RequestTracker, UpgradeTicketSlot,
-};
+pub use request::ticket::{request_timeout, take_upgrade_ticket, RequestTracker, UpgradeTicket};
 pub use runtime::{BoxFuture, Exec, Listener, OsSignal, Runtime};
 pub use server::Server;

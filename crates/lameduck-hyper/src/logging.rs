@@ -35,7 +35,7 @@ pub(crate) fn waiting_for_shutdown() {
 }
 
 /// An OS signal arrived (before the lifecycle takes it).
-pub(crate) fn received_signal(signal: OsSignal) {
+pub(crate) fn received_os_signal(signal: OsSignal) {
     info!(
         target: TARGET,
         signal = signal.name(),

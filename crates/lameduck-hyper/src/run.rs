@@ -4,8 +4,8 @@
 //! [`lameduck::Machine`].
 
 pub(crate) mod hooks;
+pub(crate) mod os_signals;
 pub(crate) mod report;
-pub(crate) mod signals;
 pub(crate) mod succession;
 
 use std::future::{poll_fn, Future};

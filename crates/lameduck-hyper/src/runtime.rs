@@ -1,4 +1,4 @@
-//! The seam to an async runtime: one small trait for time, spawning and signals, and one
+//! The seam to an async runtime: one small trait for time, spawning and OS signals, and one
 //! for listeners. Adapter crates implement them; everything else in this crate is written
 //! once against them.
 
@@ -44,7 +44,7 @@ pub trait Runtime: Clone + Send + Sync + 'static {
     /// The runtime's timer for hyper (header read timeouts, HTTP/2 keep-alive).
     type HyperTimer: hyper::rt::Timer + Clone + Send + Sync + 'static;
     /// A stream of SIGTERM, SIGINT and SIGUSR2 deliveries.
-    type Signals: Stream<Item = OsSignal> + Send + Unpin + 'static;
+    type OsSignals: Stream<Item = OsSignal> + Send + Unpin + 'static;
 
     /// The current time on the runtime's clock.
     fn now(&self) -> Instant;
@@ -57,7 +57,7 @@ pub trait Runtime: Clone + Send + Sync + 'static {
     /// hyper's timer.
     fn hyper_timer(&self) -> Self::HyperTimer;
     /// Starts listening for SIGTERM, SIGINT and SIGUSR2.
-    fn signals(&self) -> io::Result<Self::Signals>;
+    fn os_signals(&self) -> io::Result<Self::OsSignals>;
 }
 
 /// A listening socket.

@@ -18,7 +18,7 @@ use crate::handle::Handle;
 use crate::request::health::HealthService;
 use crate::request::layer::AdmissionLayer;
 use crate::run::hooks::Hooks;
-use crate::run::signals::InstalledSignals;
+use crate::run::os_signals::InstalledOsSignals;
 use crate::run::succession::Succession;
 use crate::run::RunLoop;
 use crate::runtime::{Listener, Runtime};
@@ -37,7 +37,7 @@ pub struct Server<R: Runtime> {
     /// How the listeners served from now on admit requests.
     admission: AdmissionLayer<R>,
     hooks: Hooks,
-    signals: Option<Result<InstalledSignals<R>, ServeError>>,
+    os_signals: Option<Result<InstalledOsSignals<R>, ServeError>>,
     serves: Vec<ServeTask<R>>,
     /// The hand-over: its target, the listening sockets, the predecessor.
     succession: Succession,
@@ -59,7 +59,7 @@ impl<R: Runtime> Server<R> {
         lifecycle: Lifecycle<Prepared>,
         runtime: R,
         hooks: Hooks,
-        signals: Option<Result<InstalledSignals<R>, ServeError>>,
+        os_signals: Option<Result<InstalledOsSignals<R>, ServeError>>,
     ) -> Self {
         let (tx, rx) = mpsc::unbounded();
         let clock = StdClock::with_epoch(runtime.now());
@@ -70,7 +70,7 @@ impl<R: Runtime> Server<R> {
             clock,
             admission,
             hooks,
-            signals,
+            os_signals,
             serves: Vec::new(),
             succession: Succession::default(),
             tx,
@@ -268,14 +268,14 @@ impl<R: Runtime> Server<R> {
     /// Runs the lifecycle until it exits; returns the process exit code (0 or 1).
     ///
     /// Installs SIGTERM/SIGINT handling unless
-    /// [`Builder::without_signals`](crate::Builder::without_signals) was called.
+    /// [`Builder::without_os_signals`](crate::Builder::without_os_signals) was called.
     pub async fn run(self) -> Result<u8, ServeError> {
         let Server {
             lifecycle,
             runtime,
             clock,
             hooks,
-            signals,
+            os_signals,
             serves,
             succession,
             tx,
@@ -283,9 +283,9 @@ impl<R: Runtime> Server<R> {
             admission: _,
         } = self;
         // Held until the run ends: the next server of this process may install them again.
-        let _installed = signals
+        let _installed = os_signals
             .transpose()?
-            .map(|signals| signals.forward(&runtime, tx.clone()));
+            .map(|os_signals| os_signals.forward(&runtime, tx.clone()));
         let control = Arc::new(ServeControl::default());
         let run = RunLoop::start(lifecycle, runtime, clock, hooks, Arc::clone(&control), tx)
             .with_succession(succession);

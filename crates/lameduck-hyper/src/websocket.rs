@@ -53,7 +53,7 @@ use lameduck::connection::CutKind;
 use lameduck::{LifecycleSignalFired, Shared};
 
 use crate::request::notice::ShutdownNotice;
-use crate::request::ticket::{TicketSlot, UpgradeTicketSlot};
+use crate::request::ticket::{LongRunningTicketHolder, UpgradeTicket};
 use crate::runtime::Runtime;
 
 /// The close status a server going away sends (RFC 6455, section 7.4.1).
@@ -97,14 +97,14 @@ pub const CLOSE_TIMEOUT_WITHOUT_GRACE: Duration = Duration::from_secs(1);
 pub struct WebSocketShutdown {
     notice: ShutdownNotice,
     /// Strong: the long-running ticket inside stays held until this is dropped.
-    slot: Option<TicketSlot>,
+    holder: Option<Arc<LongRunningTicketHolder>>,
 }
 
 impl fmt::Debug for WebSocketShutdown {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("WebSocketShutdown")
             .field("notice", &self.notice)
-            .field("counted", &self.slot.is_some())
+            .field("counted", &self.holder.is_some())
             .finish()
     }
 }
@@ -117,19 +117,19 @@ impl WebSocketShutdown {
         let notice = req.extensions().get::<ShutdownNotice>()?;
         Some(Self::from_parts(
             notice,
-            req.extensions().get::<UpgradeTicketSlot>(),
+            req.extensions().get::<UpgradeTicket>(),
         ))
     }
 
     /// The same from the two extensions the admission layer sets, for adapters whose request
-    /// type is not [`http::Request`] (actix-web). Without `slot` (not an upgrade request, or
+    /// type is not [`http::Request`] (actix-web). Without `upgrade` (not an upgrade request, or
     /// a layer that does not track upgrades) the connection is not counted and its turn is
     /// "at once".
     #[must_use]
-    pub fn from_parts(notice: &ShutdownNotice, slot: Option<&UpgradeTicketSlot>) -> Self {
+    pub fn from_parts(notice: &ShutdownNotice, upgrade: Option<&UpgradeTicket>) -> Self {
         WebSocketShutdown {
             notice: notice.clone(),
-            slot: slot.map(|s| Arc::clone(&s.0)),
+            holder: upgrade.map(|u| Arc::clone(&u.0)),
         }
     }
 
@@ -145,7 +145,7 @@ impl WebSocketShutdown {
         &self.notice
     }
 
-    /// Resolves at the socket's turn to end: once the server stops accepting, at the slot
+    /// Resolves at the socket's turn to end: once the server stops accepting, at the turn
     /// reserved for it in the paced drain (at once when there is none).
     pub async fn turn<R: Runtime>(&self, runtime: &R) {
         self.notice.wait().await;
@@ -156,22 +156,22 @@ impl WebSocketShutdown {
 
     /// See [`ShutdownNotice::reserve_turn`].
     fn reserve_turn(&self, now: Instant) -> Option<Instant> {
-        let slot = self.slot.as_ref()?;
+        let holder = self.holder.as_ref()?;
         if !self.notice.is_fired() {
             return None;
         }
-        slot.reserve_turn(now)
+        holder.reserve_turn(now)
     }
 
     /// Notes that the socket's connection closes now (the termination summary's
     /// `last_connection_closed`): the helpers call it when the goodbye is over.
     pub fn note_closed<R: Runtime>(&self, runtime: &R) {
         let shared = self.shared();
-        if let Some(slot) = &self.slot {
+        if let Some(holder) = &self.holder {
             if shared.has_fired(lameduck::LifecycleSignal::ShutdownInitiated) {
                 shared
                     .counters()
-                    .note_connection_closed(slot.clock.instant(runtime.now()));
+                    .note_connection_closed(holder.clock.instant(runtime.now()));
             }
         }
     }
@@ -180,9 +180,9 @@ impl WebSocketShutdown {
     /// end of the grace period, or [`CLOSE_TIMEOUT_WITHOUT_GRACE`] after `now` without one.
     #[must_use]
     pub fn answer_deadline(&self, now: Instant) -> Instant {
-        let end = self.slot.as_ref().and_then(|slot| {
+        let end = self.holder.as_ref().and_then(|holder| {
             let deadline = self.shared().gate().long_running_deadline()?;
-            Some(slot.clock.to_std(deadline))
+            Some(holder.clock.to_std(deadline))
         });
         match end {
             Some(end) => {
@@ -272,7 +272,7 @@ pub enum CloseOutcome {
 enum Turn<S> {
     /// Before the notice.
     Serving(Pin<Box<LifecycleSignalFired>>),
-    /// After it, until the reserved slot.
+    /// After it, until the reserved turn.
     Waiting(Pin<Box<S>>),
     /// The turn came.
     Due,

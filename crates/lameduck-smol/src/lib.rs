@@ -162,7 +162,7 @@ impl Future for SmolSleep {
 impl Runtime for SmolRuntime {
     type Sleep = SmolSleep;
     type HyperTimer = SmolTimer;
-    type Signals = SmolSignals;
+    type OsSignals = SmolOsSignals;
 
     fn now(&self) -> Instant {
         Instant::now()
@@ -186,8 +186,8 @@ impl Runtime for SmolRuntime {
         SmolTimer::new()
     }
 
-    fn signals(&self) -> io::Result<SmolSignals> {
-        Ok(SmolSignals(Signals::new([
+    fn os_signals(&self) -> io::Result<SmolOsSignals> {
+        Ok(SmolOsSignals(Signals::new([
             Signal::Term,
             Signal::Int,
             Signal::Usr2,
@@ -197,9 +197,9 @@ impl Runtime for SmolRuntime {
 
 /// SIGTERM, SIGINT and SIGUSR2 from async-signal.
 #[derive(Debug)]
-pub struct SmolSignals(Signals);
+pub struct SmolOsSignals(Signals);
 
-impl Stream for SmolSignals {
+impl Stream for SmolOsSignals {
     type Item = OsSignal;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<OsSignal>> {

@@ -26,7 +26,7 @@ fn block_on_runs_the_whole_sequence_with_the_delay() {
             .build()
             .unwrap();
         let mut b = lameduck_smol::builder(config);
-        b.without_signals();
+        b.without_os_signals();
         let mut server = b.prepare();
         let listener = lameduck_smol::bind(([127, 0, 0, 1], 0).into())
             .await
@@ -61,7 +61,7 @@ fn a_multi_threaded_executor_serves_requests_and_a_failed_hook_exits_1() {
     }
     let code = smol::block_on(executor.run(async {
         let mut b = lameduck_smol::builder_on(Config::default(), Arc::clone(&executor));
-        b.without_signals();
+        b.without_os_signals();
         b.pre_shutdown_hook("fails", || async { Err::<(), _>("on purpose") })
             .unwrap();
         let mut server = b.prepare();

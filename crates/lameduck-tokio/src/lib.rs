@@ -136,7 +136,7 @@ pub struct TokioRuntime;
 impl Runtime for TokioRuntime {
     type Sleep = tokio::time::Sleep;
     type HyperTimer = TokioTimer;
-    type Signals = TokioSignals;
+    type OsSignals = TokioOsSignals;
 
     fn now(&self) -> Instant {
         tokio::time::Instant::now().into_std()
@@ -157,13 +157,13 @@ impl Runtime for TokioRuntime {
         TokioTimer::new()
     }
 
-    fn signals(&self) -> io::Result<TokioSignals> {
+    fn os_signals(&self) -> io::Result<TokioOsSignals> {
         if tokio::runtime::Handle::try_current().is_err() {
             return Err(io::Error::other(
                 "signal handlers must be installed inside a tokio runtime",
             ));
         }
-        Ok(TokioSignals {
+        Ok(TokioOsSignals {
             pipes: [
                 SignalPipe::register(OsSignal::Terminate, signal_hook::consts::SIGTERM)?,
                 SignalPipe::register(OsSignal::Interrupt, signal_hook::consts::SIGINT)?,
@@ -180,7 +180,7 @@ impl Runtime for TokioRuntime {
 /// force the exit. Here each delivery writes one byte into a socket pair (signal-hook's
 /// self-pipe), read one byte at a time.
 #[derive(Debug)]
-pub struct TokioSignals {
+pub struct TokioOsSignals {
     pipes: [SignalPipe; 3],
 }
 
@@ -228,7 +228,7 @@ impl Drop for SignalPipe {
     }
 }
 
-impl Stream for TokioSignals {
+impl Stream for TokioOsSignals {
     type Item = OsSignal;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<OsSignal>> {

@@ -37,7 +37,7 @@ impl<B> GrpcBody<B> {
 impl<B> std::fmt::Debug for GrpcBody<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GrpcBody")
-            .field("ends_at_signal", &self.end.is_some())
+            .field("ends_at_notice", &self.end.is_some())
             .finish_non_exhaustive()
     }
 }

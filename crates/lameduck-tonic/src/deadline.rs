@@ -44,18 +44,18 @@ pub fn grpc_timeout(headers: &HeaderMap) -> Option<Duration> {
 #[derive(Clone, Debug)]
 pub struct GrpcLayer {
     shared: Arc<Shared>,
-    end_at_signal: Arc<[String]>,
+    end_at_notice: Arc<[String]>,
 }
 
 impl GrpcLayer {
     /// A layer for `shared`'s lifecycle; the long-running calls whose path is in
-    /// `end_at_signal` are ended (status OK) when the server stops accepting, for handlers
+    /// `end_at_notice` are ended (status OK) when the server stops accepting, for handlers
     /// that do not end them themselves (tonic-health's `Watch`).
     #[must_use]
-    pub fn new(shared: Arc<Shared>, end_at_signal: Arc<[String]>) -> Self {
+    pub fn new(shared: Arc<Shared>, end_at_notice: Arc<[String]>) -> Self {
         GrpcLayer {
             shared,
-            end_at_signal,
+            end_at_notice,
         }
     }
 }
@@ -77,7 +77,7 @@ impl<S> Layer<S> for GrpcLayer {
 /// * a normal call whose handler has not answered by `min(grpc-timeout, request timeout)`
 ///   gets `DEADLINE_EXCEEDED`, trailers-only (the handler's future is dropped); a
 ///   long-running call is bounded by the client's `grpc-timeout` only;
-/// * a long-running call listed as ended at the signal gets its stream ended with status OK
+/// * a long-running call listed as ended at the notice gets its stream ended with status OK
 ///   when the server stops accepting.
 ///
 /// Other requests pass through untouched.
@@ -104,9 +104,9 @@ where
         if !lameduck_hyper::grpc::is_grpc(req.headers()) {
             return GrpcFuture::new(self.inner.call(req), None, None);
         }
-        let signal = req.extensions().get::<ShutdownNotice>().cloned();
+        let notice = req.extensions().get::<ShutdownNotice>().cloned();
         let client = grpc_timeout(req.headers());
-        let server = match signal {
+        let server = match notice {
             Some(_) => None, // long-running: no request timeout
             None => lameduck_hyper::request_timeout(&self.layer.shared),
         };
@@ -114,9 +114,9 @@ where
             (Some(c), Some(s)) => Some(c.min(s)),
             (c, s) => c.or(s),
         };
-        let end = signal.filter(|_| {
+        let end = notice.filter(|_| {
             let path = req.uri().path();
-            self.layer.end_at_signal.iter().any(|p| p == path)
+            self.layer.end_at_notice.iter().any(|p| p == path)
         });
         GrpcFuture::new(self.inner.call(req), timeout, end)
     }

@@ -13,7 +13,7 @@
 //! * **Streaming calls are long-running**: the methods named with [`Grpc::streaming`] (and
 //!   tonic-health's `Watch`) are tracked as long-running: no request timeout, told to end at
 //!   `NotAcceptingNewRequest` through the [`ShutdownNotice`] in their request extensions
-//!   ([`shutdown_signal`]), their final status held to the paced drain rate.
+//!   ([`shutdown_notice`]), their final status held to the paced drain rate.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -62,7 +62,7 @@ pub const HEALTH_WATCH: &str = "/grpc.health.v1.Health/Watch";
 /// at `NotAcceptingNewRequest`, when the stream should end with status OK. `None` for a
 /// call that is not long-running.
 #[must_use]
-pub fn shutdown_signal<T>(request: &tonic::Request<T>) -> Option<ShutdownNotice> {
+pub fn shutdown_notice<T>(request: &tonic::Request<T>) -> Option<ShutdownNotice> {
     request.extensions().get::<ShutdownNotice>().cloned()
 }
 

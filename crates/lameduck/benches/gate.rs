@@ -188,7 +188,7 @@ fn serving() -> Simulator {
 
 /// Opens 10 normal and 10 long-running requests, receives SIGTERM, finishes both hooks,
 /// lets the shutdown delay pass (the gate closes with all 20 in flight), ends every
-/// request (the long-running ones on their paced slots) and runs to exit.
+/// request (the long-running ones on their paced turns) and runs to exit.
 fn shutdown(mut sim: Simulator) -> Simulator {
     for _ in 0..NORMAL {
         assert!(sim.open_request(RequestClass::Normal));
@@ -207,7 +207,7 @@ fn shutdown(mut sim: Simulator) -> Simulator {
             .expect("hook report");
     }
     sim.advance(Duration::from_secs(1));
-    // Normal ones end at once; long-running ones are held until their paced slots, which
+    // Normal ones end at once; long-running ones are held until their paced turns, which
     // `run_to_exit` reaches on the simulated clock.
     for _ in 0..NORMAL + LONG_RUNNING {
         sim.end_request(0);

@@ -20,7 +20,7 @@
 //! * Waiters are woken through [`event_listener`]: the last release after closing notifies
 //!   [`Gate::listen`]ers, so a driver awaits the drain instead of polling it.
 //! * While the long-running drain runs, completions are paced (burst 1) at the rate the
-//!   lifecycle chose, until the drain deadline; see [`LongRunningTicket::reserve_release`].
+//!   lifecycle chose, until the drain deadline; see [`LongRunningTicket::reserve_turn`].
 //!
 //! # Invariants
 //! Each counter word holds `count << 1 | CLOSED`. All changes to a word are read-modify-write
@@ -59,8 +59,10 @@ pub struct InFlight {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Rejection {
     /// Close-listener mode after `NotAcceptingNewRequest`: 503 with `Retry-After: 1`
-    /// (kube-apiserver's `WithWaitGroup`).
-    ShuttingDown,
+    /// (kube-apiserver's `WithWaitGroup`), the canned
+    /// [`SHUTTING_DOWN`](crate::responses::SHUTTING_DOWN); counted as
+    /// [`RejectionReason::NotAccepting`](crate::rejections::RejectionReason::NotAccepting).
+    NotAccepting,
     /// Retry-after mode after `NotAcceptingNewRequest`: 429 with `Retry-After: 5` and
     /// `Connection: close` (kube-apiserver's `WithRetryAfter`).
     RetryAfter,
@@ -71,7 +73,7 @@ impl Rejection {
     #[must_use]
     pub const fn for_mode(mode: ShutdownMode) -> Self {
         match mode {
-            ShutdownMode::CloseListener => Rejection::ShuttingDown,
+            ShutdownMode::CloseListener => Rejection::NotAccepting,
             ShutdownMode::SendRetryAfter => Rejection::RetryAfter,
         }
     }
@@ -80,7 +82,7 @@ impl Rejection {
     #[must_use]
     pub const fn response(self) -> &'static crate::responses::CannedResponse {
         match self {
-            Rejection::ShuttingDown => &crate::responses::SHUTTING_DOWN,
+            Rejection::NotAccepting => &crate::responses::SHUTTING_DOWN,
             Rejection::RetryAfter => &crate::responses::RETRY_AFTER,
         }
     }
@@ -91,7 +93,7 @@ impl Rejection {
     #[must_use]
     pub const fn retry_after(self) -> Duration {
         match self {
-            Rejection::ShuttingDown => Duration::from_secs(1),
+            Rejection::NotAccepting => Duration::from_secs(1),
             Rejection::RetryAfter => Duration::from_secs(5),
         }
     }
@@ -100,7 +102,7 @@ impl Rejection {
 impl fmt::Display for Rejection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            Rejection::ShuttingDown => "server is shutting down (503)",
+            Rejection::NotAccepting => "server is shutting down (503)",
             Rejection::RetryAfter => "server is shutting down, retry later (429)",
         })
     }
@@ -155,10 +157,10 @@ impl WaitGroup {
 }
 
 /// Completion pacing for the long-running drain: a rate limiter with burst 1, kept as the
-/// next free slot (GCRA). `interval == 0` means "not pacing".
+/// next free turn (GCRA). `interval == 0` means "not pacing".
 struct Pacer {
     interval_nanos: AtomicU64,
-    next_slot: AtomicU64,
+    next_turn: AtomicU64,
     deadline: AtomicU64,
 }
 
@@ -191,7 +193,7 @@ impl Gate {
             long_running: WaitGroup::new(),
             pacer: Pacer {
                 interval_nanos: AtomicU64::new(0),
-                next_slot: AtomicU64::new(0),
+                next_turn: AtomicU64::new(0),
                 deadline: AtomicU64::new(0),
             },
             mode,
@@ -261,7 +263,7 @@ impl Gate {
             .deadline
             .store(deadline.as_nanos(), Ordering::Relaxed);
         self.pacer
-            .next_slot
+            .next_turn
             .store(now.as_nanos(), Ordering::Relaxed);
         self.pacer.interval_nanos.store(interval, Ordering::Release);
     }
@@ -333,28 +335,28 @@ impl Gate {
         self.drained.listen()
     }
 
-    /// The slot at which a long-running completion observed at `now` may finish, or `None`
+    /// The turn at which a long-running completion observed at `now` may finish, or `None`
     /// when it may finish at once (no drain pacing, or past the drain deadline).
-    fn reserve_slot(&self, now: Instant) -> Option<Instant> {
+    fn reserve_turn(&self, now: Instant) -> Option<Instant> {
         let interval = self.pacer.interval_nanos.load(Ordering::Acquire);
         if interval == 0 {
             return None;
         }
         let deadline = self.pacer.deadline.load(Ordering::Relaxed);
         let now = now.as_nanos();
-        let mut next = self.pacer.next_slot.load(Ordering::Relaxed);
+        let mut next = self.pacer.next_turn.load(Ordering::Relaxed);
         loop {
-            let slot = next.max(now);
-            if slot >= deadline {
+            let turn = next.max(now);
+            if turn >= deadline {
                 return None;
             }
-            match self.pacer.next_slot.compare_exchange_weak(
+            match self.pacer.next_turn.compare_exchange_weak(
                 next,
-                slot.saturating_add(interval),
+                turn.saturating_add(interval),
                 Ordering::Relaxed,
                 Ordering::Relaxed,
             ) {
-                Ok(_) if slot > now => return Some(Instant::from_nanos(slot)),
+                Ok(_) if turn > now => return Some(Instant::from_nanos(turn)),
                 Ok(_) => return None,
                 Err(actual) => next = actual,
             }
@@ -468,14 +470,14 @@ impl<G: GateRef + Clone> LongRunningTicketOf<G> {
 }
 
 impl<G: GateRef> LongRunningTicketOf<G> {
-    /// Reserves this request's completion slot in the paced drain.
+    /// Reserves this request's turn to end in the paced drain.
     ///
     /// Returns `None` when the stream may end at once, or the instant until which the
     /// adapter holds the end of the stream (and the ticket) before letting it finish. Call it
     /// once, when the stream ends gracefully; a ticket dropped without it is released at once.
     #[must_use]
-    pub fn reserve_release(&self, now: Instant) -> Option<Instant> {
-        self.holder.gate().reserve_slot(now)
+    pub fn reserve_turn(&self, now: Instant) -> Option<Instant> {
+        self.holder.gate().reserve_turn(now)
     }
 
     /// What holds the gate.

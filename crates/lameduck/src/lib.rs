@@ -70,7 +70,7 @@ pub use health::{CheckOutcome, Endpoint, HealthQuery, HealthResponse, HealthTarg
 pub use lifecycle::{Configuring, Lifecycle, Prepared, Running, Stage};
 pub use machine::{
     DrainPlan, Event, ExitReason, HandOverOutcome, HookId, HookKind, HookOutcome, Input,
-    InputError, ListenerId, Machine, RegisterError, RoutesSignalId, StopSource,
+    InputError, ListenerId, Machine, RegisterError, RoutesReadyId, StopSource,
 };
 pub use phase::Phase;
 pub use rejections::{RejectionCounts, RejectionReason};

@@ -62,7 +62,7 @@ use core::marker::PhantomData;
 
 use crate::config::Config;
 use crate::machine::{
-    Event, HookId, HookKind, Input, InputError, ListenerId, Machine, RegisterError, RoutesSignalId,
+    Event, HookId, HookKind, Input, InputError, ListenerId, Machine, RegisterError, RoutesReadyId,
     StopSource,
 };
 use crate::phase::Phase;
@@ -221,9 +221,9 @@ impl Lifecycle<Configuring> {
         self.machine.add_listener(name)
     }
 
-    /// Registers a readiness-of-routes signal.
-    pub fn add_routes_signal(&mut self, name: &str) -> Result<RoutesSignalId, RegisterError> {
-        self.machine.add_routes_signal(name)
+    /// Registers a routes-ready report.
+    pub fn add_routes_ready(&mut self, name: &str) -> Result<RoutesReadyId, RegisterError> {
+        self.machine.add_routes_ready(name)
     }
 
     /// Registers a user health check.

@@ -73,7 +73,7 @@ mod timer;
 
 pub use self::io::{
     DrainPlan, Event, ExitReason, HandOverOutcome, HookId, HookKind, HookOutcome, Input,
-    InputError, ListenerId, RegisterError, RoutesSignalId, StopSource,
+    InputError, ListenerId, RegisterError, RoutesReadyId, StopSource,
 };
 use self::timer::TimerTable;
 
@@ -207,8 +207,8 @@ pub struct Machine {
     hooks: Vec<Hook>,
     listener_names: Vec<String>,
     listeners: Vec<ListenerState>,
-    routes_signal_names: Vec<String>,
-    routes_signal_fired_flags: Vec<bool>,
+    routes_ready_names: Vec<String>,
+    routes_ready_flags: Vec<bool>,
     pending_checks: Vec<PendingCheck>,
     shared: Option<Arc<Shared>>,
     timers: TimerTable,
@@ -246,8 +246,8 @@ impl Machine {
             hooks: Vec::new(),
             listener_names: Vec::new(),
             listeners: Vec::new(),
-            routes_signal_names: Vec::new(),
-            routes_signal_fired_flags: Vec::new(),
+            routes_ready_names: Vec::new(),
+            routes_ready_flags: Vec::new(),
             pending_checks: Vec::new(),
             shared: None,
             timers: TimerTable::default(),
@@ -305,10 +305,10 @@ impl Machine {
             .map(|(i, n)| (ListenerId(i as u16), n.as_str()))
     }
 
-    /// The name of a readiness-of-routes signal.
+    /// The name of a routes-ready report.
     #[must_use]
-    pub fn routes_signal_name(&self, id: RoutesSignalId) -> Option<&str> {
-        self.routes_signal_names.get(id.index()).map(String::as_str)
+    pub fn routes_ready_name(&self, id: RoutesReadyId) -> Option<&str> {
+        self.routes_ready_names.get(id.index()).map(String::as_str)
     }
 
     /// The shared state, from [`Phase::Prepared`] on.
@@ -437,11 +437,11 @@ impl Machine {
                     }
                 }
             }
-            Input::RoutesSignalFired(id) => {
+            Input::RoutesReady(id) => {
                 let fired = self
-                    .routes_signal_fired_flags
+                    .routes_ready_flags
                     .get_mut(id.index())
-                    .ok_or(InputError::UnknownRoutesSignal(id))?;
+                    .ok_or(InputError::UnknownRoutesReady(id))?;
                 *fired = true;
             }
             Input::StopRequested(source) => {

@@ -57,7 +57,7 @@ impl RejectionReason {
 impl From<Rejection> for RejectionReason {
     fn from(rejection: Rejection) -> Self {
         match rejection {
-            Rejection::ShuttingDown => RejectionReason::NotAccepting,
+            Rejection::NotAccepting => RejectionReason::NotAccepting,
             Rejection::RetryAfter => RejectionReason::RetryAfter,
         }
     }
@@ -138,7 +138,7 @@ mod tests {
             assert_eq!(r.index(), i);
         }
         assert_eq!(
-            RejectionReason::from(Rejection::ShuttingDown),
+            RejectionReason::from(Rejection::NotAccepting),
             RejectionReason::NotAccepting
         );
     }

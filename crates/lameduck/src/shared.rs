@@ -94,7 +94,7 @@ pub enum Admission {
     Normal(OwnedNormalTicket),
     /// Serve it as long-running; end the stream when
     /// [`LifecycleSignal::NotAcceptingNewRequest`] fires, then pace the end with
-    /// [`OwnedLongRunningTicket::reserve_release`].
+    /// [`OwnedLongRunningTicket::reserve_turn`].
     LongRunning(OwnedLongRunningTicket),
     /// Serve it, never rejected (health and metrics paths). Admitted before the gate closes,
     /// it is tracked in the normal drain, with the request timeout, like a normal request
@@ -106,7 +106,7 @@ pub enum Admission {
     /// Serve it although the gate has closed: it came on a connection that cannot turn it
     /// away cleanly (see [`ConnectionKind`] and [`Shared::admit_on`]). Untracked, like an
     /// exempt request after the close: the adapter bounds it by the request timeout, ends
-    /// its connection after the response, and hands a long-running one a shutdown signal
+    /// its connection after the response, and gives a long-running one a shutdown notice
     /// that has already fired, so that it ends at once. The drain does not wait for it; the
     /// wait for the connections does.
     Late(RequestClass),

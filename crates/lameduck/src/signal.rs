@@ -24,7 +24,7 @@ pub enum LifecycleSignal {
     HTTPServerStoppedListening = 5,
     /// `/readyz` answered 200 for the first time.
     HasBeenReady = 6,
-    /// Every registered readiness-of-routes signal has fired.
+    /// Every registered routes-ready report has come in.
     MuxAndDiscoveryComplete = 7,
 }
 

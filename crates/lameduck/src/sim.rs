@@ -45,7 +45,7 @@ pub struct Simulator {
     /// The exit code, once the machine exited.
     pub exit: Option<u8>,
     held: Vec<Held>,
-    /// Long-running requests whose end is held until their paced slot.
+    /// Long-running requests whose end is held until their paced turn.
     paced: BTreeMap<Instant, Vec<OwnedLongRunningTicket>>,
     last_phase: Phase,
 }
@@ -254,7 +254,7 @@ impl Simulator {
     }
 
     /// Ends the `index`-th held request (modulo the number held) as an adapter would: a
-    /// long-running one is held until its paced slot.
+    /// long-running one is held until its paced turn.
     pub fn end_request(&mut self, index: usize) {
         if self.held.is_empty() {
             return;
@@ -262,7 +262,7 @@ impl Simulator {
         let held = self.held.swap_remove(index % self.held.len());
         match held {
             Held::Normal(t) => drop(t),
-            Held::LongRunning(t) => match t.reserve_release(self.now) {
+            Held::LongRunning(t) => match t.reserve_turn(self.now) {
                 Some(at) => self.paced.entry(at).or_default().push(t),
                 None => drop(t),
             },
@@ -429,8 +429,8 @@ pub enum Op {
     },
     /// Open an exempt request (tracked while the gate is open).
     OpenExempt,
-    /// Fire a readiness-of-routes signal.
-    RoutesSignalFired {
+    /// Send a routes-ready report.
+    RoutesReady {
         /// Which.
         index: u8,
     },
@@ -475,8 +475,8 @@ pub struct Setup {
     pub hooks: [u8; 4],
     /// Extra listeners besides `api` (modulo 3).
     pub extra_listeners: u8,
-    /// Readiness-of-routes signals (modulo 3).
-    pub routes_signals: u8,
+    /// Routes-ready reports (modulo 3).
+    pub routes_ready: u8,
 }
 
 impl Setup {
@@ -502,7 +502,7 @@ impl Setup {
             HookKind::Destroy,
         ];
         let hooks = self.hooks;
-        let (extra, mux) = (self.extra_listeners % 3, self.routes_signals % 3);
+        let (extra, mux) = (self.extra_listeners % 3, self.routes_ready % 3);
         Simulator::serving(self.config(), |m| {
             for (kind, n) in kinds.into_iter().zip(hooks) {
                 for i in 0..n % 4 {
@@ -513,7 +513,7 @@ impl Setup {
                 let _ = m.add_listener(HOOK_NAMES[usize::from(i)]);
             }
             for i in 0..mux {
-                let _ = m.add_routes_signal(HOOK_NAMES[usize::from(i)]);
+                let _ = m.add_routes_ready(HOOK_NAMES[usize::from(i)]);
             }
         })
     }

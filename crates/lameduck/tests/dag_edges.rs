@@ -57,7 +57,7 @@ fn random_op(rng: &mut Rng) -> Op {
             outcome: b[2],
         },
         6 => Op::ListenerServing { index: b[1] % 3 },
-        7 => Op::RoutesSignalFired { index: b[1] % 3 },
+        7 => Op::RoutesReady { index: b[1] % 3 },
         8 | 9 => Op::OpenRequest {
             long_running: b[1] % 2 == 0,
         },
@@ -111,7 +111,7 @@ fn random_run(rng: &mut Rng, mode: ShutdownMode) -> Vec<LifecycleSignal> {
         send_retry_after: mode == ShutdownMode::SendRetryAfter,
         hooks: [rng.byte(), rng.byte(), rng.byte(), rng.byte()],
         extra_listeners: rng.byte() % 3,
-        routes_signals: rng.byte() % 3,
+        routes_ready: rng.byte() % 3,
     };
     let mut sim = setup.simulator().expect("a serving simulator");
     assert_eq!(sim.machine.config().mode(), mode);

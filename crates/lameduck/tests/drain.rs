@@ -9,7 +9,7 @@ use common::{ms, secs, Sim};
 use lameduck::{Admission, Config, Event, Instant, LifecycleSignal, RequestClass};
 
 /// Opens `n` long-running requests, terminates, and ends every stream as soon as it is
-/// signalled, holding each ticket until its paced slot. Returns the completion instants
+/// signalled, holding each ticket until its paced turn. Returns the completion instants
 /// relative to `NotAcceptingNewRequest`, and the sim.
 fn paced_drain(n: usize, grace: std::time::Duration) -> (Vec<std::time::Duration>, Sim) {
     let cfg = Config::builder()
@@ -29,10 +29,10 @@ fn paced_drain(n: usize, grace: std::time::Duration) -> (Vec<std::time::Duration
     let n_at = sim
         .fired_at(LifecycleSignal::NotAcceptingNewRequest)
         .unwrap();
-    // Every handler ends its stream at once; the adapter holds each end until its slot.
+    // Every handler ends its stream at once; the adapter holds each end until its turn.
     let mut releases: BTreeMap<Instant, Vec<_>> = BTreeMap::new();
     for t in tickets {
-        let at = t.reserve_release(sim.now).unwrap_or(sim.now);
+        let at = t.reserve_turn(sim.now).unwrap_or(sim.now);
         releases.entry(at).or_default().push(t);
     }
     let mut done = Vec::new();
@@ -223,11 +223,11 @@ fn add_after_wait_is_rejected() {
     sim.stop();
     assert!(matches!(
         shared.admit(RequestClass::Normal),
-        Admission::Rejected(lameduck::Rejection::ShuttingDown)
+        Admission::Rejected(lameduck::Rejection::NotAccepting)
     ));
     assert!(matches!(
         shared.admit(RequestClass::LongRunning),
-        Admission::Rejected(lameduck::Rejection::ShuttingDown)
+        Admission::Rejected(lameduck::Rejection::NotAccepting)
     ));
     assert!(matches!(
         shared.admit(RequestClass::Exempt),
@@ -238,7 +238,7 @@ fn add_after_wait_is_rejected() {
 #[test]
 fn pacing_is_in_place_when_not_accepting_new_request_is_published() {
     // A long-running handler woken by the signal ends its stream at once; it must already
-    // find its paced slot. (The cross-thread race itself is model-checked in tests/loom.rs.)
+    // find its paced turn. (The cross-thread race itself is model-checked in tests/loom.rs.)
     let cfg = Config::builder()
         .shutdown_watch_termination_grace_period(secs(10))
         .build()
@@ -254,6 +254,6 @@ fn pacing_is_in_place_when_not_accepting_new_request_is_published() {
     sim.stop();
     assert!(shared.has_fired(LifecycleSignal::NotAcceptingNewRequest));
     let now = sim.now;
-    let slots: Vec<_> = tickets.iter().map(|t| t.reserve_release(now)).collect();
-    assert_eq!(slots, [None, Some(now + ms(5)), Some(now + ms(10))]);
+    let turns: Vec<_> = tickets.iter().map(|t| t.reserve_turn(now)).collect();
+    assert_eq!(turns, [None, Some(now + ms(5)), Some(now + ms(10))]);
 }

@@ -20,7 +20,7 @@ fn prepared(setup: impl FnOnce(&mut Machine)) -> (Machine, Arc<Shared>) {
 #[test]
 fn rejections_display_their_status() {
     assert_eq!(
-        Rejection::ShuttingDown.to_string(),
+        Rejection::NotAccepting.to_string(),
         "server is shutting down (503)"
     );
     assert_eq!(
@@ -92,12 +92,12 @@ fn the_machine_names_what_was_registered() {
     let hook = m.add_hook(HookKind::AfterDrain, "flush").unwrap();
     let api = m.add_listener("api").unwrap();
     let admin = m.add_listener("admin").unwrap();
-    let mux = m.add_routes_signal("routes").unwrap();
+    let mux = m.add_routes_ready("routes").unwrap();
     assert_eq!(m.hook_kind(hook), Some(HookKind::AfterDrain));
     assert_eq!(m.hook_name(hook), Some("flush"));
     assert_eq!(m.listener_name(api), Some("api"));
     assert_eq!(m.listener_name(admin), Some("admin"));
-    assert_eq!(m.routes_signal_name(mux), Some("routes"));
+    assert_eq!(m.routes_ready_name(mux), Some("routes"));
     assert_eq!(
         m.listeners().collect::<Vec<_>>(),
         [(api, "api"), (admin, "admin")]
@@ -195,16 +195,16 @@ fn close_listener_mode_is_draining_until_both_the_drain_and_the_listeners_are_do
 }
 
 #[test]
-fn routes_complete_once_every_routes_signal_fired() {
+fn routes_complete_once_every_routes_ready_report_came() {
     let (mut m, shared) = prepared(|m| {
         m.add_listener("api").unwrap();
-        m.add_routes_signal("routes").unwrap();
+        m.add_routes_ready("routes").unwrap();
     });
     let now = lameduck::Instant::ZERO;
     m.handle_input(lameduck::Input::Start, now).unwrap();
     assert!(!shared.routes_complete());
     m.handle_input(
-        lameduck::Input::RoutesSignalFired(lameduck::RoutesSignalId::from_raw(0)),
+        lameduck::Input::RoutesReady(lameduck::RoutesReadyId::from_raw(0)),
         now,
     )
     .unwrap();

@@ -101,7 +101,7 @@ fn admission_races_close() {
 
 /// A request admitted before close releasing while a second admission races the close:
 /// whatever the interleaving, the second admission succeeds exactly when it came before the
-/// close (close counts it in flight), is refused with `ShuttingDown` otherwise, and the
+/// close (close counts it in flight), is refused with `NotAccepting` otherwise, and the
 /// group drains to zero and stays closed.
 #[test]
 fn concurrent_releases_after_close() {
@@ -135,7 +135,7 @@ fn concurrent_releases_after_close() {
         match admitted {
             Ok(()) => assert_eq!((normal, long_running), (2, 0)),
             Err(r) => {
-                assert_eq!(r, Rejection::ShuttingDown);
+                assert_eq!(r, Rejection::NotAccepting);
                 assert_eq!((normal, long_running), (1, 0));
             }
         }
@@ -211,7 +211,7 @@ fn drain_waiter_is_woken_when_a_backout_races_the_last_release() {
         assert_eq!(close(&gate), (1, 0));
         let g = Arc::clone(&gate);
         let late = thread::spawn(move || {
-            assert_eq!(g.admit_normal().unwrap_err(), Rejection::ShuttingDown);
+            assert_eq!(g.admit_normal().unwrap_err(), Rejection::NotAccepting);
         });
         go_tx.send(()).unwrap();
         wait_until(&gate, Gate::normal_drained);
@@ -251,7 +251,7 @@ fn backout_races_last_release_while_other_group_busy(long_running: bool) {
         assert_eq!(close(&gate), (1, 1));
         let g = Arc::clone(&gate);
         let late = thread::spawn(move || {
-            assert_eq!(admit(&g).unwrap_err(), Rejection::ShuttingDown);
+            assert_eq!(admit(&g).unwrap_err(), Rejection::NotAccepting);
         });
         go_tx.send(()).unwrap();
         if long_running {
@@ -336,10 +336,10 @@ fn pacing_is_in_place_before_not_accepting_is_visible() {
             Admission::LongRunning(t) => t,
             _ => panic!("admitted before the stop"),
         };
-        let release = |a: &lameduck::shared::OwnedLongRunningTicket,
-                       b: &lameduck::shared::OwnedLongRunningTicket| {
+        let turns = |a: &lameduck::shared::OwnedLongRunningTicket,
+                     b: &lameduck::shared::OwnedLongRunningTicket| {
             let now = lameduck::Instant::ZERO;
-            (a.reserve_release(now), b.reserve_release(now))
+            (a.reserve_turn(now), b.reserve_turn(now))
         };
         let observer = {
             let shared = shared.clone();
@@ -353,7 +353,7 @@ fn pacing_is_in_place_before_not_accepting_is_visible() {
                     }
                     thread::yield_now();
                 }
-                Ok(release(&first, &second))
+                Ok(turns(&first, &second))
             })
         };
         sim.stop().unwrap();
@@ -361,7 +361,7 @@ fn pacing_is_in_place_before_not_accepting_is_visible() {
         // interleaving, by the observer when it saw the signal, here otherwise.
         let (a, b) = match observer.join().unwrap() {
             Ok(ab) => ab,
-            Err((first, second)) => release(&first, &second),
+            Err((first, second)) => turns(&first, &second),
         };
         assert_eq!(a, None);
         assert!(b.is_some(), "a stream ended unpaced after the signal");

@@ -360,7 +360,7 @@ fn large_values_do_not_panic() {
 /// `hooks`; a normal request admitted just before the gate closes whose handler never
 /// answers, so the adapter releases it at its own deadline (`request_timeout` after
 /// admission, the 504 or the abort); a long-running request whose handler ignores the
-/// shutdown signal; and a server whose connections never finish. Returns when it exited.
+/// shutdown notice; and a server whose connections never finish. Returns when it exited.
 fn simulated_exit(config: Config, hooks: Duration) -> Duration {
     let mut hook = None;
     let request_timeout = config.request_timeout();

@@ -25,7 +25,7 @@ fn setup() -> impl Strategy<Value = Setup> {
                 send_retry_after,
                 hooks,
                 extra_listeners,
-                routes_signals,
+                routes_ready,
             )| Setup {
                 delay_tenths,
                 grace_tenths,
@@ -33,7 +33,7 @@ fn setup() -> impl Strategy<Value = Setup> {
                 send_retry_after,
                 hooks,
                 extra_listeners,
-                routes_signals,
+                routes_ready,
             },
         )
 }
@@ -46,7 +46,7 @@ fn op() -> impl Strategy<Value = Op> {
         (0u8..4).prop_map(|index| Op::ListenerServing { index }),
         (0u8..4).prop_map(|index| Op::ListenerStopped { index }),
         (0u8..4).prop_map(|index| Op::ServerStopped { index }),
-        (0u8..3).prop_map(|index| Op::RoutesSignalFired { index }),
+        (0u8..3).prop_map(|index| Op::RoutesReady { index }),
         any::<bool>().prop_map(|long_running| Op::OpenRequest { long_running }),
         any::<bool>().prop_map(|long_running| Op::OpenRequest { long_running }),
         any::<u8>().prop_map(|index| Op::EndRequest { index }),

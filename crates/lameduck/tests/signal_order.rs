@@ -187,22 +187,22 @@ fn second_signal_exits_1_at_once_but_repeated_api_requests_do_not() {
 fn mux_and_discovery_complete_waits_for_every_registered_signal_and_never_fires_after_stop() {
     let mut ids = Vec::new();
     let mut sim = Sim::serving(Config::default(), |m| {
-        ids.push(m.add_routes_signal("crds").unwrap());
-        ids.push(m.add_routes_signal("apis").unwrap());
+        ids.push(m.add_routes_ready("crds").unwrap());
+        ids.push(m.add_routes_ready("apis").unwrap());
     });
     assert!(!sim.machine.has_fired(MuxAndDiscoveryComplete));
-    sim.input(Input::RoutesSignalFired(ids[0]));
-    sim.input(Input::RoutesSignalFired(ids[0]));
+    sim.input(Input::RoutesReady(ids[0]));
+    sim.input(Input::RoutesReady(ids[0]));
     assert!(!sim.machine.has_fired(MuxAndDiscoveryComplete));
-    sim.input(Input::RoutesSignalFired(ids[1]));
+    sim.input(Input::RoutesReady(ids[1]));
     assert!(sim.machine.has_fired(MuxAndDiscoveryComplete));
 
     let mut ids = Vec::new();
     let mut sim = Sim::serving(config(false), |m| {
-        ids.push(m.add_routes_signal("crds").unwrap())
+        ids.push(m.add_routes_ready("crds").unwrap())
     });
     sim.stop();
-    sim.input(Input::RoutesSignalFired(ids[0]));
+    sim.input(Input::RoutesReady(ids[0]));
     assert!(!sim.machine.has_fired(MuxAndDiscoveryComplete));
     sim.run_to_exit(20);
     sim.check();

@@ -1,5 +1,5 @@
 //! The admission hot path allocates nothing: admitting and releasing requests (borrowed
-//! tickets and owned ones through `Shared::admit`), reserving paced completion slots while
+//! tickets and owned ones through `Shared::admit`), reserving paced turns while
 //! the long-running drain runs, and rejecting once the gate is closed.
 //!
 //! A counting global allocator wraps the system allocator. Only allocations made by a
@@ -120,7 +120,7 @@ fn admitting_and_releasing_allocates_nothing() {
             if let Ok(ticket) = gate.admit_long_running() {
                 tally.borrowed_long_running += 1;
                 // Not draining: no pacing, the stream may end at once.
-                tally.paced += usize::from(ticket.reserve_release(now).is_some());
+                tally.paced += usize::from(ticket.reserve_turn(now).is_some());
                 drop(ticket);
             }
             // Owned tickets through the admission layer's entry point.
@@ -130,7 +130,7 @@ fn admitting_and_releasing_allocates_nothing() {
             }
             if let Admission::LongRunning(ticket) = shared.admit(RequestClass::LongRunning) {
                 tally.owned_long_running += 1;
-                tally.paced += usize::from(ticket.reserve_release(now).is_some());
+                tally.paced += usize::from(ticket.reserve_turn(now).is_some());
                 drop(ticket);
             }
             // Exempt paths are tracked like normal ones while the gate is open.
@@ -219,16 +219,16 @@ fn paced_drain_and_rejections_allocate_nothing() {
             tally.borrowed_normal += 1;
             drop(t);
         }
-        // Each stream reserves its completion slot (the adapter would hold the ticket until
+        // Each stream reserves its paced turn (the adapter would hold the ticket until
         // then; the reservation itself is the hot path).
         while let Some(t) = borrowed.pop() {
             tally.borrowed_long_running += 1;
-            tally.paced += usize::from(t.reserve_release(now).is_some());
+            tally.paced += usize::from(t.reserve_turn(now).is_some());
             drop(t);
         }
         while let Some(t) = owned.pop() {
             tally.owned_long_running += 1;
-            tally.paced += usize::from(t.reserve_release(now).is_some());
+            tally.paced += usize::from(t.reserve_turn(now).is_some());
             drop(t);
         }
         for _ in 0..N {
@@ -250,7 +250,7 @@ fn paced_drain_and_rejections_allocate_nothing() {
     assert_eq!(tally.borrowed_long_running, N);
     assert_eq!(tally.owned_long_running, N);
     assert_eq!(tally.rejected, 4 * N);
-    // Pacing really was active: all but the first (burst 1) got a later slot.
+    // Pacing really was active: all but the first (burst 1) got a later turn.
     assert!(
         tally.paced > N,
         "only {} of {} streams were paced",

@@ -13,7 +13,7 @@ pub fn health_bodies(bin: &'static str) {
     let addr = server.addr;
     let before = "before the signal";
 
-    // No readiness-of-routes signals: MuxAndDiscoveryComplete fires at once.
+    // No routes-ready reports: MuxAndDiscoveryComplete fires at once.
     server.wait_signal(MUX_AND_DISCOVERY_COMPLETE, Duration::from_secs(5));
     assert_reply(&get(addr, "/"), 200, "ok", "GET /");
     assert_health(addr, "/readyz", 200, "ok", before);

@@ -325,7 +325,7 @@ mod tests {
 
     fn lifecycle(config: lameduck::Config) -> LifecycleRef {
         let mut builder = lameduck_tokio::builder(config);
-        builder.without_signals();
+        builder.without_os_signals();
         let server = builder.prepare();
         (Arc::clone(server.shared()), server.clock())
     }

@@ -30,7 +30,7 @@ pub const SLOW: Duration = Duration::from_secs(2);
 /// in one test process, and the tests stop them through their [`Handle`].
 pub fn prepare(config: Config) -> Server<TokioRuntime> {
     let mut builder = lameduck_actix::builder(config);
-    builder.without_signals();
+    builder.without_os_signals();
     builder.prepare()
 }
 

@@ -1,5 +1,5 @@
 //! The tower layer that admits requests: classification, 429/503 rejections, the request
-//! timeout (504), health endpoints, and the shutdown signal for long-running handlers.
+//! timeout (504), health endpoints, and the shutdown notice for long-running handlers.
 
 use std::fmt;
 use std::future::Future;
@@ -25,7 +25,7 @@ use crate::request::layer::{AdmissionLayer, Classifier};
 use crate::request::notice::ShutdownNotice;
 use crate::request::response::http_response;
 use crate::request::ticket::{
-    request_timeout, LongRunningSlot, RequestTracker, Tracker, UpgradeTicketSlot,
+    request_timeout, LongRunningTicketHolder, RequestTracker, Tracker, UpgradeTicket,
 };
 use crate::runtime::Runtime;
 use crate::ConnectionArrival;
@@ -69,10 +69,11 @@ pub enum Decision {
         /// closed): answer 504 if the handler has not responded by then, and abort the
         /// response if its body has not ended by then.
         timeout: Option<Duration>,
-        /// Hand this to the handler (long-running requests).
-        signal: Option<ShutdownNotice>,
-        /// Hand this to the handler (long-running upgrade requests).
-        upgrade: Option<UpgradeTicketSlot>,
+        /// For the handler, as a request extension (long-running requests; see
+        /// [`Decision::insert_extensions`]).
+        notice: Option<ShutdownNotice>,
+        /// For the handler, as a request extension (long-running upgrade requests).
+        upgrade: Option<UpgradeTicket>,
         /// Drawn at [`lameduck::Config::goaway_chance`] (never for exempt requests): end
         /// the connection gracefully after this response (HTTP/1 `Connection: close`,
         /// HTTP/2 GOAWAY).
@@ -93,15 +94,16 @@ impl RequestExtensions for http::Extensions {
 }
 
 impl Decision {
-    /// Hands the `signal` and `upgrade` of a [`Decision::Serve`] to the handler through the
-    /// request's `extensions` (the adapter keeps the tracker and the timeout).
-    pub fn hand_over(
-        signal: Option<ShutdownNotice>,
-        upgrade: Option<UpgradeTicketSlot>,
+    /// Inserts the `notice` and `upgrade` of a [`Decision::Serve`] into the request's
+    /// `extensions`, where the handler finds them (the adapter keeps the tracker and the
+    /// timeout).
+    pub fn insert_extensions(
+        notice: Option<ShutdownNotice>,
+        upgrade: Option<UpgradeTicket>,
         extensions: &mut impl RequestExtensions,
     ) {
-        if let Some(signal) = signal {
-            extensions.insert_extension(signal);
+        if let Some(notice) = notice {
+            extensions.insert_extension(notice);
         }
         if let Some(upgrade) = upgrade {
             extensions.insert_extension(upgrade);
@@ -133,7 +135,7 @@ pub fn decide<R: Runtime>(
         Admission::Late(class) => Decision::Serve {
             tracker: Some(RequestTracker::late(shared)),
             timeout: request_timeout(shared),
-            signal: (class == RequestClass::LongRunning)
+            notice: (class == RequestClass::LongRunning)
                 .then(|| ShutdownNotice::new(Arc::clone(shared))),
             upgrade: None,
             close_connection: true,
@@ -143,24 +145,24 @@ pub fn decide<R: Runtime>(
         Admission::Exempt(ticket) => Decision::Serve {
             timeout: ticket.as_ref().and_then(|_| request_timeout(shared)),
             tracker: ticket.map(|t| RequestTracker(Tracker::Normal(t))),
-            signal: None,
+            notice: None,
             upgrade: None,
             close_connection: shared.keep_alive_ended(),
         },
         Admission::Normal(ticket) => Decision::Serve {
             tracker: Some(RequestTracker(Tracker::Normal(ticket))),
             timeout: request_timeout(shared),
-            signal: None,
+            notice: None,
             upgrade: None,
             close_connection: goaway::draw(shared.config().goaway_chance())
                 || shared.keep_alive_ended(),
         },
         Admission::LongRunning(ticket) => {
-            let slot = LongRunningSlot::new(ticket, clock);
+            let holder = LongRunningTicketHolder::new(ticket, clock);
             Decision::Serve {
-                upgrade: info.upgrade.then(|| UpgradeTicketSlot(Arc::clone(&slot))),
-                signal: Some(ShutdownNotice::with_turn(Arc::clone(shared), &slot)),
-                tracker: Some(RequestTracker(Tracker::LongRunning(slot))),
+                upgrade: info.upgrade.then(|| UpgradeTicket(Arc::clone(&holder))),
+                notice: Some(ShutdownNotice::with_turn(Arc::clone(shared), &holder)),
+                tracker: Some(RequestTracker(Tracker::LongRunning(holder))),
                 timeout: None,
                 close_connection: goaway::draw(shared.config().goaway_chance())
                     || shared.keep_alive_ended(),
@@ -238,7 +240,7 @@ impl<R: Runtime> AdmissionLayer<R> {
 
     /// Admits the request `req`, which came on a connection of `kind` (answering health
     /// requests and rejections itself). Long-running requests get their [`ShutdownNotice`]
-    /// (and upgrade slot) as request extensions.
+    /// (and, for an upgrade, its [`UpgradeTicket`]) as request extensions.
     ///
     /// The path of a normal request is kept short: no allocation, no clock read, no timer,
     /// one pass over the request's header names.
@@ -312,13 +314,13 @@ impl<R: Runtime> AdmissionLayer<R> {
 
     /// Serves a request that came after the gate closed ([`Admission::Late`]): bounded by
     /// the request timeout, its response ends the connection; a long-running handler gets a
-    /// shutdown signal that has already fired, so that it ends the stream at once.
+    /// shutdown notice that has already fired, so that it ends the stream at once.
     #[cold]
     #[inline(never)]
     fn serve_late<B>(&self, req: &mut Request<B>, class: RequestClass) -> Admitted {
         if class == RequestClass::LongRunning {
-            let signal = ShutdownNotice::new(Arc::clone(&self.shared));
-            Decision::hand_over(Some(signal), None, req.extensions_mut());
+            let notice = ShutdownNotice::new(Arc::clone(&self.shared));
+            Decision::insert_extensions(Some(notice), None, req.extensions_mut());
         }
         Admitted::Serve {
             tracker: Some(RequestTracker::late(&self.shared)),
@@ -327,7 +329,7 @@ impl<R: Runtime> AdmissionLayer<R> {
     }
 
     /// Admits a long-running request: no request timeout; the handler gets the shutdown
-    /// signal (and, for an upgrade, the ticket slot) as request extensions.
+    /// notice (and, for an upgrade, its [`UpgradeTicket`]) as request extensions.
     #[cold]
     fn serve_long_running<B>(
         &self,
@@ -335,14 +337,14 @@ impl<R: Runtime> AdmissionLayer<R> {
         ticket: OwnedLongRunningTicket,
         upgrade: bool,
     ) -> Admitted {
-        let slot = LongRunningSlot::new(ticket, self.clock);
-        Decision::hand_over(
-            Some(ShutdownNotice::with_turn(Arc::clone(&self.shared), &slot)),
-            upgrade.then(|| UpgradeTicketSlot(Arc::clone(&slot))),
+        let holder = LongRunningTicketHolder::new(ticket, self.clock);
+        Decision::insert_extensions(
+            Some(ShutdownNotice::with_turn(Arc::clone(&self.shared), &holder)),
+            upgrade.then(|| UpgradeTicket(Arc::clone(&holder))),
             req.extensions_mut(),
         );
         Admitted::Serve {
-            tracker: Some(RequestTracker(Tracker::LongRunning(slot))),
+            tracker: Some(RequestTracker(Tracker::LongRunning(holder))),
             close_connection: goaway::draw(self.goaway_chance) || self.shared.keep_alive_ended(),
         }
     }

@@ -1,5 +1,5 @@
 //! The response body the admission layer returns: the handler's body, tracked until it ends
-//! (and, for long-running requests during the drain, held until its paced slot) and aborted
+//! (and, for long-running requests during the drain, held until its paced turn) and aborted
 //! at the request timeout if it has not ended by then, or a canned body of the lifecycle's
 //! own.
 
@@ -148,7 +148,7 @@ where
                     Poll::Ready(Some(Ok(frame))) => {
                         if frame.is_trailers() && end.is_long_running() {
                             // Trailers end the stream (a gRPC status): they wait for the
-                            // paced slot, as the end of the body would.
+                            // paced turn, as the end of the body would.
                             if let Ok(trailers) = frame.into_trailers() {
                                 let trailers = ready!(end.hold_trailers(trailers, cx));
                                 return Poll::Ready(trailers.map(|t| Ok(Frame::trailers(t))));
@@ -184,7 +184,7 @@ where
         match &self.state {
             // An empty canned body (a gRPC trailers-only answer) ends with its head.
             BodyState::Canned { data, .. } => data.as_ref().is_none_or(Bytes::is_empty),
-            // A long-running body may still have to wait for its paced slot.
+            // A long-running body may still have to wait for its paced turn.
             BodyState::Tracked { end, .. } if end.is_long_running() => false,
             BodyState::Tracked { inner, .. } => inner.is_end_stream(),
         }
@@ -208,12 +208,12 @@ where
 
 /// The end of a tracked response body, for adapters that wrap bodies of their own (the
 /// actix adapter does): keeps the request counted until the handler's body has ended and,
-/// for a long-running request during the drain, until its paced slot; and, for a normal
+/// for a long-running request during the drain, until its paced turn; and, for a normal
 /// request, ends it at the request timeout ([`BodyEnd::poll_deadline`]).
 ///
 /// Small (a ticket and one timer) and `Unpin`: its timer is boxed and created only when a
 /// body has to wait. A normal request's timer is its request timeout, armed the first time
-/// the request waits; a long-running request's timer holds its end until its paced slot.
+/// the request waits; a long-running request's timer holds its end until its paced turn.
 pub struct BodyEnd<R: Runtime> {
     tracker: Option<RequestTracker>,
     timer: Option<Pin<Box<R::Sleep>>>,
@@ -313,7 +313,7 @@ impl<R: Runtime> BodyEnd<R> {
         Poll::Ready(())
     }
 
-    /// A long-running body's last frame was `trailers`: holds them until the paced slot
+    /// A long-running body's last frame was `trailers`: holds them until the paced turn
     /// (as [`BodyEnd::poll_end`] holds the end), then resolves with them.
     pub(crate) fn hold_trailers(
         self: Pin<&mut Self>,
@@ -382,7 +382,7 @@ impl<R: Runtime> BodyEnd<R> {
         let this = self.get_mut();
         if this.is_long_running() {
             if this.timer.is_none() {
-                // Only a long-running body can be held (its paced slot): read the clock for it.
+                // Only a long-running body can be held (its paced turn): read the clock for it.
                 let now = this.runtime.now();
                 match this.tracker.as_ref().and_then(|t| t.hold_until(now)) {
                     Some(at) => this.timer = Some(Box::pin(this.runtime.sleep_until(at))),

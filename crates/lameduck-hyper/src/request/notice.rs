@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use lameduck::{LifecycleSignal, LifecycleSignalFired, Rejection, Shared};
 
-use crate::request::ticket::{LongRunningSlot, TicketSlot};
+use crate::request::ticket::LongRunningTicketHolder;
 
 /// Handed to long-running handlers as a request extension: resolves when the server stops
 /// accepting new requests (`NotAcceptingNewRequest`), the moment to end the stream cleanly.
@@ -20,18 +20,19 @@ use crate::request::ticket::{LongRunningSlot, TicketSlot};
 /// ```
 /// # use lameduck_hyper::ShutdownNotice;
 /// async fn stream_until_shutdown<B>(req: http::Request<B>) {
-///     if let Some(signal) = req.extensions().get::<ShutdownNotice>().cloned() {
+///     if let Some(notice) = req.extensions().get::<ShutdownNotice>().cloned() {
 ///         // Produce events until the server stops accepting, then end the stream.
-///         signal.wait().await;
+///         notice.wait().await;
 ///     }
 /// }
 /// ```
 #[derive(Clone)]
 pub struct ShutdownNotice {
     shared: Arc<Shared>,
-    /// The request's place in the paced drain (`None`: no place, end at once). Weak: a
-    /// notice kept anywhere never keeps the request counted once its body has ended.
-    slot: Option<Weak<LongRunningSlot>>,
+    /// What holds the request's ticket and its turn in the paced drain (`None`: no turn, end
+    /// at once). Weak: a notice kept anywhere never keeps the request counted once its body
+    /// has ended.
+    holder: Option<Weak<LongRunningTicketHolder>>,
 }
 
 impl fmt::Debug for ShutdownNotice {
@@ -43,18 +44,21 @@ impl fmt::Debug for ShutdownNotice {
 }
 
 impl ShutdownNotice {
-    /// A signal for `shared`'s lifecycle, for a request with no place in the paced drain
+    /// A notice of `shared`'s lifecycle, for a request with no turn in the paced drain
     /// ([`ShutdownNotice::reserve_turn`] says "at once").
     #[must_use]
     pub fn new(shared: Arc<Shared>) -> Self {
-        ShutdownNotice { shared, slot: None }
-    }
-
-    /// A signal for the long-running request admitted with `slot`.
-    pub(crate) fn with_turn(shared: Arc<Shared>, slot: &TicketSlot) -> Self {
         ShutdownNotice {
             shared,
-            slot: Some(Arc::downgrade(slot)),
+            holder: None,
+        }
+    }
+
+    /// A notice for the long-running request whose ticket `holder` holds.
+    pub(crate) fn with_turn(shared: Arc<Shared>, holder: &Arc<LongRunningTicketHolder>) -> Self {
+        ShutdownNotice {
+            shared,
+            holder: Some(Arc::downgrade(holder)),
         }
     }
 
@@ -88,10 +92,10 @@ impl ShutdownNotice {
         if !self.is_fired() {
             return None;
         }
-        self.slot
+        self.holder
             .as_ref()
             .and_then(Weak::upgrade)
-            .and_then(|slot| slot.reserve_turn(now))
+            .and_then(|holder| holder.reserve_turn(now))
     }
 
     /// The `Retry-After` a request turned away now would get (1 s in close-listener mode, 5 s
@@ -103,8 +107,8 @@ impl ShutdownNotice {
     }
 }
 
-impl LongRunningSlot {
-    /// See [`ShutdownNotice::reserve_turn`]: reserves the slot once, then gives the same
+impl LongRunningTicketHolder {
+    /// See [`ShutdownNotice::reserve_turn`]: reserves the turn once, then gives the same
     /// answer. An answer "at once" before the gate closed (a stream that ended while the
     /// server served, the `101` of an upgrade) is not kept: the turn is still to come.
     pub(crate) fn reserve_turn(&self, now: Instant) -> Option<Instant> {
@@ -116,7 +120,7 @@ impl LongRunningSlot {
         let ticket = self.ticket.lock().unwrap_or_else(PoisonError::into_inner);
         let ticket = ticket.as_ref()?;
         let at = ticket
-            .reserve_release(clock.instant(now))
+            .reserve_turn(clock.instant(now))
             .map(|at| clock.to_std(at));
         if at.is_some() || ticket.holder().gate().is_closed() {
             *turn = Some(at);

@@ -10,31 +10,30 @@ use http::Request;
 use lameduck::shared::{OwnedLongRunningTicket, OwnedNormalTicket};
 use lameduck::{Shared, StdClock};
 
-/// A long-running request's ticket, which an upgrade handler can take over (see
-/// [`take_upgrade_ticket`]), with the clock that dates the end of its body.
-pub(crate) struct LongRunningSlot {
+/// Holds a long-running request's ticket, which an upgrade handler can take over (see
+/// [`take_upgrade_ticket`]), with the clock that dates the end of its body and its turn to
+/// end in the paced drain. Shared (`Arc`) by the request's tracker, its shutdown notice and,
+/// for an upgrade, its [`UpgradeTicket`].
+pub(crate) struct LongRunningTicketHolder {
     pub(crate) ticket: Mutex<Option<OwnedLongRunningTicket>>,
     pub(crate) clock: StdClock,
-    /// The trailers that end the body (a gRPC stream's status), held until its paced slot.
+    /// The trailers that end the body (a gRPC stream's status), held until its paced turn.
     pub(crate) trailers: Mutex<Option<http::HeaderMap>>,
     /// The turn reserved in the paced drain, once asked after the gate closed (`Some(None)`:
     /// at once).
     pub(crate) turn: Mutex<Option<Option<Instant>>>,
 }
 
-impl fmt::Debug for LongRunningSlot {
+impl fmt::Debug for LongRunningTicketHolder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("LongRunningSlot")
+        f.write_str("LongRunningTicketHolder")
     }
 }
 
-/// A shared [`LongRunningSlot`].
-pub(crate) type TicketSlot = Arc<LongRunningSlot>;
-
-impl LongRunningSlot {
-    /// A slot holding `ticket`, ended on `clock`.
-    pub(crate) fn new(ticket: OwnedLongRunningTicket, clock: StdClock) -> TicketSlot {
-        Arc::new(LongRunningSlot {
+impl LongRunningTicketHolder {
+    /// A holder of `ticket`, ended on `clock`.
+    pub(crate) fn new(ticket: OwnedLongRunningTicket, clock: StdClock) -> Arc<Self> {
+        Arc::new(LongRunningTicketHolder {
             ticket: Mutex::new(Some(ticket)),
             clock,
             trailers: Mutex::new(None),
@@ -52,7 +51,7 @@ impl LongRunningSlot {
 pub(crate) enum Tracker {
     /// Held for its `Drop`, which releases the request.
     Normal(#[allow(dead_code)] OwnedNormalTicket),
-    LongRunning(TicketSlot),
+    LongRunning(Arc<LongRunningTicketHolder>),
     /// Served after the gate closed ([`lameduck::Admission::Late`]): nothing to release,
     /// but bounded by the request timeout like a normal request.
     Late(Arc<Shared>),
@@ -65,13 +64,13 @@ pub struct RequestTracker(pub(crate) Tracker);
 
 impl RequestTracker {
     /// Called when the response body has ended at `now` (the runtime's clock): the instant
-    /// until which a long-running body's end must be held (its paced slot in the drain), or
+    /// until which a long-running body's end must be held (its paced turn in the drain), or
     /// `None` to end at once.
     #[must_use]
     pub fn hold_until(&self, now: Instant) -> Option<Instant> {
         match &self.0 {
             Tracker::Normal(_) | Tracker::Late(_) => None,
-            Tracker::LongRunning(slot) => slot.reserve_turn(now),
+            Tracker::LongRunning(holder) => holder.reserve_turn(now),
         }
     }
 
@@ -80,7 +79,7 @@ impl RequestTracker {
     pub(crate) fn shared(&self) -> Option<Arc<Shared>> {
         match &self.0 {
             Tracker::Normal(ticket) => Some(Arc::clone(ticket.holder())),
-            Tracker::LongRunning(slot) => slot.lock().as_ref().map(|t| Arc::clone(t.holder())),
+            Tracker::LongRunning(holder) => holder.lock().as_ref().map(|t| Arc::clone(t.holder())),
             Tracker::Late(shared) => Some(Arc::clone(shared)),
         }
     }
@@ -100,8 +99,11 @@ impl RequestTracker {
     pub(crate) fn hold_trailers(&self, trailers: http::HeaderMap) -> Option<http::HeaderMap> {
         match &self.0 {
             Tracker::Normal(_) | Tracker::Late(_) => Some(trailers),
-            Tracker::LongRunning(slot) => {
-                *slot.trailers.lock().unwrap_or_else(PoisonError::into_inner) = Some(trailers);
+            Tracker::LongRunning(holder) => {
+                *holder
+                    .trailers
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner) = Some(trailers);
                 None
             }
         }
@@ -111,7 +113,7 @@ impl RequestTracker {
     pub(crate) fn take_trailers(&self) -> Option<http::HeaderMap> {
         match &self.0 {
             Tracker::Normal(_) | Tracker::Late(_) => None,
-            Tracker::LongRunning(slot) => slot
+            Tracker::LongRunning(holder) => holder
                 .trailers
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
@@ -153,17 +155,18 @@ impl RequestTracker {
     }
 }
 
-/// The long-running ticket of an upgrade request (WebSocket), as a request extension.
+/// The long-running ticket of an upgrade request (WebSocket), as a request extension: what
+/// [`take_upgrade_ticket`] takes.
 ///
 /// An upgraded connection outlives its `101` response, so the layer cannot see when it
 /// ends. Call [`take_upgrade_ticket`] in the handler and keep the ticket in the task that
 /// serves the upgraded connection: the drain waits for it until it is dropped.
 #[derive(Clone)]
-pub struct UpgradeTicketSlot(pub(crate) TicketSlot);
+pub struct UpgradeTicket(pub(crate) Arc<LongRunningTicketHolder>);
 
-impl fmt::Debug for UpgradeTicketSlot {
+impl fmt::Debug for UpgradeTicket {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("UpgradeTicketSlot")
+        f.write_str("UpgradeTicket")
     }
 }
 
@@ -171,8 +174,8 @@ impl fmt::Debug for UpgradeTicketSlot {
 /// counted (and the drain waits for it) until the ticket is dropped. The one call a
 /// WebSocket handler makes. Returns `None` for requests that carry no ticket.
 pub fn take_upgrade_ticket<B>(req: &Request<B>) -> Option<OwnedLongRunningTicket> {
-    let slot = req.extensions().get::<UpgradeTicketSlot>()?;
-    slot.0.lock().take()
+    let upgrade = req.extensions().get::<UpgradeTicket>()?;
+    upgrade.0.lock().take()
 }
 
 /// The request timeout the layer applies to normal requests, if any (`None` when the

@@ -1,5 +1,5 @@
 //! What the admission layer answers: 503 (close-listener mode) or 429 (retry-after mode)
-//! once the gate closed, health always; 503 for unknown paths until every route signal fired;
+//! once the gate closed, health always; 503 for unknown paths until every routes-ready report came;
 //! exempt requests in flight hold the drain.
 
 use std::convert::Infallible;
@@ -53,7 +53,7 @@ async fn closed_gate_answers_503_in_close_listener_mode_and_429_in_retry_after_m
 #[tokio::test(start_paused = true)]
 async fn unknown_paths_get_503_until_every_route_signal_fired() {
     let mut builder = builder(Config::default());
-    let crds = builder.routes_signal("crds").unwrap();
+    let crds = builder.routes_ready("crds").unwrap();
     let RunningServer { handle, layer, run } = serve_idle_api(builder).start();
     let svc = layer.layer(service_fn(|req: Request<Empty<Bytes>>| async move {
         let mut res = Response::new(Full::new(Bytes::from_static(b"routed")));
@@ -73,7 +73,7 @@ async fn unknown_paths_get_503_until_every_route_signal_fired() {
     assert_eq!(early.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(early.headers()["retry-after"], "5");
     assert_eq!(get("/known").await.status(), StatusCode::OK);
-    handle.routes_signal_fired(crds);
+    handle.report_routes_ready(crds);
     handle
         .signal_fired(LifecycleSignal::MuxAndDiscoveryComplete)
         .await;

@@ -26,9 +26,9 @@ async fn long_running_bodies_end_at_the_paced_rate_and_hold_the_drain() {
     } = serve_idle_api(builder);
     // A stream that ends as soon as the server says so.
     let svc = layer.layer(service_fn(|req: Request<Empty<Bytes>>| async move {
-        let signal = req.extensions().get::<ShutdownNotice>().cloned().unwrap();
+        let notice = req.extensions().get::<ShutdownNotice>().cloned().unwrap();
         let body = http_body_util::StreamBody::new(futures_util::stream::once(async move {
-            signal.wait().await;
+            notice.wait().await;
             Ok::<_, Infallible>(http_body::Frame::data(Bytes::from_static(b"bye\n")))
         }));
         Ok::<_, Infallible>(Response::new(body))

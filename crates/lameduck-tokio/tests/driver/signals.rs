@@ -33,7 +33,7 @@ async fn installing_the_signal_handler_twice_is_an_error() {
     let second = lameduck_tokio::builder(Config::default()).prepare();
     assert!(matches!(
         second.run().await,
-        Err(ServeError::SignalsAlreadyInstalled)
+        Err(ServeError::OsSignalsAlreadyInstalled)
     ));
     handle.request_shutdown();
     assert_eq!(run.await.unwrap().unwrap(), 0);

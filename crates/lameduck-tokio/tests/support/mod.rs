@@ -45,7 +45,7 @@ pub fn slow(delay: Duration, body: Bytes) -> impl HttpService {
 /// deliver their signals through its [`Handle`].
 pub fn builder(config: Config) -> Builder<TokioRuntime> {
     let mut builder = lameduck_tokio::builder(config);
-    builder.without_signals();
+    builder.without_os_signals();
     builder
 }
 

@@ -3,7 +3,7 @@ use alloc::vec::Vec;
 
 #[test]
 fn the_retry_after_hint_is_the_responses_header() {
-    for rejection in [Rejection::ShuttingDown, Rejection::RetryAfter] {
+    for rejection in [Rejection::NotAccepting, Rejection::RetryAfter] {
         let header = rejection
             .response()
             .headers
@@ -21,10 +21,10 @@ fn admits_until_closed_then_rejects_by_mode() {
     let a = gate.admit_normal().unwrap();
     let w = gate.admit_long_running().unwrap();
     assert_eq!(gate.close(), (1, 1));
-    assert_eq!(gate.admit_normal().unwrap_err(), Rejection::ShuttingDown);
+    assert_eq!(gate.admit_normal().unwrap_err(), Rejection::NotAccepting);
     assert_eq!(
         gate.admit_long_running().unwrap_err(),
-        Rejection::ShuttingDown
+        Rejection::NotAccepting
     );
     assert!(!gate.normal_drained());
     drop(a);
@@ -73,21 +73,21 @@ fn pacing_is_burst_one_at_the_interval_until_the_deadline() {
     let tickets: Vec<_> = (0..4).map(|_| gate.admit_long_running().unwrap()).collect();
     let t0 = Instant::from_secs(10);
     // Not draining yet: no pacing.
-    assert_eq!(tickets[0].reserve_release(t0), None);
+    assert_eq!(tickets[0].reserve_turn(t0), None);
     gate.close();
     gate.start_pacing(t0, Duration::from_millis(5), t0 + Duration::from_millis(12));
     // The first goes at once (burst 1), the next ones every 5 ms.
-    assert_eq!(tickets[0].reserve_release(t0), None);
+    assert_eq!(tickets[0].reserve_turn(t0), None);
     assert_eq!(
-        tickets[1].reserve_release(t0),
+        tickets[1].reserve_turn(t0),
         Some(t0 + Duration::from_millis(5))
     );
     assert_eq!(
-        tickets[2].reserve_release(t0),
+        tickets[2].reserve_turn(t0),
         Some(t0 + Duration::from_millis(10))
     );
-    // The next slot (15 ms) is past the deadline (12 ms): no wait.
-    assert_eq!(tickets[3].reserve_release(t0), None);
+    // The next turn (15 ms) is past the deadline (12 ms): no wait.
+    assert_eq!(tickets[3].reserve_turn(t0), None);
 }
 
 #[test]
@@ -96,10 +96,10 @@ fn pacing_does_not_bank_tokens_while_idle() {
     let t0 = Instant::ZERO;
     gate.start_pacing(t0, Duration::from_millis(10), Instant::from_secs(100));
     let a = gate.admit_long_running().unwrap();
-    assert_eq!(a.reserve_release(Instant::from_secs(1)), None);
+    assert_eq!(a.reserve_turn(Instant::from_secs(1)), None);
     // Burst 1: only one immediate completion after a long idle period.
     assert_eq!(
-        a.reserve_release(Instant::from_secs(1)),
+        a.reserve_turn(Instant::from_secs(1)),
         Some(Instant::from_secs(1) + Duration::from_millis(10))
     );
 }

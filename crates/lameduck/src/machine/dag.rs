@@ -65,7 +65,7 @@ impl Machine {
         if !fired(LifecycleSignal::MuxAndDiscoveryComplete)
             && !fired(LifecycleSignal::ShutdownInitiated)
             && self.stop == StopRequest::NotRequested
-            && self.routes_signal_fired_flags.iter().all(|f| *f)
+            && self.routes_ready_flags.iter().all(|f| *f)
         {
             self.fire(LifecycleSignal::MuxAndDiscoveryComplete, now);
         }
@@ -248,7 +248,7 @@ impl Machine {
 
     fn begin_drain(&mut self, shared: &Shared, now: Instant) {
         // Close the gate and start pacing *before* publishing NotAcceptingNewRequest: a
-        // long-running handler woken by the signal must already find its paced slot.
+        // long-running handler woken by the signal must already find its paced turn.
         let gate = shared.gate();
         let (normal, long_running) = gate.close();
         shared.end_keep_alive();

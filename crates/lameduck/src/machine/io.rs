@@ -43,9 +43,10 @@ pub struct HookId(pub(crate) u16);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ListenerId(pub(crate) u16);
 
-/// A registered readiness-of-routes signal (`MuxAndDiscoveryComplete` waits for all).
+/// A registered routes-ready report: a named part of the routes that says when it is ready
+/// (`MuxAndDiscoveryComplete` waits for every one).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct RoutesSignalId(pub(crate) u16);
+pub struct RoutesReadyId(pub(crate) u16);
 
 impl HookId {
     /// An id from its raw index, for fuzzers and reference-model tests. The machine rejects
@@ -77,12 +78,12 @@ impl ListenerId {
     }
 }
 
-impl RoutesSignalId {
+impl RoutesReadyId {
     /// An id from its raw index, for fuzzers and reference-model tests. The machine rejects
     /// ids that were not registered with a typed error.
     #[must_use]
     pub const fn from_raw(index: u16) -> Self {
-        RoutesSignalId(index)
+        RoutesReadyId(index)
     }
 
     /// The index in registration order.
@@ -186,8 +187,8 @@ pub enum Input {
         /// How it ended.
         outcome: HookOutcome,
     },
-    /// A readiness-of-routes signal fired (idempotent).
-    RoutesSignalFired(RoutesSignalId),
+    /// A routes-ready report came in: those routes are ready (idempotent).
+    RoutesReady(RoutesReadyId),
     /// Termination was requested.
     StopRequested(StopSource),
     /// The gate notified its listeners: a wait group may have drained. Cheap; send it
@@ -378,9 +379,9 @@ pub enum InputError {
     /// A server cannot stop before its listener.
     #[error("server {0:?} stopped before its listener")]
     ServerBeforeListener(ListenerId),
-    /// No such readiness-of-routes signal.
-    #[error("unknown readiness-of-routes signal {0:?}")]
-    UnknownRoutesSignal(RoutesSignalId),
+    /// No such routes-ready report.
+    #[error("unknown routes-ready report {0:?}")]
+    UnknownRoutesReady(RoutesReadyId),
     /// A hand-over was asked for while another one is under way.
     #[error("a hand-over is already under way")]
     HandOverInProgress,
@@ -400,7 +401,7 @@ impl Input {
             Input::Start => "Start",
             Input::ListenerServing(_) => "ListenerServing",
             Input::HookFinished { .. } => "HookFinished",
-            Input::RoutesSignalFired(_) => "RoutesSignalFired",
+            Input::RoutesReady(_) => "RoutesReady",
             Input::StopRequested(_) => "StopRequested",
             Input::DrainProgress => "DrainProgress",
             Input::ListenerStopped(_) => "ListenerStopped",

@@ -1,11 +1,11 @@
-//! Registration: hooks, listeners, readiness-of-routes signals and health checks, legal
+//! Registration: hooks, listeners, routes-ready reports and health checks, legal
 //! while configuring; then `prepare`, which freezes them into the shared state.
 
 use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 
-use super::io::{HookId, HookKind, ListenerId, RegisterError, RoutesSignalId};
+use super::io::{HookId, HookKind, ListenerId, RegisterError, RoutesReadyId};
 use super::{Hook, HookState, ListenerState, Machine, MachineStage, PendingCheck};
 use crate::health::is_valid_check_name;
 use crate::shared::{Check, CheckFn, CheckKind, EndpointSet, Shared};
@@ -105,21 +105,18 @@ impl Machine {
         Ok(id)
     }
 
-    /// Registers a readiness-of-routes signal.
-    pub fn add_routes_signal(&mut self, name: &str) -> Result<RoutesSignalId, RegisterError> {
-        self.check_configuring("readiness-of-routes signal", name)?;
-        if self.routes_signal_names.iter().any(|n| n == name) {
+    /// Registers a routes-ready report.
+    pub fn add_routes_ready(&mut self, name: &str) -> Result<RoutesReadyId, RegisterError> {
+        self.check_configuring("routes-ready report", name)?;
+        if self.routes_ready_names.iter().any(|n| n == name) {
             return Err(RegisterError::Duplicate {
-                what: "readiness-of-routes signal",
+                what: "routes-ready report",
                 name: name.into(),
             });
         }
-        let id = RoutesSignalId(id16(
-            self.routes_signal_names.len(),
-            "readiness-of-routes signal",
-        )?);
-        self.routes_signal_names.push(name.into());
-        self.routes_signal_fired_flags.push(false);
+        let id = RoutesReadyId(id16(self.routes_ready_names.len(), "routes-ready report")?);
+        self.routes_ready_names.push(name.into());
+        self.routes_ready_flags.push(false);
         Ok(id)
     }
 

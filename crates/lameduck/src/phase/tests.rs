@@ -32,7 +32,7 @@ fn stage_is_the_phase_s_stage_in_random_runs() {
             send_retry_after: r[3] % 2 == 0,
             hooks: [r[4], r[5], r[6], r[7]],
             extra_listeners: 1,
-            routes_signals: 1,
+            routes_ready: 1,
         };
         let Ok(mut sim) = setup.simulator() else {
             continue;

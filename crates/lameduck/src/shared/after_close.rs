@@ -53,7 +53,7 @@ impl Shared {
         match kind {
             ConnectionKind::Unknown => false,
             ConnectionKind::Http1 => self.sockets_outlive(),
-            ConnectionKind::Http2 => rejection == Rejection::ShuttingDown || self.sockets_outlive(),
+            ConnectionKind::Http2 => rejection == Rejection::NotAccepting || self.sockets_outlive(),
         }
     }
 

@@ -104,7 +104,7 @@ impl Shared {
         }
     }
 
-    /// Whether every registered readiness-of-routes signal has fired. Before that, adapters
+    /// Whether every registered routes-ready report has come in. Before that, adapters
     /// answer unknown paths with [`crate::responses::ROUTES_NOT_READY`].
     #[must_use]
     pub fn routes_complete(&self) -> bool {

@@ -7,7 +7,7 @@ use super::{Op, Simulator};
 use crate::classify::RequestClass;
 use crate::machine::{
     HandOverOutcome, HookId, HookKind, HookOutcome, Input, InputError, ListenerId, Machine,
-    RoutesSignalId, StopSource,
+    RoutesReadyId, StopSource,
 };
 
 impl Simulator {
@@ -73,9 +73,9 @@ impl Simulator {
                 self.open_request(RequestClass::Exempt);
                 Ok(())
             }
-            Op::RoutesSignalFired { index } => self.input(Input::RoutesSignalFired(
-                RoutesSignalId::from_raw(u16::from(index)),
-            )),
+            Op::RoutesReady { index } => self.input(Input::RoutesReady(RoutesReadyId::from_raw(
+                u16::from(index),
+            ))),
             Op::OpenRequest { long_running } => {
                 self.open_request(if long_running {
                     RequestClass::LongRunning
