@@ -7,7 +7,6 @@ use std::time::Duration;
 use http::Method;
 use tower::retry::budget::{Budget, TpsBudget};
 
-use crate::service::RetryLayer;
 use crate::stats::RetryStats;
 use crate::timer::{Timer, TokioTimer};
 use crate::Retryable;
@@ -66,8 +65,9 @@ enum BudgetChoice {
     Unlimited,
 }
 
-/// The builder of a [`RetryLayer`]: `RetryLayer::builder()...build()`. Every setting has a
-/// default ([`RetryLayer::default`] is the builder's defaults).
+/// The builder of a [`RetryLayer`](crate::RetryLayer): `RetryLayer::builder()...build()`.
+/// Every setting has a default ([`RetryLayer::default`](crate::RetryLayer::default) is the
+/// builder's defaults).
 pub struct RetryLayerBuilder {
     max_attempts: u32,
     max_wait: Duration,
@@ -183,12 +183,8 @@ impl RetryLayerBuilder {
         self
     }
 
-    /// The layer, or what is wrong with the configuration.
-    pub fn build(self) -> Result<RetryLayer, ConfigError> {
-        self.policy().map(RetryLayer::from_policy)
-    }
-
-    fn policy(self) -> Result<Policy, ConfigError> {
+    /// The policy of the layer `build` makes, or what is wrong with the configuration.
+    pub(crate) fn policy(self) -> Result<Policy, ConfigError> {
         if self.max_attempts == 0 {
             return Err(ConfigError::ZeroAttempts);
         }

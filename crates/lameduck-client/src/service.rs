@@ -9,7 +9,7 @@ use tower_service::Service;
 
 use crate::body::ReplayBody;
 use crate::classify::is_grpc;
-use crate::config::{Policy, RetryLayerBuilder};
+use crate::config::{ConfigError, Policy, RetryLayerBuilder};
 use crate::future::{ResponseFuture, RetryState};
 use crate::stats::RetryStats;
 
@@ -55,6 +55,13 @@ impl std::fmt::Debug for RetryLayer {
             .field("max_wait", &self.policy.max_wait)
             .field("body_limit", &self.policy.body_limit)
             .finish_non_exhaustive()
+    }
+}
+
+impl RetryLayerBuilder {
+    /// The layer, or what is wrong with the configuration.
+    pub fn build(self) -> Result<RetryLayer, ConfigError> {
+        self.policy().map(RetryLayer::from_policy)
     }
 }
 
