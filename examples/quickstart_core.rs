@@ -1,6 +1,7 @@
 use std::time::Duration;
 
-use lameduck::{Config, Event, HookOutcome, Input, Instant, Lifecycle, StopSource};
+use lameduck::machine::{HookOutcome, StopSource};
+use lameduck::{Config, Event, Input, Instant, Lifecycle};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let config = Config::builder().shutdown_delay(Duration::from_secs(5));

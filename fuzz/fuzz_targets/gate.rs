@@ -17,7 +17,8 @@ use std::time::Duration;
 
 use arbitrary::Arbitrary;
 use lameduck::gate::testing;
-use lameduck::{Gate, Instant, LongRunningTicket, NormalTicket, Rejection, ShutdownMode};
+use lameduck::gate::{Gate, LongRunningTicket, NormalTicket, Rejection};
+use lameduck::{Instant, ShutdownMode};
 use libfuzzer_sys::fuzz_target;
 
 /// Ops past this many are ignored.

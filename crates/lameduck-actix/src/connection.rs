@@ -21,7 +21,9 @@ use crate::serve::LifecycleRef;
 
 /// A connection's place in the server's connection count, held until the connection is
 /// dropped: then, after `ShutdownInitiated`, its close is noted for the termination summary
-/// ([`Counters::note_connection_closed`](lameduck::shared::Counters::note_connection_closed)), before the count goes down.
+/// ([`Counters::note_connection_closed`]), before the count goes down.
+///
+/// [`Counters::note_connection_closed`]: lameduck::shared::counters::Counters::note_connection_closed
 pub(crate) struct TrackedConnection {
     lifecycle: Option<LifecycleRef>,
     _guard: ConnectionGuard,

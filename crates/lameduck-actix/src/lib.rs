@@ -86,7 +86,7 @@
 //! streams' own bound; idle HTTP/1 connections are closed at the stop. Whatever is still open
 //! past those bounds is closed by stopping actix forcibly. Every connection closed with its
 //! peer silent is counted: `connections_cut` in the termination summary, by kind in
-//! [`Counters::peer_counts`](lameduck::shared::Counters::peer_counts).
+//! [`Counters::peer_counts`](lameduck::shared::counters::Counters::peer_counts).
 //!
 //! With a [maximum connection age](lameduck::Config::max_connection_age), each
 //! [`AutoH2cServer`] connection's own age is drawn when it is accepted: at its age an HTTP/1
@@ -551,7 +551,7 @@ where
                     // An unknown path before every route is installed: 503, retry later.
                     shared
                         .counters()
-                        .count_rejection(lameduck::RejectionReason::RoutesNotReady);
+                        .count_rejection(lameduck::rejections::RejectionReason::RoutesNotReady);
                     drop(tracker.take());
                     let (req, _) = res.into_parts();
                     return Poll::Ready(Ok(canned(req, &ROUTES_NOT_READY)));

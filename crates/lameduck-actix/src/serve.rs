@@ -165,10 +165,10 @@ pub(crate) fn note_arrival(lifecycle: Option<&LifecycleRef>, data: &mut Extensio
 /// connections from busy ones, and actix-web's own `HttpServer` sends no HTTP/2 GOAWAY, so
 /// an idle keep-alive or HTTP/2 connection would otherwise hold the exit until the HTTP
 /// shutdown timeout; the wait lets the last responses reach the socket first. (Not
-/// [`lameduck::IDLE_CONNECTION_LINGER`], the core's wait for the request a connection may be
-/// about to carry.) An [`AutoH2cServer`](crate::AutoH2cServer) ends its connections itself,
-/// each at its bound ([`ActixServer::bounds_silent_peers`]): it is stopped forcibly only once
-/// those bounds have passed.
+/// [`lameduck::connection::IDLE_CONNECTION_LINGER`], the core's wait for the request a
+/// connection may be about to carry.) An [`AutoH2cServer`](crate::AutoH2cServer) ends its
+/// connections itself, each at its bound ([`ActixServer::bounds_silent_peers`]): it is
+/// stopped forcibly only once those bounds have passed.
 pub const CLOSE_AFTER_DRAIN: Duration = Duration::from_millis(250);
 
 /// The former name of [`CLOSE_AFTER_DRAIN`].

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use actix_web::http::{ConnectionType, StatusCode};
 use actix_web::{test, web, App, HttpResponse};
-use lameduck::{Config, Input, Instant, Lifecycle, StdClock, StopSource};
+use lameduck::machine::StopSource;
+use lameduck::{Config, Input, Instant, Lifecycle, StdClock};
 use lameduck_actix::{health_routes, AdmissionMiddleware};
 
 fn lifecycle(config: Config, with_mux: bool) -> (Lifecycle<lameduck::Running>, StdClock) {

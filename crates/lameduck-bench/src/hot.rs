@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use futures_util::task::noop_waker_ref;
-use lameduck::{Admission, Config, Gate, Lifecycle, RequestClass, Shared};
+use lameduck::gate::Gate;
+use lameduck::{Admission, Config, Lifecycle, RequestClass, Shared};
 use tokio_util::task::TaskTracker;
 
 /// Keeps a hammered word off the cache line of anything else the threads touch.

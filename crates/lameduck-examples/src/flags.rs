@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use clap::error::ErrorKind;
 use clap::{CommandFactory as _, Parser};
-use lameduck::{parse_duration, Config, ConfigBuilder, ConfigError, ConfigOption, DurationError};
+use lameduck::config::ConfigOption;
+use lameduck::duration::DurationError;
+use lameduck::{parse_duration, Config, ConfigBuilder, ConfigError};
 
 pub use crate::listen::Listen;
 

@@ -1,8 +1,9 @@
 //! Reports new connections and requests to the lifecycle's record of arrivals
-//! ([`lameduck::shared::Counters::arrivals`]): when they came during a termination, which were late, and
-//! the requests that came while `/readyz` said "not ready". Every adapter calls these at each
-//! accepted connection and each admitted request (health and metrics aside); they cost one
-//! relaxed load unless the lifecycle watches arrivals, and read the clock only then.
+//! ([`Counters::arrivals`](lameduck::shared::counters::Counters::arrivals)): when they came during a
+//! termination, which were late, and the requests that came while `/readyz` said "not
+//! ready". Every adapter calls these at each accepted connection and each admitted request
+//! (health and metrics aside); they cost one relaxed load unless the lifecycle watches
+//! arrivals, and read the clock only then.
 //!
 //! A connection counts as new traffic only once it carries a request other than health and
 //! metrics: a balancer's health checks open connections too (HAProxy one per check, a
@@ -12,14 +13,15 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use lameduck::{Instant, RequestArrival, Shared, StdClock};
+use lameduck::shared::counters::RequestArrival;
+use lameduck::{Instant, Shared, StdClock};
 
 use crate::logging;
 use crate::runtime::Runtime;
 
 /// When a connection arrived while the lifecycle watched arrivals, kept in the connection
 /// until its first request other than health and metrics reports it
-/// ([`Counters::note_connection`](lameduck::shared::Counters::note_connection)).
+/// ([`Counters::note_connection`](lameduck::shared::counters::Counters::note_connection)).
 #[derive(Debug)]
 pub struct ConnectionArrival {
     /// The instant's nanoseconds plus one; 0 once reported.

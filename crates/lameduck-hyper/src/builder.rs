@@ -5,9 +5,9 @@ use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 
-use lameduck::{
-    Config, Configuring, EndpointSet, HookKind, Lifecycle, RegisterError, RoutesReadyId,
-};
+use lameduck::machine::{HookKind, RegisterError, RoutesReadyId};
+use lameduck::shared::EndpointSet;
+use lameduck::{Config, Configuring, Lifecycle};
 
 use crate::error::BoxError;
 use crate::run::hooks::{HookFn, Hooks};

@@ -4,7 +4,7 @@
 use std::error::Error as StdError;
 use std::io;
 
-use lameduck::RegisterError;
+use lameduck::machine::RegisterError;
 
 /// Errors a hook may return.
 pub type BoxError = Box<dyn StdError + Send + Sync>;

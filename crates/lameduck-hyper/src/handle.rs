@@ -4,7 +4,8 @@ use std::fmt;
 use std::sync::Arc;
 
 use futures_channel::mpsc;
-use lameduck::{Input, LifecycleSignal, Phase, RoutesReadyId, Shared, StopSource};
+use lameduck::machine::{RoutesReadyId, StopSource};
+use lameduck::{Input, LifecycleSignal, Phase, Shared};
 
 use crate::logging;
 
@@ -64,15 +65,15 @@ impl Handle {
     }
 
     /// What the server saw of its load balancer so far: new connections and requests after
-    /// the signal, the late ones, and requests before ready ([`lameduck::ArrivalCounts`]).
+    /// the signal, the late ones, and requests before ready ([`lameduck::shared::counters::ArrivalCounts`]).
     #[must_use]
-    pub fn arrivals(&self) -> lameduck::ArrivalCounts {
+    pub fn arrivals(&self) -> lameduck::shared::counters::ArrivalCounts {
         self.shared.counters().arrivals()
     }
 
     /// Requests in flight, normal and long-running.
     #[must_use]
-    pub fn in_flight(&self) -> lameduck::InFlight {
+    pub fn in_flight(&self) -> lameduck::gate::InFlight {
         self.shared.gate().in_flight()
     }
 

@@ -12,12 +12,11 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use lameduck::connection::CutKind;
-use lameduck::shared::PeerCounts;
+use lameduck::machine::{DrainPlan, ExitReason, HookKind, HookOutcome, InputError};
+use lameduck::shared::counters::ArrivalCounts;
+use lameduck::shared::counters::PeerCounts;
 use lameduck::summary::{SummaryRecord, SUMMARY_MARKER};
-use lameduck::{
-    ArrivalCounts, Config, DrainPlan, ExitReason, HookKind, HookOutcome, InputError,
-    LifecycleSignal,
-};
+use lameduck::{Config, LifecycleSignal};
 use tracing::{debug, error, info, warn};
 
 use crate::runtime::OsSignal;

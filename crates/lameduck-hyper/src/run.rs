@@ -15,9 +15,10 @@ use std::task::Poll;
 
 use futures_channel::mpsc;
 use futures_util::{FutureExt, StreamExt};
+use lameduck::machine::{HookKind, InputError};
 use lameduck::{
-    Event, HookKind, Input, InputError, Lifecycle, LifecycleSignal, LifecycleSignalFired, Phase,
-    Prepared, Running, Shared, StdClock,
+    Event, Input, Lifecycle, LifecycleSignal, LifecycleSignalFired, Phase, Prepared, Running,
+    Shared, StdClock,
 };
 
 use lameduck::connection::CutKind;

@@ -7,7 +7,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use futures_channel::mpsc;
-use lameduck::{Input, Lifecycle, Prepared, RegisterError, RequestInfo, Shared, StdClock};
+use lameduck::machine::RegisterError;
+use lameduck::{Input, Lifecycle, Prepared, RequestInfo, Shared, StdClock};
 
 use crate::connection::accept::{accept_loop, NoHandshake};
 use crate::connection::context::{ListenerContext, ServeControl, ServeTask};

@@ -118,8 +118,8 @@ async fn sockets_outlive_an_idle_connection_that_stays_silent_is_closed_after_th
     assert!(closed_within(client, Duration::from_secs(5)).await);
     let waited = stopped.elapsed();
     assert!(
-        waited >= lameduck::IDLE_CONNECTION_LINGER - Duration::from_millis(10)
-            && waited <= lameduck::IDLE_CONNECTION_LINGER + Duration::from_millis(100),
+        waited >= lameduck::connection::IDLE_CONNECTION_LINGER - Duration::from_millis(10)
+            && waited <= lameduck::connection::IDLE_CONNECTION_LINGER + Duration::from_millis(100),
         "closed {waited:?} after the stop"
     );
     assert_eq!(run.await.unwrap().unwrap(), 0);

@@ -19,11 +19,11 @@ use std::thread;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Bencher, BenchmarkGroup, Criterion};
+use lameduck::gate::Gate;
 use lameduck::machine::HookKind;
+use lameduck::machine::HookOutcome;
 use lameduck::sim::Simulator;
-use lameduck::{
-    Admission, Config, Gate, HookOutcome, Lifecycle, LifecycleSignal, RequestClass, Shared,
-};
+use lameduck::{Admission, Config, Lifecycle, LifecycleSignal, RequestClass, Shared};
 
 /// Keeps the hammered word off the cache line of anything else the threads touch (the
 /// stop flag in particular), so the contention measured is on the word alone.

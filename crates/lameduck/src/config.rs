@@ -255,7 +255,7 @@ impl Config {
 
     /// The last part of the shutdown delay, in percent, in which a new connection or request
     /// is *late*: the balancer barely stopped in time (see
-    /// [`Counters::arrivals`](crate::shared::Counters::arrivals)). Default
+    /// [`Counters::arrivals`](crate::shared::counters::Counters::arrivals)). Default
     /// [`DEFAULT_LATE_ARRIVAL_PERCENT`].
     #[must_use]
     pub fn late_arrival_percent(&self) -> u8 {

@@ -58,8 +58,10 @@ pub enum ConnectionWork {
 }
 
 /// Why a connection was closed at a bound while its peer stayed silent. Each is counted
-/// ([`Counters::count_connection_cut`](crate::shared::Counters::count_connection_cut)); the termination
-/// summary reports the total as `connections_cut`, and a warning names the kinds.
+/// ([`Counters::count_connection_cut`]); the termination summary reports the total as
+/// `connections_cut`, and a warning names the kinds.
+///
+/// [`Counters::count_connection_cut`]: crate::shared::counters::Counters::count_connection_cut
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CutKind {
     /// A TLS handshake not complete when the server stopped, cut [`SILENT_PEER_TIMEOUT`]

@@ -6,17 +6,42 @@
 //! is that sequence, and nothing else: no runtime, no clock, no I/O. Adapter crates bind it
 //! to tokio/hyper, smol and actix-web.
 //!
-//! * [`Machine`]: the runtime-checked state machine of the whole DAG; inputs with the time
-//!   passed in, [`Event`]s out, [`Machine::poll_timeout`] for the next deadline. Its module
-//!   docs show the run loop an adapter writes.
-//! * [`Lifecycle`]: the typestate API over it (configure → prepare → run).
-//! * [`Shared`]: what request tasks read concurrently: the admission [`Gate`], health
-//!   answers, and futures for signals.
-//! * [`health`]: the exact `/readyz`, `/livez`, `/healthz` bodies of kube-apiserver.
-//! * [`config`] and [`duration`]: validated configuration and Go-style durations.
-//! * [`trace`]: the reference model, [`check_trace`], for testing a service's observed
-//!   behaviour.
-//! * [`rejections`]: the counts of requests turned away, by reason.
+//! # What the root holds
+//!
+//! Only what a user of the core needs every day:
+//!
+//! * the configuration: [`Config`], [`ConfigBuilder`], [`ConfigError`], [`ShutdownMode`],
+//!   and [`parse_duration`] for Go-style durations;
+//! * the lifecycle: [`Machine`], the runtime-checked state machine of the whole DAG (inputs
+//!   with the time passed in, [`Input`]; [`Event`]s out; [`Machine::poll_timeout`] for the
+//!   next deadline; its module docs show the run loop an adapter writes), [`Lifecycle`] and
+//!   its typestate stages [`Configuring`], [`Prepared`], [`Running`] over it, where it is
+//!   ([`Phase`]), and its signals ([`LifecycleSignal`], [`LifecycleSignalFired`]);
+//! * the shared state request tasks read: [`Shared`] and its [`Admission`] of a request;
+//! * requests: [`RequestClass`], [`RequestInfo`], [`default_is_long_running`],
+//!   [`ConnectionKind`];
+//! * time: [`Instant`], [`StdClock`] (feature `std`);
+//! * the reference model: [`check_trace`].
+//!
+//! # Where the rest is
+//!
+//! Everything else is reached through its module:
+//!
+//! * [`machine`]: the machine's vocabulary besides [`Input`] and [`Event`]: hook, listener
+//!   and routes-ready ids, [`machine::StopSource`], [`machine::HookOutcome`], the errors;
+//! * [`lifecycle`]: the typestate API ([`lifecycle::Stage`]);
+//! * [`phase`]: what marks each [`Phase`], and which typestate type stands for it;
+//! * [`shared`]: [`Shared`]'s parts: what it counts ([`shared::counters::Counters`], from
+//!   [`Shared::counters`], and the counts it returns), owned tickets, health checks;
+//! * [`gate`]: the admission gate, its tickets and [`gate::Rejection`];
+//! * [`rejections`]: the counts of requests turned away, by reason;
+//! * [`signal`]: [`LifecycleSignal`] and the sets and times of fired signals;
+//! * [`health`]: the exact `/readyz`, `/livez`, `/healthz` bodies of kube-apiserver;
+//! * [`config`], [`duration`]: every option and its errors, Go-style durations;
+//! * [`classify`], [`connection`]: how requests and connections are told apart and bounded;
+//! * [`responses`]: the canned responses of rejections;
+//! * [`time`]: the clock-free [`Instant`] and conversions;
+//! * [`trace`]: the reference model's events, rules and violations.
 //!
 //! Features add what is not the core:
 //! * `summary`: `lameduck::summary`, the one-line account of a termination that a driver
@@ -27,7 +52,7 @@
 //!   `lameduck::trace::log`, which parses the hyper adapter's log into a trace.
 //!
 //! The crate is `no_std` with `alloc`. The `std` feature (default) only adds
-//! [`StdClock`], `std::error::Error` impls and blocking waits.
+//! `StdClock`, `std::error::Error` impls and blocking waits.
 #![no_std]
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
@@ -62,24 +87,16 @@ pub mod time;
 pub mod trace;
 
 pub use classify::{default_is_long_running, RequestClass, RequestInfo};
-pub use config::{Config, ConfigBuilder, ConfigError, ConfigOption, GoawayChance, ShutdownMode};
-pub use connection::{ConnectionKind, IDLE_CONNECTION_LINGER};
-pub use duration::{parse_duration, DurationError};
-pub use gate::{Gate, InFlight, LongRunningTicket, NormalTicket, Rejection};
-pub use health::{CheckOutcome, Endpoint, HealthQuery, HealthResponse, HealthTarget};
-pub use lifecycle::{Configuring, Lifecycle, Prepared, Running, Stage};
-pub use machine::{
-    DrainPlan, Event, ExitReason, HandOverOutcome, HookId, HookKind, HookOutcome, Input,
-    InputError, ListenerId, Machine, RegisterError, RoutesReadyId, StopSource,
-};
+pub use config::{Config, ConfigBuilder, ConfigError, ShutdownMode};
+pub use connection::ConnectionKind;
+pub use duration::parse_duration;
+pub use lifecycle::{Configuring, Lifecycle, Prepared, Running};
+pub use machine::{Event, Input, Machine};
 pub use phase::Phase;
-pub use rejections::{RejectionCounts, RejectionReason};
 pub use shared::signals::LifecycleSignalFired;
-pub use shared::{
-    Admission, ArrivalCounts, CheckFn, EndpointSet, GoodbyeCounts, RequestArrival, Shared,
-};
-pub use signal::{LifecycleSignal, SignalSet, SignalTimes};
+pub use shared::{Admission, Shared};
+pub use signal::LifecycleSignal;
 pub use time::Instant;
 #[cfg(feature = "std")]
 pub use time::StdClock;
-pub use trace::{check_trace, Rule, TraceEvent, TraceSummary, TracedEvent, Violation};
+pub use trace::check_trace;

@@ -13,7 +13,7 @@
 //! let flush = cfg.add_pre_shutdown_hook("flush-cache")?;
 //! let lifecycle = cfg.prepare().start(Instant::ZERO);
 //! assert_eq!(lifecycle.machine().hook_name(flush), Some("flush-cache"));
-//! # Ok::<(), lameduck::RegisterError>(())
+//! # Ok::<(), lameduck::machine::RegisterError>(())
 //! ```
 //!
 //! Running before preparing does not compile:

@@ -18,7 +18,8 @@
 //!
 //! ```
 //! use core::time::Duration;
-//! use lameduck::{Config, Event, Input, Instant, Machine, StopSource};
+//! use lameduck::machine::StopSource;
+//! use lameduck::{Config, Event, Input, Instant, Machine};
 //!
 //! let mut m = Machine::new(Config::builder().shutdown_delay(Duration::from_secs(2)).build()?);
 //! let api = m.add_listener("api")?;

@@ -4,29 +4,29 @@
 //!
 //! # The mapping
 //!
-//! Each phase, the typestate type of [`Lifecycle`](crate::Lifecycle) that stands for it,
-//! and what marks it:
+//! Each phase, the typestate type of [`Lifecycle`](crate::Lifecycle) that stands for it
+//! ([`Configuring`](crate::Configuring), [`Prepared`](crate::Prepared) or
+//! [`Running`](crate::Running), the [`Stage`](crate::lifecycle::Stage)s), and what marks it:
 //!
-//! | [`Phase`] | typestate type ([`Stage`](crate::lifecycle::Stage)) | marked by |
+//! | Phase | typestate type | marked by |
 //! |---|---|---|
-//! | `Configuring` | [`Configuring`](crate::Configuring) | no shared state yet |
-//! | `Prepared` | [`Prepared`](crate::Prepared) | prepared (registrations frozen), not started |
-//! | `Starting` | [`Running`](crate::Running) | started; not every listener has served |
-//! | `Serving` | [`Running`](crate::Running) | every listener served once (`Event::NotifyReady`) |
-//! | `LameDuck` | [`Running`](crate::Running) | `ShutdownInitiated` fired |
-//! | `Draining` | [`Running`](crate::Running) | `NotAcceptingNewRequest` fired |
-//! | `Stopping` | [`Running`](crate::Running) | `InFlightRequestsDrained` and `HTTPServerStoppedListening` fired |
-//! | `Exited` | [`Running`](crate::Running), once its machine exits | an exit was decided (`Event::Exit`) |
+//! | `Configuring` | `Configuring` | no shared state yet |
+//! | `Prepared` | `Prepared` | prepared (registrations frozen), not started |
+//! | `Starting` | `Running` | started; not every listener has served |
+//! | `Serving` | `Running` | every listener served once (`Event::NotifyReady`) |
+//! | `LameDuck` | `Running` | `ShutdownInitiated` fired |
+//! | `Draining` | `Running` | `NotAcceptingNewRequest` fired |
+//! | `Stopping` | `Running` | `InFlightRequestsDrained` and `HTTPServerStoppedListening` fired |
+//! | `Exited` | `Running`, once its machine exits | an exit was decided (`Event::Exit`) |
 //!
 //! A type's [`Stage::PHASE`](crate::lifecycle::Stage::PHASE) is the first of its phases,
 //! and [`Lifecycle::try_from_machine`](crate::Lifecycle::try_from_machine) accepts a machine
 //! in any of them but `Exited`.
 //!
 //! Inside the crate, the phase is read from two things only: the signals fired, and what the
-//! machine records of its progress besides them ([`Progress`]: started, every listener
-//! served, exited), both in [`Shared`](crate::Shared). The coarser stage that decides which
-//! registrations and inputs are legal ([`MachineStage`]) is derived from the phase, never
-//! stored.
+//! machine records of its progress besides them (started, every listener served, exited),
+//! both in [`Shared`](crate::Shared). The coarser stage that decides which registrations and
+//! inputs are legal is derived from the phase, never stored.
 
 /// Where a lifecycle is. See the [module docs](self) for what marks each phase and which
 /// typestate type stands for it.

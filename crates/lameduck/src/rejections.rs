@@ -70,7 +70,7 @@ impl fmt::Display for RejectionReason {
 }
 
 /// How many requests were turned away, by reason; see
-/// [`Counters::rejections`](crate::shared::Counters::rejections).
+/// [`Counters::rejections`](crate::shared::counters::Counters::rejections).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct RejectionCounts {
     counts: [u64; 4],

@@ -10,7 +10,7 @@
 //! [`Shared`] itself holds what the lifecycle decides: admission, health, signals, the
 //! phase, connection bounds, idle-close and keep-alive. What it counts (rejections, requests
 //! served after the close, arrivals, WebSocket goodbyes, connections cut at their bound) is
-//! reached through its own view, [`Shared::counters`].
+//! reached through its own view, [`Shared::counters`] (the [`counters`] module).
 
 use alloc::sync::Arc;
 use alloc::vec::Vec;
@@ -28,25 +28,23 @@ use crate::signal::LifecycleSignal;
 use crate::sync::{AtomicU64, AtomicU8, Ordering};
 use crate::time::Instant;
 
+// The modules that write `impl Shared` (after_close, bounds, counters, health, signals)
+// use this one; this one uses only those that do not (arrivals, checks, goodbyes, peers).
 mod after_close;
 mod arrivals;
+mod bounds;
 mod checks;
-mod counters;
+pub mod counters;
 mod goodbyes;
 mod health;
 mod peers;
-// Its future is re-exported at the crate root (`crate::LifecycleSignalFired`): this module
-// uses `Shared`, so `Shared`'s module does not use it back.
+// Its future is re-exported at the crate root (`crate::LifecycleSignalFired`).
 pub(crate) mod signals;
 
 use self::arrivals::Arrivals;
-pub use self::arrivals::{ArrivalCounts, RequestArrival};
 pub(crate) use self::checks::{Check, CheckKind, PostStartState};
 pub use self::checks::{CheckFn, EndpointSet};
-pub use self::counters::Counters;
-pub use self::goodbyes::GoodbyeCounts;
 use self::goodbyes::Goodbyes;
-pub use self::peers::PeerCounts;
 use self::peers::Peers;
 
 const NOT_YET: u64 = u64::MAX;
@@ -132,12 +130,12 @@ pub struct Shared {
     sockets: AtomicU8,
     /// Requests served after the gate closed ([`Admission::Late`]).
     pub(crate) served_after_close: AtomicU64,
-    /// New connections and requests as the balancer sent them ([`Counters::arrivals`]).
+    /// New connections and requests as the balancer sent them (`Counters::arrivals`).
     pub(crate) arrivals: Arrivals,
-    /// The WebSocket Close frames sent at shutdown, and their answers ([`Counters::goodbyes`]).
+    /// The WebSocket Close frames sent at shutdown, and their answers (`Counters::goodbyes`).
     goodbyes: Goodbyes,
     /// The connections closed at their bound with their peers silent, and the last close
-    /// ([`Counters::peer_counts`]).
+    /// (`Counters::peer_counts`).
     peers: Peers,
 }
 

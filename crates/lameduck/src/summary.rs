@@ -25,7 +25,7 @@ use core::time::Duration;
 
 use crate::machine::{Event, HookKind, Input, StopSource};
 use crate::rejections::{RejectionCounts, RejectionReason};
-use crate::shared::{ArrivalCounts, GoodbyeCounts, PeerCounts};
+use crate::shared::counters::{ArrivalCounts, GoodbyeCounts, PeerCounts};
 use crate::signal::LifecycleSignal;
 use crate::time::Instant;
 
@@ -101,12 +101,12 @@ pub struct SummaryRecord {
     /// Requests turned away, by reason.
     pub rejected: RejectionCounts,
     /// New connections and requests after the signal, late ones, and requests before ready
-    /// ([`Counters::arrivals`](crate::shared::Counters::arrivals) at the exit). Lines written before these
-    /// fields existed read back with none.
+    /// ([`Counters::arrivals`](crate::shared::counters::Counters::arrivals) at the exit). Lines written
+    /// before these fields existed read back with none.
     pub arrivals: ArrivalCounts,
     /// The WebSocket Close frames sent at the streams' turns, and how many went unanswered
-    /// ([`Counters::goodbyes`](crate::shared::Counters::goodbyes) at the exit). Lines written before
-    /// these fields existed read back with none.
+    /// ([`Counters::goodbyes`](crate::shared::counters::Counters::goodbyes) at the exit). Lines
+    /// written before these fields existed read back with none.
     pub goodbyes: GoodbyeCounts,
     /// Connections closed at their bound with their peers silent during the termination
     /// ([`PeerCounts::connections_cut`]). Lines written before this field existed read back
@@ -446,8 +446,8 @@ impl TerminationSummary {
     }
 
     /// The summary so far, with `rejected` and `arrivals` (read from
-    /// [`Counters::rejections`](crate::shared::Counters::rejections) and
-    /// [`Counters::arrivals`](crate::shared::Counters::arrivals) at the exit).
+    /// [`Counters::rejections`](crate::shared::counters::Counters::rejections) and
+    /// [`Counters::arrivals`](crate::shared::counters::Counters::arrivals) at the exit).
     #[must_use]
     pub fn record(&self, rejected: RejectionCounts, arrivals: ArrivalCounts) -> SummaryRecord {
         SummaryRecord {

@@ -6,11 +6,9 @@ mod common;
 use std::time::Duration;
 
 use common::{config, secs, Sim};
+use lameduck::connection::IDLE_CONNECTION_LINGER;
 use lameduck::responses::SHUTTING_DOWN;
-use lameduck::{
-    Admission, Config, ConnectionKind, LifecycleSignal, RequestClass, ShutdownMode,
-    IDLE_CONNECTION_LINGER,
-};
+use lameduck::{Admission, Config, ConnectionKind, LifecycleSignal, RequestClass, ShutdownMode};
 
 /// A simulator past `NotAcceptingNewRequest`, its sockets outliving it or not.
 fn closed(mode: ShutdownMode, outlive: bool) -> Sim {

@@ -4,10 +4,9 @@
 mod common;
 
 use common::{config, ms, secs, Sim};
-use lameduck::{
-    Admission, ArrivalCounts, Config, ConfigError, ConnectionKind, HookKind, HookOutcome,
-    RequestArrival, RequestClass, ShutdownMode,
-};
+use lameduck::machine::{HookKind, HookOutcome};
+use lameduck::shared::counters::{ArrivalCounts, RequestArrival};
+use lameduck::{Admission, Config, ConfigError, ConnectionKind, RequestClass, ShutdownMode};
 
 /// A connection and a request, as an adapter reports them at the simulator's `now`.
 fn arrive(sim: &Sim) {

@@ -8,11 +8,9 @@ mod common;
 use std::time::Duration;
 
 use common::{secs, Sim};
+use lameduck::machine::{ExitReason, HookKind, HookOutcome, StopSource};
 use lameduck::machine::{CONNECTION_CLOSE_LINGER, DESTROY_HOOKS_TIMEOUT};
-use lameduck::{
-    Admission, Config, Event, ExitReason, HookKind, HookOutcome, Input, LifecycleSignal,
-    RequestClass, StopSource,
-};
+use lameduck::{Admission, Config, Event, Input, LifecycleSignal, RequestClass};
 
 fn millis(n: u64) -> Duration {
     Duration::from_millis(n)

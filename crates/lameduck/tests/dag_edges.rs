@@ -18,9 +18,10 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use lameduck::machine::{HookKind, HookOutcome};
 use lameduck::sim::{Op, Setup, Simulator};
 use lameduck::trace::predecessors;
-use lameduck::{Config, Event, HookKind, HookOutcome, LifecycleSignal, RequestClass, ShutdownMode};
+use lameduck::{Config, Event, LifecycleSignal, RequestClass, ShutdownMode};
 
 const MODES: [ShutdownMode; 2] = [ShutdownMode::CloseListener, ShutdownMode::SendRetryAfter];
 

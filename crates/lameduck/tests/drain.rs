@@ -223,11 +223,11 @@ fn add_after_wait_is_rejected() {
     sim.stop();
     assert!(matches!(
         shared.admit(RequestClass::Normal),
-        Admission::Rejected(lameduck::Rejection::NotAccepting)
+        Admission::Rejected(lameduck::gate::Rejection::NotAccepting)
     ));
     assert!(matches!(
         shared.admit(RequestClass::LongRunning),
-        Admission::Rejected(lameduck::Rejection::NotAccepting)
+        Admission::Rejected(lameduck::gate::Rejection::NotAccepting)
     ));
     assert!(matches!(
         shared.admit(RequestClass::Exempt),

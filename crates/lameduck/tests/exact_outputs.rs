@@ -5,8 +5,10 @@
 
 use std::sync::Arc;
 
+use lameduck::gate::{Gate, Rejection};
 use lameduck::health::parse_query;
-use lameduck::{Config, Gate, HookKind, Machine, Rejection, Shared, ShutdownMode};
+use lameduck::machine::HookKind;
+use lameduck::{Config, Machine, Shared, ShutdownMode};
 
 fn prepared(setup: impl FnOnce(&mut Machine)) -> (Machine, Arc<Shared>) {
     let mut m = Machine::new(Config::default());
@@ -134,7 +136,8 @@ fn pending_events_are_reported_until_polled() {
 
 #[test]
 fn endpoint_sets_unite() {
-    use lameduck::{Endpoint, EndpointSet};
+    use lameduck::health::Endpoint;
+    use lameduck::shared::EndpointSet;
     let both = EndpointSet::READYZ.union(EndpointSet::LIVEZ);
     assert!(both.contains(Endpoint::Readyz) && both.contains(Endpoint::Livez));
     assert!(!both.contains(Endpoint::Healthz));
@@ -157,8 +160,12 @@ fn shared_holds_the_machines_configuration_and_debugs_its_state() {
         .build()
         .unwrap();
     let mut m = Machine::new(config.clone());
-    m.add_health_check("db", lameduck::EndpointSet::READYZ, Box::new(|| Ok(())))
-        .unwrap();
+    m.add_health_check(
+        "db",
+        lameduck::shared::EndpointSet::READYZ,
+        Box::new(|| Ok(())),
+    )
+    .unwrap();
     m.handle_input(lameduck::Input::Prepare, lameduck::Instant::ZERO)
         .unwrap();
     let shared = m.shared().unwrap();
@@ -204,7 +211,7 @@ fn routes_complete_once_every_routes_ready_report_came() {
     m.handle_input(lameduck::Input::Start, now).unwrap();
     assert!(!shared.routes_complete());
     m.handle_input(
-        lameduck::Input::RoutesReady(lameduck::RoutesReadyId::from_raw(0)),
+        lameduck::Input::RoutesReady(lameduck::machine::RoutesReadyId::from_raw(0)),
         now,
     )
     .unwrap();
@@ -213,7 +220,8 @@ fn routes_complete_once_every_routes_ready_report_came() {
 
 #[test]
 fn check_names_are_those_of_the_endpoint() {
-    use lameduck::{Endpoint, EndpointSet};
+    use lameduck::health::Endpoint;
+    use lameduck::shared::EndpointSet;
     let (_m, shared) = prepared(|m| {
         m.add_health_check("db", EndpointSet::READYZ, Box::new(|| Ok(())))
             .unwrap();
@@ -248,7 +256,7 @@ fn signal_futures_wait_for_their_signal() {
     let now = lameduck::Instant::ZERO;
     m.handle_input(lameduck::Input::Start, now).unwrap();
     m.handle_input(
-        lameduck::Input::StopRequested(lameduck::StopSource::Api),
+        lameduck::Input::StopRequested(lameduck::machine::StopSource::Api),
         now,
     )
     .unwrap();
@@ -395,7 +403,7 @@ fn stopped_listening_before_the_stop_and_exit_0_before_it_are_rejected() {
 
 #[test]
 fn config_options_describe_themselves() {
-    use lameduck::ConfigOption;
+    use lameduck::config::ConfigOption;
     let durations: Vec<_> = ConfigOption::ALL
         .into_iter()
         .filter(|o| o.is_duration())
@@ -431,7 +439,8 @@ fn config_options_describe_themselves() {
 
 #[test]
 fn names_of_hook_kinds_inputs_and_exit_reasons() {
-    use lameduck::{ExitReason, Input};
+    use lameduck::machine::ExitReason;
+    use lameduck::Input;
     let kinds = [
         HookKind::PreShutdown,
         HookKind::PostStart,
@@ -446,7 +455,7 @@ fn names_of_hook_kinds_inputs_and_exit_reasons() {
     let mut m = Machine::new(Config::default());
     assert!(matches!(
         m.handle_input(Input::DrainProgress, lameduck::Instant::ZERO),
-        Err(lameduck::InputError::WrongPhase {
+        Err(lameduck::machine::InputError::WrongPhase {
             input: "DrainProgress",
             ..
         })
@@ -471,13 +480,13 @@ fn post_start_hooks_register_their_checks() {
     let mut m = Machine::new(Config::default());
     m.add_health_check(
         "poststarthook/warm",
-        lameduck::EndpointSet::ALL,
+        lameduck::shared::EndpointSet::ALL,
         Box::new(|| Ok(())),
     )
     .unwrap();
     assert!(matches!(
         m.add_hook(HookKind::PostStart, "warm"),
-        Err(lameduck::RegisterError::Duplicate { .. })
+        Err(lameduck::machine::RegisterError::Duplicate { .. })
     ));
     // Another kind's hook of that name does not register a check.
     m.add_hook(HookKind::PreShutdown, "warm").unwrap();
@@ -489,7 +498,7 @@ fn post_start_hooks_register_their_checks() {
         m.add_hook(HookKind::PostStart, "warm").unwrap();
     });
     let now = lameduck::Instant::ZERO;
-    let api = lameduck::ListenerId::from_raw(0);
+    let api = lameduck::machine::ListenerId::from_raw(0);
     m.handle_input(lameduck::Input::Start, now).unwrap();
     m.handle_input(lameduck::Input::ListenerServing(api), now)
         .unwrap();
@@ -498,11 +507,11 @@ fn post_start_hooks_register_their_checks() {
         String::from_utf8_lossy(r.body.as_ref()).into_owned()
     };
     assert!(!body(&shared).contains("[+]poststarthook/warm ok"));
-    let warm = lameduck::HookId::from_raw(1);
+    let warm = lameduck::machine::HookId::from_raw(1);
     m.handle_input(
         lameduck::Input::HookFinished {
             hook: warm,
-            outcome: lameduck::HookOutcome::Succeeded,
+            outcome: lameduck::machine::HookOutcome::Succeeded,
         },
         now,
     )
@@ -520,7 +529,7 @@ fn listeners_can_be_added_once_prepared() {
     m.add_listener("late").unwrap();
     assert!(matches!(
         m.add_listener("bad name"),
-        Err(lameduck::RegisterError::InvalidName { .. })
+        Err(lameduck::machine::RegisterError::InvalidName { .. })
     ));
 }
 
@@ -528,7 +537,8 @@ fn listeners_can_be_added_once_prepared() {
 /// deadline, did not time out.
 #[test]
 fn a_drain_that_emptied_by_its_deadline_did_not_time_out() {
-    use lameduck::{Admission, Event, Input, Instant, RequestClass, StopSource};
+    use lameduck::machine::StopSource;
+    use lameduck::{Admission, Event, Input, Instant, RequestClass};
     let config = Config::builder()
         .shutdown_watch_termination_grace_period(std::time::Duration::from_secs(2))
         .build()

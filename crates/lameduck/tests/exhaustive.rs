@@ -20,12 +20,10 @@ use std::fmt::Write as _;
 use std::hash::{Hash, Hasher};
 use std::time::Duration;
 
+use lameduck::machine::{HookId, HookKind, HookOutcome, ListenerId, StopSource};
 use lameduck::sim::Simulator;
 use lameduck::trace::{check_trace, TracedEvent};
-use lameduck::{
-    Config, Event, HookId, HookKind, HookOutcome, Input, Instant, LifecycleSignal, ListenerId,
-    RequestClass, StopSource,
-};
+use lameduck::{Config, Event, Input, Instant, LifecycleSignal, RequestClass};
 
 const KINDS: [HookKind; 4] = [
     HookKind::PreShutdown,
@@ -152,7 +150,11 @@ fn candidates(cfg: &Cfg) -> Vec<Choice> {
 
 /// Applies `choice`: `None` when the environment's budget does not allow it, otherwise the
 /// machine's answer.
-fn apply(cfg: &Cfg, run: &mut Run, choice: Choice) -> Option<Result<(), lameduck::InputError>> {
+fn apply(
+    cfg: &Cfg,
+    run: &mut Run,
+    choice: Choice,
+) -> Option<Result<(), lameduck::machine::InputError>> {
     let sim = &mut run.sim;
     let l = ListenerId::from_raw;
     Some(match choice {

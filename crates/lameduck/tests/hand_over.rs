@@ -7,14 +7,12 @@ mod common;
 use std::time::Duration;
 
 use common::{secs, Sim};
+use lameduck::machine::{HandOverOutcome, HookKind, HookOutcome, InputError, StopSource};
 use lameduck::sim::Simulator;
 use lameduck::summary::{StopCause, TerminationSummary};
 use lameduck::trace::log::parse_log;
 use lameduck::trace::{check_trace, Rule, TraceEvent, TracedEvent};
-use lameduck::{
-    Config, Event, HandOverOutcome, HookKind, HookOutcome, Input, InputError, Instant,
-    LifecycleSignal, Phase, StopSource,
-};
+use lameduck::{Config, Event, Input, Instant, LifecycleSignal, Phase};
 
 fn config() -> Config {
     Config::builder()

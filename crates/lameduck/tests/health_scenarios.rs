@@ -4,7 +4,9 @@
 mod common;
 
 use common::{ms, secs, Sim};
-use lameduck::{Config, EndpointSet, HookKind, HookOutcome, LifecycleSignal};
+use lameduck::machine::{HookKind, HookOutcome};
+use lameduck::shared::EndpointSet;
+use lameduck::{Config, LifecycleSignal};
 
 #[test]
 fn ready_then_shutting_down_bodies() {

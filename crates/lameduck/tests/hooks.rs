@@ -3,7 +3,8 @@
 mod common;
 
 use common::{secs, Sim};
-use lameduck::{Config, Event, HookKind, HookOutcome, Input, LifecycleSignal, RequestClass};
+use lameduck::machine::{HookKind, HookOutcome};
+use lameduck::{Config, Event, Input, LifecycleSignal, RequestClass};
 
 #[test]
 fn a_failing_pre_shutdown_hook_still_drains_and_exits_1() {

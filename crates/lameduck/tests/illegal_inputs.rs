@@ -1,9 +1,7 @@
 //! Inputs that are illegal in the current state return a typed error and change nothing.
 
-use lameduck::{
-    Config, HookKind, HookOutcome, Input, InputError, Instant, Lifecycle, Machine, Phase,
-    RegisterError, StopSource,
-};
+use lameduck::machine::{HookKind, HookOutcome, InputError, RegisterError, StopSource};
+use lameduck::{Config, Input, Instant, Lifecycle, Machine, Phase};
 
 fn snapshot(m: &Machine) -> (Phase, Option<Instant>, u8) {
     (
@@ -47,7 +45,7 @@ fn illegal_inputs_are_errors_and_change_nothing() {
             outcome: HookOutcome::Succeeded,
         },
         Input::ServerStopped(l),
-        Input::ListenerServing(lameduck::ListenerId::from_raw(7)),
+        Input::ListenerServing(lameduck::machine::ListenerId::from_raw(7)),
     ] {
         assert!(m.handle_input(bad, now).is_err(), "{bad:?}");
         assert_eq!(snapshot(&m), before);
@@ -108,13 +106,17 @@ fn registration_errors_are_typed() {
         Err(RegisterError::InvalidName { .. })
     ));
     assert!(matches!(
-        m.add_health_check("ping", lameduck::EndpointSet::ALL, Box::new(|| Ok(()))),
+        m.add_health_check(
+            "ping",
+            lameduck::shared::EndpointSet::ALL,
+            Box::new(|| Ok(()))
+        ),
         Err(RegisterError::Duplicate { .. })
     ));
     assert!(matches!(
         m.add_health_check(
             "poststarthook/a",
-            lameduck::EndpointSet::ALL,
+            lameduck::shared::EndpointSet::ALL,
             Box::new(|| Ok(()))
         ),
         Err(RegisterError::Duplicate { .. })

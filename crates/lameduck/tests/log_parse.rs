@@ -9,7 +9,8 @@ use lameduck::trace::log::{
     parse_log, parse_log_line, parse_log_timestamp, LineError, LogLine, LogParseError, LogRecord,
     LogTrace, LOG_MARKER,
 };
-use lameduck::{Config, Instant, LifecycleSignal, TraceEvent, TracedEvent};
+use lameduck::trace::{TraceEvent, TracedEvent};
+use lameduck::{Config, Instant, LifecycleSignal};
 
 /// A real close-listener mode log (tokio_server, `--shutdown-delay 500ms`), with some of its
 /// other lines. The black-box suite's trace tests (`tests/blackbox/support/trace.rs`) read the

@@ -22,7 +22,8 @@ use std::task::{Context, Wake, Waker};
 
 use event_listener::{EventListener, Listener};
 use lameduck::gate::testing::close;
-use lameduck::{Gate, Rejection, ShutdownMode};
+use lameduck::gate::{Gate, Rejection};
+use lameduck::ShutdownMode;
 use loom::sync::mpsc::channel;
 use loom::sync::Arc;
 use loom::thread;

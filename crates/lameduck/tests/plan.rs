@@ -7,13 +7,12 @@ mod common;
 use std::time::Duration;
 
 use common::{ms, secs, Sim};
+use lameduck::machine::{HookKind, HookOutcome};
 use lameduck::plan::{
     ceil_seconds, plan, EventKind, Plan, PlanError, PlanInput, ProbeSettings, Problem,
     DEFAULT_TERMINATION_GRACE_PERIOD, GRACE_PERIOD_MARGIN,
 };
-use lameduck::{
-    Config, Event, HookKind, HookOutcome, Input, LifecycleSignal, RequestClass, ShutdownMode,
-};
+use lameduck::{Config, Event, Input, LifecycleSignal, RequestClass, ShutdownMode};
 
 /// The worked example: an AWS load balancer probing `/readyz` every 10 s with a 10 s timeout,
 /// unhealthy after 2 failures.

@@ -4,7 +4,8 @@
 mod common;
 
 use common::{ms, secs, Sim};
-use lameduck::{Config, Event, HookKind, HookOutcome, Input, Instant, LifecycleSignal, Phase};
+use lameduck::machine::{HookKind, HookOutcome};
+use lameduck::{Config, Event, Input, Instant, LifecycleSignal, Phase};
 use LifecycleSignal::*;
 
 fn config(retry_after_mode: bool) -> Config {
@@ -95,7 +96,7 @@ fn retry_after_mode_keeps_listening_until_drained_and_uses_a_2s_shutdown_timeout
     // New requests get 429.
     assert!(matches!(
         shared.admit(lameduck::RequestClass::Normal),
-        lameduck::Admission::Rejected(lameduck::Rejection::RetryAfter)
+        lameduck::Admission::Rejected(lameduck::gate::Rejection::RetryAfter)
     ));
     sim.advance(secs(1));
     drop(in_flight);
@@ -149,17 +150,23 @@ fn zero_delay_waits_only_for_hooks() {
 
 #[test]
 fn second_signal_exits_1_at_once_but_repeated_api_requests_do_not() {
-    for first in [lameduck::StopSource::Api, lameduck::StopSource::OsSignal] {
+    for first in [
+        lameduck::machine::StopSource::Api,
+        lameduck::machine::StopSource::OsSignal,
+    ] {
         let mut sim = Sim::serving(config(false), |m| {
-            m.add_hook(lameduck::HookKind::Destroy, "flush").unwrap();
+            m.add_hook(lameduck::machine::HookKind::Destroy, "flush")
+                .unwrap();
         });
         sim.input(Input::StopRequested(first));
-        sim.input(Input::StopRequested(lameduck::StopSource::Api));
+        sim.input(Input::StopRequested(lameduck::machine::StopSource::Api));
         assert_eq!(
             sim.exit, None,
             "{first:?}: a repeated request_shutdown() changes nothing"
         );
-        sim.input(Input::StopRequested(lameduck::StopSource::OsSignal));
+        sim.input(Input::StopRequested(
+            lameduck::machine::StopSource::OsSignal,
+        ));
         assert_eq!(
             sim.exit,
             Some(1),
@@ -170,7 +177,7 @@ fn second_signal_exits_1_at_once_but_repeated_api_requests_do_not() {
             tail,
             [Event::Exit {
                 code: 1,
-                reason: lameduck::ExitReason::SecondSignal
+                reason: lameduck::machine::ExitReason::SecondSignal
             }]
         );
         assert_eq!(

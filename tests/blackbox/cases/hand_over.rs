@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use lameduck::TraceEvent;
+use lameduck::trace::TraceEvent;
 
 use crate::support::*;
 

@@ -16,9 +16,8 @@
 
 use std::time::Duration;
 
-use lameduck::{
-    check_trace, Config, LifecycleSignal, TraceEvent, TraceSummary, TracedEvent, Violation,
-};
+use lameduck::trace::{TraceEvent, TraceSummary, TracedEvent, Violation};
+use lameduck::{check_trace, Config, LifecycleSignal};
 
 use super::process::ServerProcess;
 
@@ -126,8 +125,8 @@ impl TraceCheck for ServerProcess {
 pub fn corruptions(
     events: &[TracedEvent],
     config: &Config,
-) -> Vec<(&'static str, Vec<TracedEvent>, lameduck::Rule)> {
-    use lameduck::Rule;
+) -> Vec<(&'static str, Vec<TracedEvent>, lameduck::trace::Rule)> {
+    use lameduck::trace::Rule;
     let pos = |s: LifecycleSignal| {
         events
             .iter()

@@ -6,7 +6,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use futures_channel::mpsc;
 use lameduck::connection::CutKind;
-use lameduck::{Input, Instant, ListenerId, Shared};
+use lameduck::machine::ListenerId;
+use lameduck::{Input, Instant, Shared};
 
 use crate::flag::Flag;
 use crate::runtime::{BoxFuture, Runtime};
@@ -56,8 +57,10 @@ impl ConnectionBounds {
     }
 
     /// Takes connection `id` out as its task cuts it at its bound: `true` when the cut is
-    /// the task's to count ([`Counters::count_connection_cut`](lameduck::shared::Counters::count_connection_cut)),
-    /// `false` when the exit counted it already (or it was never registered).
+    /// the task's to count ([`Counters::count_connection_cut`]), `false` when the exit
+    /// counted it already (or it was never registered).
+    ///
+    /// [`Counters::count_connection_cut`]: lameduck::shared::counters::Counters::count_connection_cut
     #[must_use]
     pub fn claim(&self, id: usize) -> bool {
         self.0.bounds.claim(id)

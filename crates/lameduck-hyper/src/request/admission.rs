@@ -543,7 +543,7 @@ fn routes_pending<R: Runtime>(end: &BodyEnd<R>) -> bool {
         if pending {
             shared
                 .counters()
-                .count_rejection(lameduck::RejectionReason::RoutesNotReady);
+                .count_rejection(lameduck::rejections::RejectionReason::RoutesNotReady);
         }
         pending
     })

@@ -10,7 +10,7 @@
 use std::cell::Cell;
 use std::hash::{BuildHasher, RandomState};
 
-use lameduck::GoawayChance;
+use lameduck::config::GoawayChance;
 
 thread_local! {
     /// This thread's generator state; zero until its first draw.

@@ -5,7 +5,8 @@
 use std::fmt;
 use std::sync::Arc;
 
-use lameduck::{GoawayChance, RequestInfo, Shared, StdClock};
+use lameduck::config::GoawayChance;
+use lameduck::{RequestInfo, Shared, StdClock};
 
 use crate::runtime::Runtime;
 

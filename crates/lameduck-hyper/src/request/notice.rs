@@ -5,7 +5,8 @@ use std::fmt;
 use std::sync::{Arc, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
-use lameduck::{LifecycleSignal, LifecycleSignalFired, Rejection, Shared};
+use lameduck::gate::Rejection;
+use lameduck::{LifecycleSignal, LifecycleSignalFired, Shared};
 
 use crate::request::ticket::LongRunningTicketHolder;
 

@@ -133,7 +133,7 @@ impl RequestTracker {
         };
         shared
             .counters()
-            .count_rejection(lameduck::RejectionReason::RequestTimeout);
+            .count_rejection(lameduck::rejections::RejectionReason::RequestTimeout);
     }
 
     /// The tracker of a request served after the gate closed: untracked in the gate, bounded

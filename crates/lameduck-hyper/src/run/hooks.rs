@@ -7,7 +7,8 @@ use std::panic::AssertUnwindSafe;
 
 use futures_channel::mpsc;
 use futures_util::FutureExt;
-use lameduck::{HookId, HookKind, HookOutcome, Input, Lifecycle, Running};
+use lameduck::machine::{HookId, HookKind, HookOutcome};
+use lameduck::{Input, Lifecycle, Running};
 
 use crate::error::BoxError;
 use crate::logging;

@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures_channel::mpsc;
 use futures_util::StreamExt;
-use lameduck::{Input, StopSource};
+use lameduck::machine::StopSource;
+use lameduck::Input;
 
 use crate::error::ServeError;
 use crate::logging;

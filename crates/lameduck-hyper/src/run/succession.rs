@@ -8,7 +8,8 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::{Arc, Mutex};
 
 use futures_channel::mpsc;
-use lameduck::{HandOverOutcome, Input, Machine};
+use lameduck::machine::HandOverOutcome;
+use lameduck::{Input, Machine};
 
 use crate::logging;
 use crate::sockets::hand_over::{send_listeners, HandOver, HandOverError, Predecessor};

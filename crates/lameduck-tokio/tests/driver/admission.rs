@@ -106,7 +106,7 @@ async fn an_exempt_request_in_flight_holds_the_drain() {
     let health = svc.oneshot(health).await.unwrap();
     assert_eq!(
         handle.in_flight(),
-        lameduck::InFlight {
+        lameduck::gate::InFlight {
             normal: 2,
             long_running: 0
         }

@@ -47,7 +47,7 @@ async fn long_running_bodies_end_at_the_paced_rate_and_hold_the_drain() {
     }
     assert_eq!(
         handle.in_flight(),
-        lameduck::InFlight {
+        lameduck::gate::InFlight {
             normal: 0,
             long_running: 4
         }
@@ -69,7 +69,7 @@ async fn long_running_bodies_end_at_the_paced_rate_and_hold_the_drain() {
     assert_eq!(run.await.unwrap().unwrap(), 0);
     assert_eq!(
         handle.in_flight(),
-        lameduck::InFlight {
+        lameduck::gate::InFlight {
             normal: 0,
             long_running: 0
         }
@@ -116,7 +116,7 @@ async fn an_upgraded_connection_stays_counted_until_its_ticket_drops() {
     // The 101's body ended, but the upgraded connection is still counted.
     assert_eq!(
         handle.in_flight(),
-        lameduck::InFlight {
+        lameduck::gate::InFlight {
             normal: 0,
             long_running: 1
         }

@@ -64,7 +64,7 @@ use core::fmt;
 use core::time::Duration;
 
 use super::Plan;
-use crate::shared::ArrivalCounts;
+use crate::shared::counters::ArrivalCounts;
 use crate::summary::{SummaryRecord, SUMMARY_MARKER};
 
 /// What marks a termination summary in a log line: the lifecycle's log tag and

@@ -19,10 +19,11 @@
 //! ([`plan::observed`](crate::plan)).
 //!
 //! The core reads no clock: the adapters pass the instant of each arrival, and they ask only
-//! while [`Counters::watching_arrivals`](super::Counters::watching_arrivals) says so (one relaxed load per request and connection),
-//! from the moment `/readyz` first answered "not ready" until `HasBeenReady`, and from
-//! `ShutdownInitiated` until `HTTPServerStoppedListening`.
+//! while [`Counters::watching_arrivals`] says so (one relaxed load per request and
+//! connection), from the moment `/readyz` first answered "not ready" until `HasBeenReady`,
+//! and from `ShutdownInitiated` until `HTTPServerStoppedListening`.
 //!
+//! [`Counters::watching_arrivals`]: super::counters::Counters::watching_arrivals
 //! [`Config::late_arrival_percent`]: crate::Config::late_arrival_percent
 
 use core::time::Duration;
@@ -77,7 +78,7 @@ impl Arrivals {
 }
 
 impl Arrivals {
-    /// See [`Counters::watching_arrivals`](super::Counters::watching_arrivals).
+    /// See [`Counters::watching_arrivals`](super::counters::Counters::watching_arrivals).
     #[inline]
     pub(crate) fn watching(&self) -> bool {
         self.watch.load(Ordering::Relaxed) != 0
@@ -208,7 +209,7 @@ fn stored(offset: Duration) -> u64 {
 /// on connections opened before the signal are counted, but only late connections call for a
 /// warning: an HTTP/2 client keeps its connection until GOAWAY whatever the balancer does.
 ///
-/// [`Counters::arrivals`]: crate::shared::Counters::arrivals
+/// [`Counters::arrivals`]: crate::shared::counters::Counters::arrivals
 /// [`Config::late_arrival_percent`]: crate::Config::late_arrival_percent
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ArrivalCounts {
@@ -245,7 +246,7 @@ impl ArrivalCounts {
     }
 }
 
-/// What [`Counters::note_request`](super::Counters::note_request) found worth telling.
+/// What [`Counters::note_request`](super::counters::Counters::note_request) found worth telling.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[must_use]
 pub enum RequestArrival {

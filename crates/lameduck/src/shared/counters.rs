@@ -10,9 +10,9 @@
 
 use core::fmt;
 
-use super::arrivals::{ArrivalCounts, RequestArrival};
-use super::goodbyes::GoodbyeCounts;
-use super::peers::PeerCounts;
+pub use super::arrivals::{ArrivalCounts, RequestArrival};
+pub use super::goodbyes::GoodbyeCounts;
+pub use super::peers::PeerCounts;
 use super::Shared;
 use crate::connection::CutKind;
 use crate::rejections::{RejectionCounts, RejectionReason};

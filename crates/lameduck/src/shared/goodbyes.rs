@@ -8,7 +8,7 @@
 
 use crate::sync::{AtomicU64, Ordering};
 
-/// The counters behind [`Counters::goodbyes`](crate::shared::Counters::goodbyes).
+/// The counters behind [`Counters::goodbyes`](crate::shared::counters::Counters::goodbyes).
 pub(crate) struct Goodbyes {
     sent: AtomicU64,
     answered: AtomicU64,
@@ -42,7 +42,8 @@ impl Goodbyes {
     }
 }
 
-/// How upgraded connections were told goodbye (see [`Counters::goodbyes`](crate::shared::Counters::goodbyes)).
+/// How upgraded connections were told goodbye (see
+/// [`Counters::goodbyes`](crate::shared::counters::Counters::goodbyes)).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub struct GoodbyeCounts {

@@ -99,7 +99,7 @@ impl Shared {
     /// Whether the root `/readyz` would answer 200 now, for an adapter's own readiness
     /// reporting (the gRPC health service's status). It acts as a `/readyz` request does (a
     /// 200 fires [`LifecycleSignal::HasBeenReady`]) but is no probe: it is not counted in the
-    /// probe period nor in the failed probes of [`crate::ArrivalCounts`].
+    /// probe period nor in the failed probes of [`crate::shared::counters::ArrivalCounts`].
     #[must_use]
     pub fn readyz_is_ready(&self, now: Instant) -> bool {
         let query = health::parse_query(None);

@@ -75,7 +75,7 @@
 //! // The same log is too fast for a one-second delay, and the checker says so.
 //! let longer = Config::builder().shutdown_delay(Duration::from_secs(1)).build()?;
 //! let violation = check_trace(&longer, &events).unwrap_err();
-//! assert!(matches!(violation.rule, lameduck::Rule::DelayTooShort { .. }));
+//! assert!(matches!(violation.rule, lameduck::trace::Rule::DelayTooShort { .. }));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 

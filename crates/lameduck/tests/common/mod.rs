@@ -5,11 +5,10 @@
 use std::ops::{Deref, DerefMut};
 use std::time::Duration;
 
+use lameduck::machine::{HookId, HookOutcome};
 use lameduck::sim::Simulator;
 use lameduck::trace::TraceSummary;
-use lameduck::{
-    Config, HookId, HookOutcome, Input, Instant, LifecycleSignal, Machine, ShutdownMode,
-};
+use lameduck::{Config, Input, Instant, LifecycleSignal, Machine, ShutdownMode};
 
 /// The configuration of `mode` with the shutdown delay `delay`.
 pub fn config(mode: ShutdownMode, delay: Duration) -> Config {
