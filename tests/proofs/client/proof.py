@@ -52,8 +52,12 @@ from harness.builds import build_go
 GROUPS = ["grpc", "http", "one-host", "go", "aiohttp"]
 # What the proof builds besides the example servers (`python3 tests/proofs all`).
 BUILDS = [["-p", "lameduck-client", "--examples"]]
-# The short form (CI's): 2 runs of each gRPC configuration, 1 of the control and of the others.
-SHORT = [["--runs", "2", "--control-runs", "1", "--other-runs", "1"]]
+# The controls (the same clients without the layer): the gRPC rollouts' (h2c and TLS, whose
+# losses are asserted) and Go's net/http (reported).
+CONTROLS = ["grpc-h2c", "grpc-tls", "go"]
+# The short form (CI's): 1 run of each configuration with the layer (h2c and TLS, both modes,
+# every other scenario), the controls of the h2c gRPC rollouts.
+SHORT = [["--runs", "1", "--control-runs", "1", "--other-runs", "1", "--controls", "grpc-h2c"]]
 # The full form: the defaults (10 runs of each gRPC configuration, 2 controls, 3 of the others).
 FULL = [[]]
 
@@ -64,6 +68,8 @@ def parse(argv):
     p.add_argument("--control-runs", type=int, default=2, help="runs of each control (no layer)")
     p.add_argument("--other-runs", type=int, default=3, help="runs of each HTTP, one-host, Go and aiohttp scenario")
     p.add_argument("--groups", default=",".join(GROUPS), help="comma-separated: " + ", ".join(GROUPS))
+    p.add_argument("--controls", default=",".join(CONTROLS),
+                   help="the controls to run, comma-separated (none: an empty list): " + ", ".join(CONTROLS))
     h.add_run_options(p)
     if hasattr(h, "add_forms"):
         h.add_forms(p, SHORT, FULL)
@@ -72,6 +78,7 @@ def parse(argv):
     args = p.parse_args(argv)
     if min(args.runs, args.control_runs, args.other_runs) < 1:
         p.error("every number of runs must be at least 1")
+    args.controls = h.parse_list(p, args.controls, CONTROLS, "control", least=0)
     return args, h.parse_list(p, args.groups, GROUPS, "group")
 
 
@@ -82,7 +89,7 @@ def plan(groups, args, examples, goserver):
         for mode in ("A", "B"):
             for k in range(1, args.runs + 1):
                 runs.append(lambda f=front, m=mode, k=k: s.grpc_rollout(examples, f, m, k, True, args))
-            for k in range(1, args.control_runs + 1):
+            for k in range(1, args.control_runs + 1 if f"grpc-{front}" in args.controls else 1):
                 runs.append(lambda f=front, m=mode, k=k: s.grpc_rollout(examples, f, m, k, False, args))
     for k in range(1, args.other_runs + 1):
         if "http" in groups:
@@ -96,7 +103,7 @@ def plan(groups, args, examples, goserver):
                 runs.append(lambda p=proto, k=k: s.http_rollout(examples, goserver, "go", p, None, k, True, args))
         if "aiohttp" in groups:
             runs.append(lambda k=k: s.aiohttp_429(examples, k, args))
-    if "go" in groups:
+    if "go" in groups and "go" in args.controls:
         for k in range(1, args.control_runs + 1):
             runs.append(lambda k=k: s.http_rollout(examples, goserver, "go", "h2c", None, k, False, args))
     return runs
