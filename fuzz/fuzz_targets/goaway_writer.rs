@@ -34,7 +34,7 @@ use std::task::{Context, Poll, Waker};
 
 use arbitrary::Arbitrary;
 use lameduck_actix::{GoawayBroadcast, GoawayIo};
-use lameduck_hyper::h2_frames::{
+use lameduck_hyper::adapter::h2_frames::{
     goaway_frame, goaway_ping_frame, CONTROL_FRAME_LEN, GOAWAY_PING_PAYLOAD, MAX_STREAM_ID, PREFACE,
 };
 use libfuzzer_sys::fuzz_target;

@@ -29,8 +29,8 @@ use std::task::{Context, Poll, Waker};
 
 use arbitrary::Arbitrary;
 use hyper::rt::{Read, ReadBuf, ReadBufCursor};
+use lameduck_hyper::adapter::h2_frames::PREFACE;
 use lameduck_hyper::fuzzing::{Http2Io, Http2Watch, IgnoredStreamFilter, H2_SHUTDOWN_PING_PAYLOAD};
-use lameduck_hyper::h2_frames::PREFACE;
 use libfuzzer_sys::fuzz_target;
 
 const HEADERS: u8 = 0x1;

@@ -35,8 +35,9 @@ use std::time::{Duration, Instant};
 
 use arbitrary::Arbitrary;
 use lameduck::{Config, Lifecycle, Shared, StdClock};
+use lameduck_hyper::adapter::HEADER_READ_TIMEOUT;
 use lameduck_hyper::fuzzing::{ConnActivity, HeadWatch, InFlight, TICK};
-use lameduck_hyper::{AdmissionLayer, OsSignal, Runtime, HEADER_READ_TIMEOUT};
+use lameduck_hyper::{AdmissionLayer, OsSignal, Runtime};
 use libfuzzer_sys::fuzz_target;
 
 /// Ops past this many are ignored.

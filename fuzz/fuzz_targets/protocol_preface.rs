@@ -14,8 +14,8 @@ use std::task::{Context, Poll, Waker};
 
 use arbitrary::Arbitrary;
 use hyper::rt::{Read, ReadBuf, ReadBufCursor};
+use lameduck_hyper::adapter::h2_frames::PREFACE;
 use lameduck_hyper::fuzzing::{ConnIo, Protocol};
-use lameduck_hyper::h2_frames::PREFACE;
 use libfuzzer_sys::fuzz_target;
 
 /// How the stream starts.

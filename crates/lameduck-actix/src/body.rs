@@ -8,7 +8,8 @@ use std::task::{ready, Context, Poll};
 
 use actix_web::body::{BodySize, MessageBody};
 use bytes::Bytes;
-use lameduck_hyper::{Deadline, RequestTracker, ResponseTimedOut, Runtime};
+use lameduck_hyper::adapter::{Deadline, RequestTracker};
+use lameduck_hyper::{ResponseTimedOut, Runtime};
 use lameduck_tokio::TokioRuntime;
 use pin_project_lite::pin_project;
 

@@ -38,7 +38,8 @@ use std::time::Instant;
 use event_listener::{Event, EventListener};
 use lameduck::connection::SILENT_PEER_TIMEOUT;
 use lameduck::{Shared, StdClock};
-use lameduck_hyper::{ConnectionBounds, Runtime as _};
+use lameduck_hyper::adapter::{spread_close_at, ConnectionBounds};
+use lameduck_hyper::Runtime as _;
 use lameduck_tokio::TokioRuntime;
 
 use crate::serve::LifecycleRef;
@@ -69,12 +70,11 @@ pub struct GoawayBroadcast {
 
 impl GoawayBroadcast {
     /// A broadcast after which each connection of the lifecycle (`shared`, on `clock`'s
-    /// timeline) ends when the lifecycle says ([`lameduck_hyper::spread_close_at`]): an idle
-    /// HTTP/1 connection is kept for the request its client may be sending when the sockets
-    /// outlive the process, and, with the [idle-close
-    /// spread](lameduck::Config::idle_close_spread), every connection ends at its own random
-    /// point of the window that starts at the announcement. [`GoawayBroadcast::default`]:
-    /// every connection ends at the announcement.
+    /// timeline) ends when the lifecycle says ([`spread_close_at`]): an idle HTTP/1 connection
+    /// is kept for the request its client may be sending when the sockets outlive the process,
+    /// and, with the [idle-close spread](lameduck::Config::idle_close_spread), every connection
+    /// ends at its own random point of the window that starts at the announcement.
+    /// [`GoawayBroadcast::default`]: every connection ends at the announcement.
     #[must_use]
     pub fn for_lifecycle(shared: Arc<Shared>, clock: StdClock) -> Self {
         GoawayBroadcast {
@@ -92,13 +92,13 @@ impl GoawayBroadcast {
     }
 
     /// When a connection that sees the announcement now ends (HTTP/1: closed, HTTP/2:
-    /// GOAWAY), if later than now: `waits` as [`lameduck_hyper::spread_close_at`]'s.
+    /// GOAWAY), if later than now: `waits` as [`spread_close_at`]'s.
     pub(crate) fn close_at(&self, waits: Option<bool>) -> Option<Instant> {
         let (shared, clock) = self.lifecycle.as_ref()?;
         let now = TokioRuntime.now();
         let at = clock.instant(now);
         let start = self.announced_at.get().map_or(at, |&t| clock.instant(t));
-        let until = clock.to_std(lameduck_hyper::spread_close_at(shared, waits, start, at));
+        let until = clock.to_std(spread_close_at(shared, waits, start, at));
         (until > now).then_some(until)
     }
 

@@ -131,9 +131,10 @@ use actix_web::{HttpMessage, HttpRequest, HttpResponse};
 use bytes::Bytes;
 use lameduck::responses::{CannedResponse, REQUEST_TIMEOUT, ROUTES_NOT_READY};
 use lameduck::{ConnectionKind, RequestInfo, Shared, StdClock};
-use lameduck_hyper::{
-    decide, Classifier, Deadline, Decision, LifecycleResponse, RequestTracker, Runtime,
+use lameduck_hyper::adapter::{
+    decide, Classifier, Deadline, Decision, LifecycleResponse, RequestExtensions, RequestTracker,
 };
+use lameduck_hyper::Runtime;
 use pin_project_lite::pin_project;
 
 pub use body::LameduckBody;
@@ -251,7 +252,7 @@ impl<S> std::fmt::Debug for AdmissionService<S> {
 /// actix's request extensions, for [`Decision::insert_extensions`].
 struct ActixExtensions<'a>(std::cell::RefMut<'a, Extensions>);
 
-impl lameduck_hyper::RequestExtensions for ActixExtensions<'_> {
+impl RequestExtensions for ActixExtensions<'_> {
     fn insert_extension<T: Clone + Send + Sync + 'static>(&mut self, value: T) {
         self.0.insert(value);
     }
@@ -359,7 +360,7 @@ where
         let kind = connection_kind(&req);
         // Kept in the connection's data only if it arrived while arrivals were watched.
         let arrival = if shared.counters().watching_arrivals() {
-            req.conn_data::<lameduck_hyper::ConnectionArrival>()
+            req.conn_data::<lameduck_hyper::adapter::ConnectionArrival>()
         } else {
             None
         };

@@ -13,7 +13,7 @@ use actix_web::dev::Extensions;
 use futures_util::future::{select, Either};
 use lameduck::connection::{CutKind, SILENT_PEER_TIMEOUT};
 use lameduck::LifecycleSignal;
-use lameduck_hyper::ConnectionArrival;
+use lameduck_hyper::adapter::ConnectionArrival;
 use lameduck_hyper::{ConnectionTracker, Runtime, ServeError, Server};
 use lameduck_tokio::TokioRuntime;
 
@@ -149,8 +149,8 @@ fn track_connections(
 }
 
 /// Keeps in the connection's data when it arrived, while the lifecycle watches arrivals
-/// ([`lameduck_hyper::ConnectionArrival`]): its first request other than health and metrics
-/// reports it.
+/// ([`lameduck_hyper::adapter::ConnectionArrival`]): its first request other than health and
+/// metrics reports it.
 #[inline]
 pub(crate) fn note_arrival(lifecycle: Option<&LifecycleRef>, data: &mut Extensions) {
     if let Some((shared, clock)) = lifecycle {

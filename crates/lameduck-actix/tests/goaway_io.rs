@@ -17,7 +17,9 @@ use std::task::{Context, Poll, Waker};
 
 use lameduck::connection::{CutKind, SILENT_PEER_TIMEOUT};
 use lameduck_actix::{GoawayBroadcast, GoawayIo};
-use lameduck_hyper::h2_frames::{GOAWAY_PING_PAYLOAD, MAX_STREAM_ID, PREFACE, TYPE_GOAWAY};
+use lameduck_hyper::adapter::h2_frames::{
+    GOAWAY_PING_PAYLOAD, MAX_STREAM_ID, PREFACE, TYPE_GOAWAY,
+};
 use proptest::prelude::*;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 

@@ -23,7 +23,9 @@
 //!   (TLS) before HTTP, each in its own task and bounded, the protocol chosen by ALPN
 //!   ([`Alpn`]); the tokio and smol adapters' `TlsAcceptor`s implement it with rustls.
 //!
-//! Adapters supply only their runtime's timer, spawner, OS signals and I/O types.
+//! Adapters supply only their runtime's timer, spawner, OS signals and I/O types. An adapter
+//! whose HTTP server is not hyper (actix-web's) admits requests and ends connections in its own
+//! server with the pieces gathered in [`adapter`], the contract it is written against.
 //!
 //! # Features
 //!
@@ -46,7 +48,10 @@
 // gate's tickets held by the response body, deadlines, the lifecycle's own responses and the
 // health endpoints). `sockets` holds inherited and handed-over listening sockets, `handle`
 // controls a server from elsewhere, `logging` writes every line, and `runtime` is the seam to
-// an async runtime.
+// an async runtime. `adapter` re-exports, for adapters whose server is not hyper (actix-web),
+// the pieces of `request`, `connection` and `arrivals` they use, and holds the HTTP/2 frame
+// layout (`adapter::h2_frames`) that both the hyper connections and actix's GOAWAY watcher read.
+pub mod adapter;
 mod arrivals;
 mod builder;
 mod connection;
@@ -56,9 +61,6 @@ mod flag;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod grpc;
-// The HTTP/2 frame layout, shared with lameduck-actix's GOAWAY watcher: not part of the API.
-#[doc(hidden)]
-pub mod h2_frames;
 mod handle;
 mod logging;
 mod request;
@@ -69,25 +71,18 @@ pub mod sockets;
 pub mod sse;
 pub mod websocket;
 
-pub use arrivals::{note_request, ConnectionArrival};
 pub use builder::{Builder, Hook};
-pub use connection::context::{ConnectionBounds, ListenerContext};
+pub use connection::context::ListenerContext;
 pub use connection::handshake::{Alpn, Handshake};
-pub use connection::head_watch::HEADER_READ_TIMEOUT;
-pub use connection::linger::spread_close_at;
 pub use connection::tracker::{ConnectionGuard, ConnectionTracker};
 pub use connection::HttpService;
 pub use error::{BoxError, ServeError};
 pub use handle::Handle;
-pub use request::admission::{
-    decide, request_info, AdmissionFuture, AdmissionService, Decision, RequestExtensions,
-};
-pub use request::body::{BodyEnd, LameduckBody, ResponseTimedOut};
-pub use request::deadline::Deadline;
+pub use request::admission::{AdmissionFuture, AdmissionService};
+pub use request::body::{LameduckBody, ResponseTimedOut};
 pub use request::health::HealthService;
-pub use request::layer::{AdmissionLayer, Classifier};
+pub use request::layer::AdmissionLayer;
 pub use request::notice::ShutdownNotice;
-pub use request::response::{http_response, LifecycleResponse};
-pub use request::ticket::{request_timeout, take_upgrade_ticket, RequestTracker, UpgradeTicket};
+pub use request::ticket::{request_timeout, take_upgrade_ticket, UpgradeTicket};
 pub use runtime::{BoxFuture, Exec, Listener, OsSignal, Runtime};
 pub use server::Server;

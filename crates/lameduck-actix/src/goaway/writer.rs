@@ -11,7 +11,7 @@ use std::time::Instant as StdInstant;
 
 use event_listener::EventListener;
 use lameduck::connection::CutKind;
-use lameduck_hyper::h2_frames::{
+use lameduck_hyper::adapter::h2_frames::{
     goaway_frame, goaway_ping_frame, IncomingFrames, OpenStreams, OutgoingFrames,
     CONTROL_FRAME_LEN, MAX_STREAM_ID,
 };

@@ -32,7 +32,7 @@ use hyper::rt::{Read, ReadBuf, ReadBufCursor, Write};
 
 use crate::connection::h2_streams::{Http2Watch, StreamWatch};
 
-use crate::h2_frames::{
+use crate::adapter::h2_frames::{
     FrameHeader, FLAG_ACK, FRAME_HEADER_LEN, PREFACE, TYPE_HEADERS, TYPE_PING, TYPE_WINDOW_UPDATE,
 };
 
@@ -367,7 +367,7 @@ impl<I: Write + Unpin> Write for Http2Io<I> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::h2_frames::tests::frame;
+    use crate::adapter::h2_frames::tests::frame;
 
     fn window_update(stream: u32) -> Vec<u8> {
         frame(TYPE_WINDOW_UPDATE, 0, stream, &[0, 1, 0, 0])

@@ -11,7 +11,7 @@
 
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
-use crate::h2_frames::{FrameHeader, OpenStreams, OutgoingFrames};
+use crate::adapter::h2_frames::{FrameHeader, OpenStreams, OutgoingFrames};
 
 /// Shared by an HTTP/2 connection's task and its I/O: the streams the server has not ended,
 /// whether h2's shutdown PING has been acknowledged, and the task's request that the I/O
@@ -94,8 +94,8 @@ impl StreamWatch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::h2_frames::tests::frame;
-    use crate::h2_frames::{FRAME_HEADER_LEN, TYPE_DATA, TYPE_HEADERS, TYPE_RST_STREAM};
+    use crate::adapter::h2_frames::tests::frame;
+    use crate::adapter::h2_frames::{FRAME_HEADER_LEN, TYPE_DATA, TYPE_HEADERS, TYPE_RST_STREAM};
 
     fn header(bytes: &[u8]) -> FrameHeader {
         FrameHeader::parse(bytes[..FRAME_HEADER_LEN].try_into().unwrap())

@@ -50,7 +50,7 @@ pub(crate) struct ConnActivity<R: Runtime> {
     pub(crate) admission: AdmissionLayer<R>,
     /// When the connection arrived, while the lifecycle watched arrivals: reported with its
     /// first request other than health and metrics.
-    arrival: Option<crate::ConnectionArrival>,
+    arrival: Option<crate::arrivals::ConnectionArrival>,
     /// What the connection's stop bound needs of its work (see [`Work`]).
     pub(crate) work: Work,
 }
@@ -171,7 +171,7 @@ impl<R: Runtime> InFlight<R> {
 
     /// When the connection arrived, if the lifecycle watched arrivals then.
     #[inline]
-    pub(crate) fn arrival(&self) -> Option<&crate::ConnectionArrival> {
+    pub(crate) fn arrival(&self) -> Option<&crate::arrivals::ConnectionArrival> {
         self.activity.arrival.as_ref()
     }
 

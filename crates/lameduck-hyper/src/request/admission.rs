@@ -17,6 +17,7 @@ use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
 
+use crate::arrivals::ConnectionArrival;
 use crate::connection::head_watch::InFlight;
 use crate::request::body::BodyEnd;
 use crate::request::body::LameduckBody;
@@ -28,7 +29,6 @@ use crate::request::ticket::{
     request_timeout, LongRunningTicketHolder, RequestTracker, Tracker, UpgradeTicket,
 };
 use crate::runtime::Runtime;
-use crate::ConnectionArrival;
 
 impl<S, R: Runtime> Layer<S> for AdmissionLayer<R> {
     type Service = AdmissionService<S, R>;

@@ -15,7 +15,7 @@ pub type Classifier = Arc<dyn Fn(&RequestInfo<'_>) -> bool + Send + Sync>;
 
 /// The admission layer: classifies each request, admits or rejects it through the gate,
 /// bounds it by the request timeout, answers the health endpoints, and keeps it counted until
-/// its response body ends. See [`decide`](crate::decide) for the decision it applies.
+/// its response body ends. See [`decide`](crate::adapter::decide) for the decision it applies.
 #[derive(Clone)]
 pub struct AdmissionLayer<R: Runtime> {
     pub(crate) shared: Arc<Shared>,
