@@ -11,13 +11,15 @@
 
 use std::cell::Cell;
 use std::hash::{BuildHasher, RandomState};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lameduck::{LifecycleSignal, Shared};
 use lameduck_hyper::{ConnectionGuard, Runtime as _};
 use lameduck_tokio::TokioRuntime;
 
-use crate::serve::LifecycleRef;
+/// The lifecycle's shared state and clock, as a server's connections see them.
+pub(crate) type LifecycleRef = (Arc<Shared>, lameduck::StdClock);
 
 /// A connection's place in the server's connection count, held until the connection is
 /// dropped: then, after `ShutdownInitiated`, its close is noted for the termination summary

@@ -17,7 +17,7 @@ use lameduck_hyper::adapter::ConnectionArrival;
 use lameduck_hyper::{ConnectionTracker, Runtime, ServeError, Server};
 use lameduck_tokio::TokioRuntime;
 
-use crate::connection::{age_from_now, AgedAt, TrackedConnection};
+use crate::connection::{age_from_now, AgedAt, LifecycleRef, TrackedConnection};
 use crate::goaway::GoawayBroadcast;
 
 /// What [`serve`] configures an [`ActixServer`] with.
@@ -33,9 +33,6 @@ pub struct ServeSetup {
     /// stop ([`lameduck::Shared::idle_close_at`]).
     pub(crate) lifecycle: Option<LifecycleRef>,
 }
-
-/// The lifecycle's shared state and clock, as a server's connections see them.
-pub(crate) type LifecycleRef = (Arc<lameduck::Shared>, lameduck::StdClock);
 
 /// Resolves once a connection idle at the stop (awaited from then on) may be closed: at once,
 /// or, when the sockets outlive the process, once its client had the time to send the request

@@ -36,10 +36,11 @@ use lameduck_hyper::{ConnectionTracker, Runtime as _};
 use lameduck_tls::ServerTls;
 use lameduck_tokio::TokioRuntime;
 
+use crate::connection::LifecycleRef;
 use crate::connection::{hand_over_age, take_handed_over_age, AgedAt, TrackedConnection};
 use crate::goaway::{Announced, GoawayBroadcast, GoawayIo, GoawayRequest};
 use crate::io::{AgedIo, ConnectionIo};
-use crate::serve::{note_arrival, ActixServer, LifecycleRef, ServeSetup};
+use crate::serve::{note_arrival, ActixServer, ServeSetup};
 use crate::tls::TlsAcceptor;
 
 /// The start of the HTTP/2 preface that marks an h2c (prior knowledge) connection, as actix

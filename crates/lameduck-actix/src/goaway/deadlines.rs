@@ -33,7 +33,7 @@ use lameduck_hyper::Runtime as _;
 use lameduck_tokio::TokioRuntime;
 use tokio::time::Sleep;
 
-use crate::serve::LifecycleRef;
+use crate::connection::LifecycleRef;
 
 /// Where the writer's GOAWAY stands, as far as the timers care.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -19,8 +19,8 @@ use lameduck_hyper::Runtime as _;
 use lameduck_tokio::TokioRuntime;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
+use super::broadcast::{GoawayBroadcast, GoawayRequest};
 use super::deadlines::{Deadlines, Due, Stage};
-use super::{GoawayBroadcast, GoawayRequest};
 
 /// Where the GOAWAY of a connection stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
