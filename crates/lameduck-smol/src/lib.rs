@@ -61,7 +61,7 @@ mod tls;
 pub mod websocket;
 
 pub use lameduck_tls::{ServerTls, TlsError};
-pub use tls::TlsAcceptor;
+pub use tls::{SmolRustls, TlsAcceptor};
 
 /// Server-Sent Events at shutdown: events until the stream's turn, then a `retry:` hint.
 pub use lameduck_hyper::sse;

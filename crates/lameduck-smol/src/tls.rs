@@ -1,91 +1,98 @@
 //! TLS listeners on smol: [`TlsAcceptor`] runs each connection's handshake with
-//! futures-rustls, in the connection's own task (see [`Server::serve_tls`]).
+//! futures-rustls, in the connection's own task (see [`Server::serve_tls`]). The accept
+//! itself (the first-byte check, the plaintext answer, the failures reported) is
+//! [`lameduck_tls::acceptor`]'s; this is smol's I/O for it.
 //!
 //! [`Server::serve_tls`]: lameduck_hyper::Server::serve_tls
 
-use std::net::SocketAddr;
-use std::time::Duration;
+use std::future::Future;
+use std::io;
+use std::sync::Arc;
 
 use async_net::TcpStream;
 use futures_rustls::server::TlsStream;
-use lameduck_hyper::{Alpn, Handshake};
-use lameduck_tls::{HandshakeError, ServerTls};
-use smol::io::AsyncWriteExt as _;
+use lameduck_tls::acceptor::RustlsRuntime;
+use lameduck_tls::rustls::ServerConfig;
 use smol_hyper::rt::FuturesIo;
 
+use crate::SmolRuntime;
+
 /// The TLS handshake of a [`SmolListener`](crate::SmolListener)'s connections, with the
-/// certificate that [`ServerTls`] serves at that moment, for
-/// [`Server::serve_tls`](lameduck_hyper::Server::serve_tls).
-///
-/// A connection whose first byte is not a TLS handshake (a plaintext HTTP request) is
-/// answered `400 Bad Request` and closed; failures are counted and logged by the
-/// [`ServerTls`] without flooding.
-#[derive(Clone)]
-pub struct TlsAcceptor {
-    tls: ServerTls,
-    acceptor: futures_rustls::TlsAcceptor,
-}
+/// certificate that [`ServerTls`](lameduck_tls::ServerTls) serves at that moment, for
+/// [`Server::serve_tls`](lameduck_hyper::Server::serve_tls): see
+/// [`lameduck_tls::acceptor::TlsAcceptor`].
+pub type TlsAcceptor = lameduck_tls::acceptor::TlsAcceptor<SmolRustls>;
 
-impl std::fmt::Debug for TlsAcceptor {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TlsAcceptor")
-            .field("tls", &self.tls)
-            .finish_non_exhaustive()
+/// async-net's TCP streams (futures-io already) and futures-rustls, for a [`TlsAcceptor`].
+#[derive(Clone, Copy, Debug)]
+pub struct SmolRustls;
+
+impl RustlsRuntime for SmolRustls {
+    type Runtime = SmolRuntime;
+    type Tcp = FuturesIo<TcpStream>;
+    type Plain = TcpStream;
+    type Acceptor = futures_rustls::TlsAcceptor;
+    type Tls = FuturesIo<TlsStream<TcpStream>>;
+
+    fn acceptor(config: Arc<ServerConfig>) -> Self::Acceptor {
+        config.into()
+    }
+
+    fn peek(tcp: &Self::Tcp, buf: &mut [u8]) -> impl Future<Output = io::Result<usize>> + Send {
+        tcp.get_ref().peek(buf)
+    }
+
+    fn plain(tcp: Self::Tcp) -> Self::Plain {
+        tcp.into_inner()
+    }
+
+    async fn handshake(acceptor: &Self::Acceptor, tcp: Self::Tcp) -> io::Result<Self::Tls> {
+        Ok(FuturesIo::new(acceptor.accept(tcp.into_inner()).await?))
+    }
+
+    fn alpn(tls: &Self::Tls) -> Option<&[u8]> {
+        tls.get_ref().get_ref().1.alpn_protocol()
     }
 }
 
-impl TlsAcceptor {
-    /// Handshakes with `tls`'s configuration (which follows its files).
-    #[must_use]
-    pub fn new(tls: &ServerTls) -> Self {
-        TlsAcceptor {
-            tls: tls.clone(),
-            acceptor: futures_rustls::TlsAcceptor::from(tls.rustls_config()),
-        }
+#[cfg(test)]
+mod tests {
+    use lameduck_test_support::plaintext::plaintext_post;
+    use lameduck_tls::{ServerTls, PLAINTEXT_HTTP_RESPONSE};
+
+    use super::*;
+
+    /// The served pair: a certificate for 127.0.0.1 made on the spot.
+    fn server_tls() -> ServerTls {
+        let dir = std::env::temp_dir().join(format!("lameduck-smol-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let pair = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).unwrap();
+        let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
+        std::fs::write(&cert, pair.cert.pem()).unwrap();
+        std::fs::write(&key, pair.signing_key.serialize_pem()).unwrap();
+        ServerTls::from_files(cert, key).unwrap()
     }
 
-    async fn accept(&self, tcp: TcpStream) -> Result<TlsStream<TcpStream>, HandshakeError> {
-        let mut first = [0u8; 1];
-        if tcp.peek(&mut first).await? == 0 {
-            return Err(HandshakeError::Closed);
-        }
-        if !lameduck_tls::starts_tls_handshake(first[0]) {
-            let mut tcp = tcp;
-            let _ = tcp.write_all(lameduck_tls::PLAINTEXT_HTTP_RESPONSE).await;
-            let _ = tcp.close().await;
-            return Err(HandshakeError::PlaintextHttp);
-        }
-        Ok(self.acceptor.accept(tcp).await?)
-    }
-}
-
-impl Handshake<FuturesIo<TcpStream>> for TlsAcceptor {
-    type Io = FuturesIo<TlsStream<TcpStream>>;
-
-    fn timeout(&self) -> Duration {
-        self.tls.handshake_timeout()
-    }
-
-    async fn handshake(
-        &self,
-        io: FuturesIo<TcpStream>,
-        peer: SocketAddr,
-    ) -> Option<(Self::Io, Option<Alpn>)> {
-        match self.accept(io.into_inner()).await {
-            Ok(stream) => {
-                let alpn = Alpn::from_id(stream.get_ref().1.alpn_protocol());
-                Some((FuturesIo::new(stream), alpn))
-            }
-            Err(e) => {
-                self.tls.handshake_failed(peer, &e);
-                None
-            }
-        }
-    }
-
-    fn timed_out(&self, peer: SocketAddr) {
-        let timeout = self.tls.handshake_timeout();
-        self.tls
-            .handshake_failed(peer, &HandshakeError::TimedOut(timeout));
+    #[test]
+    fn plaintext_is_answered_400_read_to_its_end_and_closed_with_a_fin() {
+        let tls = server_tls();
+        let acceptor = TlsAcceptor::new(&tls);
+        smol::block_on(async {
+            let listener = async_net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let client = smol::unblock(move || plaintext_post(addr, 32 * 1024));
+            let (tcp, peer) = listener.accept().await.unwrap();
+            let server = async { acceptor.accept(FuturesIo::new(tcp), peer).await.is_none() };
+            let (failed, exchange) = futures_lite::future::zip(server, client).await;
+            assert!(failed);
+            assert!(exchange.body_sent.is_ok(), "{:?}", exchange.body_sent);
+            assert_eq!(exchange.answer, PLAINTEXT_HTTP_RESPONSE);
+            assert!(
+                exchange.end.is_ok(),
+                "a FIN, not a reset: {:?}",
+                exchange.end
+            );
+        });
+        assert_eq!(tls.handshake_failures(), 1);
     }
 }

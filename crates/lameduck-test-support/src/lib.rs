@@ -7,7 +7,8 @@
 //! * [`spread`]: counting events per 100 ms, to tell a spread from a burst;
 //! * [`alloc`]: a counting global allocator and the client and server harness of the
 //!   allocation tests;
-//! * [`rng`]: a small reproducible generator.
+//! * [`rng`]: a small reproducible generator;
+//! * [`plaintext`]: a plaintext HTTP request sent to a TLS port (blocking).
 //!
 //! Only a dev-dependency. The asynchronous helpers run on tokio and time themselves with
 //! tokio's clock (virtual under a paused clock).
@@ -18,5 +19,6 @@ pub mod alloc;
 pub mod conn;
 pub mod h2;
 pub mod http1;
+pub mod plaintext;
 pub mod rng;
 pub mod spread;

@@ -20,6 +20,12 @@
 //!   reported to [`ServerTls::handshake_failed`], which logs at most one info line per
 //!   [`LOG_WINDOW`].
 //!
+//! * **One accept for every runtime** (the `acceptor` feature): [`acceptor::TlsAcceptor`]
+//!   peeks at a connection's first byte, answers a plaintext HTTP request `400 Bad Request`
+//!   (then reads what the client sent, bounded, so that the close is a FIN and not a reset
+//!   that could destroy the answer), runs rustls' handshake otherwise and reports every
+//!   failure here. The runtime adapters supply their I/O types ([`acceptor::RustlsRuntime`]).
+//!
 //! The crypto provider is *ring*: it builds with a C compiler alone, where rustls' default
 //! (aws-lc-rs) also needs cmake on many machines.
 //!
@@ -36,6 +42,8 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "acceptor")]
+pub mod acceptor;
 mod error;
 mod failures;
 mod metrics;

@@ -77,7 +77,7 @@ pub mod websocket;
 #[cfg(feature = "tls")]
 pub use lameduck_tls::{ServerTls, TlsError};
 #[cfg(feature = "tls")]
-pub use tls::TlsAcceptor;
+pub use tls::{TlsAcceptor, TokioRustls};
 
 /// Server-Sent Events at shutdown: events until the stream's turn, then a `retry:` hint.
 pub use lameduck_hyper::sse;
