@@ -415,8 +415,7 @@ where
                     let http = http_service(factory(), settings.clone());
                     // One acceptor per worker, shared by its connections.
                     let acceptor = Rc::new(TlsAcceptor {
-                        acceptor: tokio_rustls::TlsAcceptor::from(tls.rustls_config()),
-                        tls: tls.clone(),
+                        rustls: lameduck_tokio::TlsAcceptor::new(&tls),
                         goaway: Arc::clone(&goaway),
                         connections: settings.connections.clone(),
                     });

@@ -19,32 +19,29 @@ use actix_http::error::DispatchError;
 use actix_http::Protocol;
 use actix_rt::net::TcpStream;
 use futures_util::future::{select, Either};
+use hyper_util::rt::TokioIo;
 use lameduck::connection::CutKind;
 use lameduck_hyper::{Alpn, ConnectionTracker, Runtime as _};
-use lameduck_tls::{HandshakeError, ServerTls};
-use lameduck_tokio::TokioRuntime;
-use tokio::io::AsyncWriteExt as _;
-use tokio_rustls::server::TlsStream;
+use lameduck_tokio::{TlsAcceptor as Rustls, TokioRuntime};
 
 use crate::connection::TrackedConnection;
 use crate::goaway::{Announced, GoawayBroadcast, GoawayIo};
 use crate::io::{AgedIo, ConnectionIo, TlsIo};
 
-/// The TLS handshake of one worker's connections of one TLS listener.
+/// The TLS handshake of one worker's connections of one TLS listener: lameduck-tokio's
+/// (which answers a plaintext request 400, reads what the client sent and closes with a FIN,
+/// and reports every failure), bounded here by the handshake timeout and the stop.
 pub(crate) struct TlsAcceptor {
-    pub(crate) acceptor: tokio_rustls::TlsAcceptor,
-    pub(crate) tls: ServerTls,
+    pub(crate) rustls: Rustls,
     pub(crate) goaway: Arc<GoawayBroadcast>,
     pub(crate) connections: ConnectionTracker,
 }
 
-/// The most bytes of a plaintext request read (and discarded) before its connection is closed.
-const PLAINTEXT_DISCARD_LIMIT: usize = 64 * 1024;
-
 impl TlsAcceptor {
     /// One accepted TLS connection, run in the connection's own task: counted at once, its
     /// handshake bounded by the handshake timeout, its protocol chosen by ALPN. A failure is
-    /// reported to the [`ServerTls`] and ends the connection (actix logs nothing about it).
+    /// reported to the [`ServerTls`](lameduck_tls::ServerTls) and ends the connection (actix
+    /// logs nothing about it).
     pub(crate) async fn accept(
         self: Rc<Self>,
         io: TcpStream,
@@ -53,40 +50,37 @@ impl TlsAcceptor {
         let counted = TrackedConnection::new(self.connections.open(), self.goaway.lifecycle());
         let age = self.goaway.age_from_now();
         let peer = io.peer_addr().ok();
-        let timeout = self.tls.handshake_timeout();
-        let shaken = {
-            let shake = pin!(self.handshake(io));
+        let reported = peer.unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0)));
+        let timeout = self.rustls.server_tls().handshake_timeout();
+        let aborted = || DispatchError::Io(io::ErrorKind::ConnectionAborted.into());
+        let (stream, alpn) = {
+            let shake = pin!(self.rustls.accept(TokioIo::new(io), reported));
             let timed_out = pin!(TokioRuntime.sleep_until(TokioRuntime.now() + timeout));
             let stopped = pin!(self.cut_after_stop());
             match select(shake, select(timed_out, stopped)).await {
-                Either::Left((shaken, _)) => Some(shaken),
-                Either::Right((Either::Left(_), _)) => Some(Err(HandshakeError::TimedOut(timeout))),
-                // Still running a second after the server stopped accepting.
-                Either::Right((Either::Right(_), _)) => None,
-            }
-        };
-        let stream = match shaken {
-            Some(Ok(stream)) => stream,
-            Some(Err(e)) => {
-                let unknown = SocketAddr::from(([0, 0, 0, 0], 0));
-                self.tls.handshake_failed(peer.unwrap_or(unknown), &e);
-                return Err(DispatchError::Io(io::ErrorKind::ConnectionAborted.into()));
-            }
-            None => {
-                if let Some((shared, _)) = self.goaway.lifecycle() {
-                    shared
-                        .counters()
-                        .count_connection_cut(CutKind::TlsHandshake);
+                Either::Left((Some(shaken), _)) => shaken,
+                // Failed, and reported.
+                Either::Left((None, _)) => return Err(aborted()),
+                Either::Right((Either::Left(_), _)) => {
+                    self.rustls.timed_out(reported);
+                    return Err(aborted());
                 }
-                tracing::debug!(
-                    ?peer,
-                    "TLS handshake cut: not complete a second after the stop"
-                );
-                return Err(DispatchError::Io(io::ErrorKind::ConnectionAborted.into()));
+                // Still running a second after the server stopped accepting.
+                Either::Right((Either::Right(_), _)) => {
+                    if let Some((shared, _)) = self.goaway.lifecycle() {
+                        shared
+                            .counters()
+                            .count_connection_cut(CutKind::TlsHandshake);
+                    }
+                    tracing::debug!(
+                        ?peer,
+                        "TLS handshake cut: not complete a second after the stop"
+                    );
+                    return Err(aborted());
+                }
             }
         };
-        let alpn = Alpn::from_id(stream.get_ref().1.alpn_protocol());
-        let io = TlsIo::new(stream, counted);
+        let io = TlsIo::new(stream.into_inner(), counted);
         Ok(match alpn {
             Some(Alpn::Http2) => {
                 let io = GoawayIo::new(io, Arc::clone(&self.goaway)).with_age(age);
@@ -118,35 +112,6 @@ impl TlsAcceptor {
                 Some(at) => TokioRuntime.sleep_until(at).await,
                 None => std::future::pending().await,
             }
-        }
-    }
-
-    /// The handshake: a plaintext request is answered 400 and closed, anything else that is
-    /// not TLS fails in rustls.
-    async fn handshake(&self, mut tcp: TcpStream) -> Result<TlsStream<TcpStream>, HandshakeError> {
-        let mut first = [0u8; 1];
-        if tcp.peek(&mut first).await? == 0 {
-            return Err(HandshakeError::Closed);
-        }
-        if !lameduck_tls::starts_tls_handshake(first[0]) {
-            let _ = tcp.write_all(lameduck_tls::PLAINTEXT_HTTP_RESPONSE).await;
-            let _ = tcp.shutdown().await;
-            discard_received(&tcp);
-            return Err(HandshakeError::PlaintextHttp);
-        }
-        Ok(self.acceptor.accept(tcp).await?)
-    }
-}
-
-/// Reads and discards what the client has sent so far (without waiting), so that closing the
-/// socket sends FIN after the response rather than a reset that could destroy it unread.
-fn discard_received(tcp: &TcpStream) {
-    let mut buf = [0u8; 4096];
-    let mut read = 0;
-    while read < PLAINTEXT_DISCARD_LIMIT {
-        match tcp.try_read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => read += n,
         }
     }
 }

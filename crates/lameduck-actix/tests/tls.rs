@@ -25,6 +25,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 
 use lameduck_test_support::h2::{frame, ping_ack, ACK, GOAWAY, PING, SETTINGS};
+use lameduck_test_support::plaintext::plaintext_post;
 
 mod support;
 use support::{exit_code, WAIT};
@@ -213,17 +214,20 @@ async fn http1_and_http2_by_alpn_and_plaintext_is_answered_400() {
     let io = tls_connect(&certs, running.tls_addr, &[]).await.unwrap();
     assert_eq!(get_http1(io).await, (200, "https HTTP/1.1".into()));
 
-    // Plaintext HTTP on the TLS port: 400, the connection closed, the failure counted.
-    let mut tcp = TcpStream::connect(running.tls_addr).await.unwrap();
-    tcp.write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    // Plaintext HTTP on the TLS port: 400, what the client sent (its body comes after the
+    // answer) read and dropped, then a clean close (a FIN, no reset); the failure counted.
+    let addr = running.tls_addr;
+    let exchange = tokio::task::spawn_blocking(move || plaintext_post(addr, 32 * 1024))
         .await
         .unwrap();
-    let mut answer = Vec::new();
-    tokio::time::timeout(Duration::from_secs(5), tcp.read_to_end(&mut answer))
-        .await
-        .expect("the connection is closed")
-        .unwrap();
-    assert_eq!(answer, lameduck_tls::PLAINTEXT_HTTP_RESPONSE);
+    assert!(exchange.body_sent.is_ok(), "{:?}", exchange.body_sent);
+    assert_eq!(exchange.answer, lameduck_tls::PLAINTEXT_HTTP_RESPONSE);
+    assert!(
+        exchange.end.is_ok(),
+        "a FIN, not a reset: {:?}",
+        exchange.end
+    );
+    drop(exchange.stream);
     failures_reach(&tls, 1).await;
 
     // The server carries on, on both listeners.
