@@ -204,4 +204,4 @@ def main(argv=None):
             json.dump({"args": vars(args), "results": results}, f, indent=1, default=str)
             f.write("\n")
     return h.conclude(verdict(results), "0 failed requests with the layer in every run; the gRPC controls lost "
-                      "calls; no request processed twice.")
+                      "calls; no request processed twice by lameduck's servers or aiohttp.")
