@@ -43,11 +43,9 @@
 //! }
 //! ```
 
-use std::cell::Cell;
 use std::fmt;
-use std::future::{poll_fn, Future};
+use std::future::poll_fn;
 use std::pin::{pin, Pin};
-use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
@@ -56,7 +54,7 @@ use actix_web::{dev, web, FromRequest, HttpMessage, HttpRequest, HttpResponse};
 use actix_ws::{CloseCode, CloseReason, Message, MessageStream, ProtocolError, Session};
 use futures_util::future::{select, Either};
 use futures_util::{FutureExt, Stream, StreamExt};
-use lameduck::connection::CutKind;
+use lameduck_hyper::websocket::{say_goodbye, GoodbyeIo, Received, SocketTurn};
 use lameduck_hyper::{Runtime, ShutdownNotice, UpgradeTicket};
 use lameduck_tokio::TokioRuntime;
 
@@ -191,12 +189,11 @@ enum State {
 /// Serve it from a task of the worker (`actix_web::rt::spawn`): actix-ws's stream is not
 /// `Send`.
 pub struct GoingAway {
-    /// Shared with `turn`, which must outlive a call of `next`.
-    shutdown: Arc<WebSocketShutdown>,
+    shutdown: WebSocketShutdown,
     session: Session,
     stream: MessageStream,
     /// The socket's turn, kept across calls of `next` so that a reserved turn is not lost.
-    turn: Pin<Box<dyn Future<Output = ()>>>,
+    turn: SocketTurn<TokioRuntime>,
     state: State,
 }
 
@@ -220,11 +217,7 @@ impl GoingAway {
     /// `shutdown` ([`shutdown`]).
     #[must_use]
     pub fn new(shutdown: WebSocketShutdown, session: Session, stream: MessageStream) -> Self {
-        let shutdown = Arc::new(shutdown);
-        let turn = {
-            let shutdown = Arc::clone(&shutdown);
-            Box::pin(async move { shutdown.turn(&TokioRuntime).await })
-        };
+        let turn = SocketTurn::new(TokioRuntime, &shutdown);
         GoingAway {
             shutdown,
             session,
@@ -266,7 +259,7 @@ impl GoingAway {
                 return None;
             }
             let event = poll_fn(|cx| {
-                if self.turn.as_mut().poll(cx).is_ready() {
+                if self.turn.poll_turn(&self.shutdown, cx).is_ready() {
                     return Poll::Ready(Event::Turn);
                 }
                 self.stream.poll_next_unpin(cx).map(Event::Message)
@@ -282,7 +275,8 @@ impl GoingAway {
                     // actix-ws does not answer pings; a pong blocked by a client that does
                     // not read gives way to the turn.
                     let pong = pin!(self.session.pong(&bytes));
-                    match select(pong, self.turn.as_mut()).await {
+                    let turn = pin!(poll_fn(|cx| self.turn.poll_turn(&self.shutdown, cx)));
+                    match select(pong, turn).await {
                         Either::Left((Ok(()), _)) => {}
                         Either::Left((Err(_), _)) => self.state = State::Ended,
                         Either::Right(((), _)) => self.state = State::Due,
@@ -307,13 +301,14 @@ impl GoingAway {
     /// closed first gets its answer instead (its own close reason, echoed). Never fails: how
     /// it went is the outcome ([`CloseOutcome::Failed`] after a protocol error or the end of
     /// the client's stream, or when not even the Close could be queued by the bound). A
-    /// client cut at the bound is counted ([`CutKind::WebsocketClose`]), and the
+    /// client cut at the bound is counted
+    /// ([`CutKind::WebsocketClose`](lameduck::connection::CutKind::WebsocketClose)), and the
     /// connection's close is noted for the termination summary.
     pub async fn close(self) -> CloseOutcome {
         let GoingAway {
             shutdown,
             session,
-            mut stream,
+            stream,
             turn,
             state,
         } = self;
@@ -329,55 +324,39 @@ impl GoingAway {
             }
             State::Ended | State::Failed => return CloseOutcome::Failed,
         }
-        let shared = Arc::clone(shutdown.shared());
         let now = TokioRuntime.now();
         let deadline = cut_at(now, shutdown.answer_deadline(now));
-        let sent = Cell::new(false);
-        let goodbye = async {
-            let reason = CloseReason {
-                code: CloseCode::Away,
-                description: Some(GOING_AWAY_REASON.to_owned()),
-            };
-            // A clone sends the Close: `session` (and with it the response, so the
-            // connection) stays until the client answered or was cut.
-            if session.clone().close(Some(reason)).await.is_err() {
-                return CloseOutcome::Failed;
-            }
-            sent.set(true);
-            shared.counters().count_websocket_close_sent();
-            while let Some(message) = stream.next().await {
-                match message {
-                    Ok(Message::Close(_)) => {
-                        shared.counters().count_websocket_close_answered();
-                        return CloseOutcome::Answered;
-                    }
-                    Ok(_) => {}
-                    Err(_) => return CloseOutcome::Failed,
-                }
-            }
-            CloseOutcome::Failed
+        // When the socket goes (the last session), the response ends and actix closes the
+        // connection.
+        let socket = Socket { session, stream };
+        say_goodbye(&TokioRuntime, &shutdown, socket, deadline).await
+    }
+}
+
+/// actix-ws's session and stream, for [`say_goodbye`].
+struct Socket {
+    /// Kept until the client answered or was cut: the response, so the connection, lasts as
+    /// long as a session does.
+    session: Session,
+    stream: MessageStream,
+}
+
+impl GoodbyeIo for Socket {
+    async fn send_going_away(&mut self) -> bool {
+        let reason = CloseReason {
+            code: CloseCode::Away,
+            description: Some(GOING_AWAY_REASON.to_owned()),
         };
-        let cut = TokioRuntime.sleep_until(deadline);
-        let outcome = match select(pin!(goodbye), pin!(cut)).await {
-            Either::Left((outcome, _)) => outcome,
-            // Not even the Close could be queued by then (a client that does not read).
-            Either::Right(_) if !sent.get() => {
-                shared
-                    .counters()
-                    .count_connection_cut(CutKind::WebsocketClose);
-                CloseOutcome::Failed
-            }
-            Either::Right(_) => {
-                shared
-                    .counters()
-                    .count_connection_cut(CutKind::WebsocketClose);
-                CloseOutcome::Cut
-            }
-        };
-        // The last session goes: the response ends and actix closes the connection.
-        drop((session, stream));
-        shutdown.note_closed(&TokioRuntime);
-        outcome
+        // A clone sends the Close (closing it consumes it).
+        self.session.clone().close(Some(reason)).await.is_ok()
+    }
+
+    async fn next_received(&mut self) -> Option<Received> {
+        Some(match self.stream.next().await? {
+            Ok(Message::Close(_)) => Received::Close,
+            Ok(_) => Received::Other,
+            Err(_) => Received::Error,
+        })
     }
 }
 
