@@ -21,6 +21,8 @@ import each other from here: `import harness as h`, `from restart import common 
   rolling/       rolling restarts behind HAProxy: HTTP (rolling_restart), gRPC
                  (rolling_restart_grpc), a layer-4 balancer under Go's clients
                  (rolling_restart_l4, its rollout in l4_rollout, its verdict in l4_report),
+                 the maximum connection age behind it under Go's client and grpcio
+                 (connection_age),
                  the servers' late-connection figures behind well and badly configured
                  balancers (late_arrivals), and long-running streams ended at shutdown
                  (event_streams, grpc_streams, websockets/, websockets_go, idle_spread)

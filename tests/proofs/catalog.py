@@ -21,6 +21,10 @@ PROOFS = {
         "rolling.rolling_restart_l4",
         "Kubernetes-style rolling update behind HAProxy mode tcp under Go's clients",
     ),
+    "connection_age": (
+        "rolling.connection_age",
+        "--max-connection-age behind HAProxy mode tcp: Go's h2c and grpcio lose nothing, shares even, lifetimes bounded",
+    ),
     "storm": ("storm.storm", "a restart a second of three services under every kind of load at once"),
     "late_arrivals": (
         "rolling.late_arrivals",

@@ -21,6 +21,15 @@ from harness.servers import haproxy_command, show_stat
 
 # A `show sess all` answer, one block per session.
 SESSION_BLOCK = re.compile(r"\n(?=0x[0-9a-f]+: \[)")
+# TcpBalancer's session log: client port, backend/server, HAProxy's source port towards the
+# server, accept time (Unix seconds and milliseconds), the times to queue, connect and end
+# (ms), bytes from and to the client, and the termination state; one line when each session
+# ends. HAProxy's times leave out the moments its process was held up for longer than its
+# poll's timeout (it takes them for a clock change): on a busy machine they can come out short.
+SESSION_LOG_FORMAT = '"session %cp %b/%s %bp %Ts.%ms %Tw/%Tc/%Tt %U/%B %ts"'
+SESSION_LINE = re.compile(
+    r"^session (\d+) \S+/(\S+) (\d+) (\d+)\.(\d+) (-?\d+)/(-?\d+)/(-?\d+) (\d+)/(\d+) (\S+)$"
+)
 
 
 def config_lines(sock_path, port, maxconn, defaults, backend):
@@ -201,9 +210,12 @@ class HAProxy(_Process):
 class TcpBalancer(_Process):
     """HAProxy in `mode tcp` with fixed server slots, changed through its runtime API."""
 
-    def __init__(self, workdir, port, slots):
-        """`slots`: (name, port, enabled) triples; a slot not enabled is declared `disabled`."""
+    def __init__(self, workdir, port, slots, session_log=False):
+        """`slots`: (name, port, enabled) triples; a slot not enabled is declared `disabled`.
+        With `session_log`, HAProxy logs each session when it ends (`sessions_ended`)."""
         defaults = ["mode tcp", "retries 0", "timeout connect 2s", "timeout client 60s", "timeout server 60s"]
+        if session_log:
+            defaults += ["log stdout format raw local0", f"log-format {SESSION_LOG_FORMAT}"]
         backend = [f"server {name} 127.0.0.1:{pod_port}" + ("" if enabled else " disabled")
                    for name, pod_port, enabled in slots]
         super().__init__(workdir, port, lambda sock: config_lines(sock, port, 512, defaults, backend))
@@ -212,6 +224,31 @@ class TcpBalancer(_Process):
         self._spawn()
         if not wait_until(self.show_stat, self.proc, 10):
             raise RuntimeError("haproxy did not answer on its stats socket:\n" + tail(self.log_path))
+
+    def sessions_ended(self):
+        """The sessions HAProxy logged so far (with `session_log`): `parse_sessions`."""
+        return self.parse_sessions(self.log_path)
+
+    @staticmethod
+    def parse_sessions(log_path):
+        """The sessions logged in HAProxy's log `log_path` (with `session_log`): one dict each,
+        with the client `port`, the `server`, `source_port` (HAProxy's, towards the server),
+        `start` and `end` (Unix seconds: the accept and the end of both sides), `tw`, `tc`,
+        `tt` (ms), `bytes_in`, `bytes_out` and the termination `state`."""
+        out = []
+        with open(log_path, "r", errors="replace") as f:
+            for line in f:
+                m = SESSION_LINE.match(line.strip())
+                if not m:
+                    continue
+                start = int(m.group(4)) + int(m.group(5)) / 1000
+                tt = int(m.group(8))
+                out.append(dict(
+                    port=int(m.group(1)), server=m.group(2), source_port=int(m.group(3)), start=start,
+                    end=start + tt / 1000, tw=int(m.group(6)), tc=int(m.group(7)), tt=tt,
+                    bytes_in=int(m.group(9)), bytes_out=int(m.group(10)), state=m.group(11),
+                ))
+        return out
 
     def sessions(self):
         """`show sess all`, one block of text per session."""

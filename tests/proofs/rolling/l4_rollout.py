@@ -98,8 +98,15 @@ def shares(before, after, names):
 
 
 
-def run_one(binary, case, args, client_bin):
-    """One rolling update under load. `case`: runtime, protocol, mode, chance, control."""
+def run_one(binary, case, args, client_bin, load=None):
+    """One rolling update under load. `case`: runtime, protocol, mode, chance, control; and
+    optionally `flags` (more of the pods' flags) and `session_log` (HAProxy logs each session
+    in its log: harness.TcpBalancer). `load`: another load than tests/proofs/l4/h2client
+    (`client_bin`), an object with `command(lb_port)` (its command line; it must print one
+    JSON line on stdout after SIGINT) and `read(text, result, note)` (its output, into the
+    result). The result has, besides the figures, `ports` ({pod: its port}), `terms` ({old
+    pod: [SIGTERM, exit] as Unix seconds}) and `client_stop` (the load's SIGINT, Unix
+    seconds)."""
     runtime, proto, mode, chance = case["runtime"], case["protocol"], case["mode"], case["chance"]
     workdir = tempfile.mkdtemp(prefix=f"rolling-l4-{runtime}-{proto}-{mode}-")
     tls = h.Tls(workdir) if proto in TLS_PROTOCOLS else None
@@ -111,15 +118,20 @@ def run_one(binary, case, args, client_bin):
             flags.append("--shutdown-send-retry-after")
         if chance > 0:
             flags += ["--goaway-chance", f"{chance:g}"]
+        flags += case.get("flags", [])
         ready_path = "/readyz"
     pods = [h.Instance(binary, f"p{i}", h.free_port(), flags, workdir, tls=tls) for i in (1, 2, 3, 4)]
-    lb = h.TcpBalancer(workdir, h.free_port(), [(p.name, p.port, p.name in ("p1", "p2")) for p in pods])
+    lb = h.TcpBalancer(
+        workdir, h.free_port(), [(p.name, p.port, p.name in ("p1", "p2")) for p in pods],
+        session_log=case.get("session_log", False),
+    )
     client = None
     events, problems = [], []
     result = dict(
         case, ok=None, failed=None, retries=None, dials=None, exits={}, arrivals={}, shares={}, workdir=workdir
     )
     result["tls"] = tls is not None
+    result["terms"], result["ports"] = {}, {p.name: p.port for p in pods}
     snapshots = []  # (old pod, Unix ms, client ports HAProxy had on it) just before each SIGTERM
     t0 = time.monotonic()
 
@@ -136,7 +148,7 @@ def run_one(binary, case, args, client_bin):
         tls_args = ["-cacert", tls.ca, "-server-name", "127.0.0.1"] if tls else []
         with open(client_out, "wb") as out, open(os.path.join(workdir, "client.err"), "wb") as err:
             client = h.spawn(
-                [
+                load.command(lb.port) if load else [
                     client_bin,
                     "-addr", f"127.0.0.1:{lb.port}",
                     "-proto", proto,
@@ -150,7 +162,8 @@ def run_one(binary, case, args, client_bin):
                 out,
                 err,
             )
-        note(f"p1, p2 ready; client started ({args.transports} transports x {args.workers} workers, {proto})")
+        shape = "" if load else f" ({args.transports} transports x {args.workers} workers, {proto})"
+        note(f"p1, p2 ready; client started{shape}")
         time.sleep(args.warmup)
 
         for old, new in ((pods[0], pods[2]), (pods[1], pods[3])):
@@ -163,7 +176,7 @@ def run_one(binary, case, args, client_bin):
             ports = lb.pinned_ports(old.name)
             snapshots.append((old.name, int(time.time() * 1000), ports))
             note(f"{len(ports)} client connections pinned to {old.name}")
-            term_at = time.monotonic()
+            term_at, term_unix = time.monotonic(), time.time()
             os.kill(old.proc.pid, signal.SIGTERM)
             exit_at = None
             while time.monotonic() < term_at + ENDPOINT_REMOVAL_S:
@@ -176,6 +189,7 @@ def run_one(binary, case, args, client_bin):
             code = h.reap(old.proc, args.exit_timeout)
             exit_at = exit_at or time.monotonic()
             result["exits"][old.name] = code
+            result["terms"][old.name] = [term_unix, term_unix + exit_at - term_at]
             note(f"{old.name} exited {code} +{exit_at - term_at:.2f}s after SIGTERM")
             if code is None:
                 problems.append(f"{old.name} still running {args.exit_timeout}s after SIGTERM (killed)")
@@ -209,12 +223,16 @@ def run_one(binary, case, args, client_bin):
             + f"; largest deviation from even {skew:.1%}"
         )
 
+        result["client_stop"] = time.time()
         os.kill(client.pid, signal.SIGINT)
         code = h.reap(client, 60)
         with open(client_out, "r", errors="replace") as f:
             out = f.read().strip()
         if code != 0 or not out:
             raise RuntimeError(f"client exited {code}: {out}\n{h.tail(os.path.join(workdir, 'client.err'))}")
+        if load:
+            load.read(out, result, note)
+            return result
         report = json.loads(out.splitlines()[-1])
         for k in ("ok", "failed", "retries", "dials", "alpn", "goaway_conns", "peer_closed"):
             result[k] = report.get(k)
@@ -245,6 +263,6 @@ def run_one(binary, case, args, client_bin):
         problems.append(f"{type(e).__name__}: {e}")
     finally:
         h.stop_behind(lb, pods, [client])
-    result["events"], result["problems"] = events, problems
-    result["duration_s"] = round(time.monotonic() - t0, 1)
+        result["events"], result["problems"] = events, problems
+        result["duration_s"] = round(time.monotonic() - t0, 1)
     return result
