@@ -148,8 +148,6 @@ pub use lameduck_hyper::{Builder, ConnectionTracker, Handle, ServeError, Server,
 pub use lameduck_tls::{ServerTls, TlsError};
 pub use lameduck_tokio::builder;
 pub use lameduck_tokio::TokioRuntime;
-#[allow(deprecated)]
-pub use serve::IDLE_CONNECTION_LINGER;
 pub use serve::{
     actix_shutdown_timeout, serve, ActixServeError, ActixServer, ServeSetup, CLOSE_AFTER_DRAIN,
 };

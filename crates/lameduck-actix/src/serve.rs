@@ -168,13 +168,6 @@ pub(crate) fn note_arrival(lifecycle: Option<&LifecycleRef>, data: &mut Extensio
 /// stopped forcibly only once those bounds have passed.
 pub const CLOSE_AFTER_DRAIN: Duration = Duration::from_millis(250);
 
-/// The former name of [`CLOSE_AFTER_DRAIN`].
-#[deprecated(
-    since = "0.1.0",
-    note = "renamed CLOSE_AFTER_DRAIN: it is the wait after the drain, not the core's IDLE_CONNECTION_LINGER"
-)]
-pub const IDLE_CONNECTION_LINGER: Duration = CLOSE_AFTER_DRAIN;
-
 /// How much later than the bounds of an [`AutoH2cServer`](crate::AutoH2cServer)'s
 /// connections ([`SILENT_PEER_TIMEOUT`] after the stop or the drain) the server is stopped
 /// forcibly: the connections' own cuts, which say what they were, come first.
