@@ -49,7 +49,7 @@ def parse_args(argv):
 
 def build(selected):
     """The one release build: the example servers, then each selected proof's BUILDS."""
-    builds = [list(b) for b in h.EXAMPLE_BUILDS]
+    builds = [["--examples"]]
     for name in selected:
         for extra in getattr(importlib.import_module(PROOFS[name][0]), "BUILDS", []):
             if extra not in builds:

@@ -27,7 +27,6 @@ Stdlib only. Loopback only.
 """
 
 from harness.builds import (  # noqa: F401
-    EXAMPLE_BUILDS,
     GRPCIO_LOAD,
     H2CLIENT_DIR,
     PROOFS,

@@ -18,18 +18,6 @@ GRPCIO_LOAD = os.path.join(PROOFS, "rolling", "grpcio_load.py")
 
 # The example servers every proof runs on (cargo build --release --examples).
 RUNTIMES = ["tokio_server", "axum_server", "smol_server", "actix_server"]
-# The packages of the example servers (and of grpc_load). Each is built on its own, as
-# `cargo build --release --example NAME` builds it (the black-box suite's way), so that every
-# build resolves the same features and reuses the others' artifacts; one build of them all
-# would unify their features and compile every dependency again.
-EXAMPLE_PACKAGES = [
-    "lameduck-examples-tokio",
-    "lameduck-examples-axum",
-    "lameduck-examples-smol",
-    "lameduck-examples-actix",
-    "lameduck-examples-grpc",
-]
-EXAMPLE_BUILDS = [["-p", package, "--examples"] for package in EXAMPLE_PACKAGES]
 
 
 def target_dir():

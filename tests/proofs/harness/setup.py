@@ -67,8 +67,8 @@ def ready_examples(names, args, sockets=None, what="sockets"):
     if getattr(args, "bin_dir", None):
         examples = os.path.abspath(args.bin_dir)
     else:
-        # One build per example, as the black-box suite builds them: each resolves its own
-        # package's features and reuses what the others built.
+        # One build per example from the workspace root, as the black-box suite builds them
+        # (the default members selected, so the same features): nothing is compiled again.
         if not args.no_build and not all(cargo_build("--example", name) for name in names):
             return None
         examples = examples_dir()
