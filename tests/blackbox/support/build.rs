@@ -40,10 +40,22 @@ fn target_dir() -> PathBuf {
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"))
 }
 
+/// What cargo sets for a test binary besides `CARGO_PKG_*` (The Cargo Book, "Environment
+/// variables Cargo sets for crates").
+const TEST_ENV: &[&str] = &[
+    "CARGO_MANIFEST_DIR",
+    "CARGO_MANIFEST_PATH",
+    "CARGO_CRATE_NAME",
+    "CARGO_PRIMARY_PACKAGE",
+    "CARGO_TARGET_TMPDIR",
+    "CARGO_BIN_NAME",
+];
+
 fn build(name: &str) -> Result<PathBuf, String> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into());
     let target_dir = target_dir();
-    let output = Command::new(&cargo)
+    let mut command = Command::new(&cargo);
+    command
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         // From the workspace root, as a user builds it: each example server is in a package of
         // its own (the workspace's default members), which cargo finds by the example's name.
@@ -54,7 +66,17 @@ fn build(name: &str) -> Result<PathBuf, String> {
         // Do not inherit a jobserver meant for the outer cargo.
         .env_remove("CARGO_MAKEFLAGS")
         .env_remove("MAKEFLAGS")
-        .env_remove("MFLAGS")
+        .env_remove("MFLAGS");
+    // Nor what cargo sets for this test binary: some build scripts track these variables (ring's
+    // tracks CARGO_MANIFEST_DIR), so a build with them would not be the one a user's shell, the
+    // proofs and CI make: each would compile rustls and everything above it again.
+    for (key, _) in std::env::vars_os() {
+        let key = key.to_string_lossy();
+        if key.starts_with("CARGO_PKG_") || TEST_ENV.contains(&key.as_ref()) {
+            command.env_remove(key.as_ref());
+        }
+    }
+    let output = command
         .stdin(Stdio::null())
         .output()
         .map_err(|e| format!("cannot run {cargo:?} to build example {name}: {e}"))?;
