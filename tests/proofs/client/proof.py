@@ -55,9 +55,12 @@ BUILDS = [["-p", "lameduck-client", "--examples"]]
 # The controls (the same clients without the layer): the gRPC rollouts' (h2c and TLS, whose
 # losses are asserted) and Go's net/http (reported).
 CONTROLS = ["grpc-h2c", "grpc-tls", "go"]
-# The short form (CI's): 1 run of each configuration with the layer (h2c and TLS, both modes,
-# every other scenario), the controls of the h2c gRPC rollouts.
-SHORT = [["--runs", "1", "--control-runs", "1", "--other-runs", "1", "--controls", "grpc-h2c"]]
+# The gRPC rollouts' fronts: HAProxy passing h2c, or TLS through.
+FRONTS = ["h2c", "tls"]
+# The short form (CI's): 1 run of each configuration with the layer (the h2c gRPC rollouts in
+# both modes, every other scenario), the controls of the h2c gRPC rollouts. The TLS front is
+# the full form's: the layer sees the same GOAWAY frames inside TLS.
+SHORT = [["--runs", "1", "--control-runs", "1", "--other-runs", "1", "--controls", "grpc-h2c", "--fronts", "h2c"]]
 # The full form: the defaults (10 runs of each gRPC configuration, 2 controls, 3 of the others).
 FULL = [[]]
 
@@ -68,6 +71,8 @@ def parse(argv):
     p.add_argument("--control-runs", type=int, default=2, help="runs of each control (no layer)")
     p.add_argument("--other-runs", type=int, default=3, help="runs of each HTTP, one-host, Go and aiohttp scenario")
     p.add_argument("--groups", default=",".join(GROUPS), help="comma-separated: " + ", ".join(GROUPS))
+    p.add_argument("--fronts", default=",".join(FRONTS),
+                   help="the gRPC rollouts' fronts, comma-separated: " + ", ".join(FRONTS))
     p.add_argument("--controls", default=",".join(CONTROLS),
                    help="the controls to run, comma-separated (none: an empty list): " + ", ".join(CONTROLS))
     h.add_run_options(p)
@@ -79,13 +84,14 @@ def parse(argv):
     if min(args.runs, args.control_runs, args.other_runs) < 1:
         p.error("every number of runs must be at least 1")
     args.controls = h.parse_list(p, args.controls, CONTROLS, "control", least=0)
+    args.fronts = h.parse_list(p, args.fronts, FRONTS, "front")
     return args, h.parse_list(p, args.groups, GROUPS, "group")
 
 
 def plan(groups, args, examples, goserver):
     """(label, function) of every run, in order."""
     runs = []
-    for front in ("h2c", "tls") if "grpc" in groups else ():
+    for front in args.fronts if "grpc" in groups else ():
         for mode in ("A", "B"):
             for k in range(1, args.runs + 1):
                 runs.append(lambda f=front, m=mode, k=k: s.grpc_rollout(examples, f, m, k, True, args))

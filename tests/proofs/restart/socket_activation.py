@@ -164,15 +164,16 @@ def run_systemd_socket_activate(binary, runtime, args):
 
 
 # The short form, CI's run (see harness.cli), each run with its 3 restarts in 11 s of load:
-# every runtime, and systemd-socket-activate; over TLS on tokio_server and actix_server; a
-# shutdown delay of 0 s under slow requests (a request on a kept-alive connection after the
-# old generation stopped accepting is served with Connection: close, never refused or cut).
+# every runtime, and systemd-socket-activate; over TLS on actix_server (handover's short form
+# has TLS on tokio_server); a shutdown delay of 0 s under slow requests on smol_server and
+# actix_server (a request on a kept-alive connection after the old generation stopped
+# accepting is served with Connection: close, never refused or cut).
 QUICK = ["--duration", "11", "--first", "2", "--interval", "2.5"]
 SHORT = [
     QUICK,
-    ["--tls", "--runtimes", "tokio_server,actix_server", *QUICK],
+    ["--tls", "--runtimes", "actix_server", *QUICK],
     ["--shutdown-delay", "0s", "--connections", "16", "--path", "/sleep?duration=20ms", "--min-requests", "3000",
-     "--no-systemd-socket-activate", *QUICK],
+     "--no-systemd-socket-activate", "--runtimes", "smol_server,actix_server", *QUICK],
 ]
 
 

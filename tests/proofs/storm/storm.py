@@ -98,8 +98,8 @@ from storm import report as rp
 MODES = {"short": 60, "long": 600}
 HANDOVER_DELAY = "1s"
 # The short form, CI's run (see harness.cli): tokio_server and actix_server, each with hand-over
-# and with socket activation, 20 s of restarts each.
-SHORT = [["--mode", "short", "--duration", "20", "--runtimes", "tokio_server,actix_server"]]
+# and with socket activation, 12 s of restarts each.
+SHORT = [["--mode", "short", "--duration", "12", "--runtimes", "tokio_server,actix_server"]]
 
 
 def restart_together(services, bound):
