@@ -354,6 +354,8 @@ def main():
     ap.add_argument("--no-callgrind", action="store_true")
     ap.add_argument("--no-attribution", action="store_true")
     ap.add_argument("--no-build", action="store_true")
+    ap.add_argument("--build-only", action="store_true",
+                    help="build what the pairs run, then exit (CI builds ahead, in the background)")
     ap.add_argument("--goaway-chance", default=None, metavar="P",
                     help="also measure each pair's lameduck server with --goaway-chance P "
                          "(variant PAIR+goaway; its bare side is the same bare server)")
@@ -369,7 +371,7 @@ def main():
         if p not in PAIRS and p not in TLS_MODES:
             sys.exit(f"unknown pair {p!r}; known: {', '.join(list(PAIRS) + list(TLS_MODES))}")
     os.makedirs(a.out, exist_ok=True)
-    if a.save:
+    if a.save and not a.build_only:
         os.makedirs(os.path.dirname(a.save), exist_ok=True)
         sys.stdout = Tee(sys.stdout, open(a.save, "w"))
 
@@ -383,6 +385,8 @@ def main():
                      *examples, "--examples"],):
             log("==>", " ".join(cmd))
             subprocess.run(cmd, cwd=ROOT, check=True)
+    if a.build_only:
+        return
 
     if any(p in TLS_MODES for p in pairs):
         cert_dir = tempfile.mkdtemp(prefix="bench-http-tls.")
