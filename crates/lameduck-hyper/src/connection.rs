@@ -565,11 +565,12 @@ struct ConnService<S, R: Runtime> {
 impl<S, R, ResBody> hyper::service::Service<Request<Incoming>> for ConnService<S, R>
 where
     S: Service<Request<Incoming>, Response = Response<ResBody>> + Clone,
+    S::Error: Into<BoxError>,
     R: Runtime,
     ResBody: http_body::Body<Data = Bytes>,
 {
     type Response = Response<LameduckBody<ResBody, R>>;
-    type Error = S::Error;
+    type Error = BoxError;
     type Future = ConnResponseFuture<S, S::Future, R>;
 
     /// Small enough for hyper's dispatcher to inline: admission happens on the response

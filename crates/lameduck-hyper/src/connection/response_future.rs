@@ -11,7 +11,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{ready, Context, Poll};
+use std::task::{ready, Context, Poll, Waker};
 
 use bytes::Bytes;
 use http::{Request, Response};
@@ -20,10 +20,15 @@ use pin_project_lite::pin_project;
 use tower_service::Service;
 
 use crate::connection::head_watch::InFlight;
+use crate::error::BoxError;
 use crate::request::admission::{answer, handler_response, timed_out, Admitted, LayerAnswer};
 use crate::request::body::{BodyEnd, LameduckBody};
 use crate::request::response::http_response;
 use crate::runtime::Runtime;
+
+/// A handler's future at most this large is started when hyper hands over the request (see
+/// [`ConnResponseFuture::new`]); a larger one on the response future's first poll.
+const STARTED_AT_CALL: usize = 128;
 
 pin_project! {
     /// The response future of one request of a served connection (see the module's
@@ -57,8 +62,8 @@ struct ConnAdmission<R: Runtime> {
 pin_project! {
     #[project = CallProj]
     enum CallState<S, F> {
-        /// To be admitted on the first poll; the service is called once admitted and ready.
-        /// The request stays here, unmoved, until the call.
+        /// To be admitted on the first poll (unless admitted already); the service is called
+        /// once admitted and ready. The request stays here, unmoved, until the call.
         Start {
             service: S,
             req: Option<Request<Incoming>>,
@@ -68,27 +73,88 @@ pin_project! {
             #[pin]
             future: F,
         },
-        /// Answered by admission itself (health, rejections).
-        Answered,
+        /// Answered by admission itself (health, rejections); `None` once returned.
+        Answered {
+            answer: Option<Box<LayerAnswer>>,
+        },
+        /// The service failed when it was asked for readiness at the call.
+        Failed {
+            error: Option<BoxError>,
+        },
     }
 }
 
-impl<S, F, R: Runtime> ConnResponseFuture<S, F, R> {
+impl<S, B, R> ConnResponseFuture<S, S::Future, R>
+where
+    S: Service<Request<Incoming>, Response = Response<B>>,
+    S::Error: Into<BoxError>,
+    R: Runtime,
+{
     /// The response future for `req`, to be served by `service` (a clone of the
-    /// connection's); the connection is busy until `in_flight` is dropped. One straight
-    /// construction, so that hyper's dispatcher can build it in its slot.
+    /// connection's); the connection is busy until `in_flight` is dropped.
+    ///
+    /// A handler whose future is small (a closure that does not keep its request) is
+    /// admitted and called here, as hyper hands over the request: the response future is
+    /// then small too, and the request is dropped at the call. A larger one is admitted and
+    /// called on the first poll, where the response future lies in hyper's slot, so that its
+    /// future is built in place (see the module's documentation). The size is known at
+    /// compile time: each service takes one of the two paths.
     #[inline(always)]
     pub(crate) fn new(in_flight: InFlight<R>, service: S, req: Request<Incoming>) -> Self {
+        let admission = ConnAdmission {
+            end: BodyEnd::new(None, in_flight.admission().runtime.clone()),
+            in_flight: Some(in_flight),
+            close_connection: false,
+            admitted: false,
+        };
+        if std::mem::size_of::<S::Future>() <= STARTED_AT_CALL {
+            return Self::started(admission, service, req);
+        }
+        // One straight construction, so that hyper's dispatcher can build it in its slot.
         ConnResponseFuture {
-            admission: ConnAdmission {
-                end: BodyEnd::new(None, in_flight.admission().runtime.clone()),
-                in_flight: Some(in_flight),
-                close_connection: false,
-                admitted: false,
-            },
+            admission,
             state: CallState::Start {
                 service,
                 req: Some(req),
+            },
+        }
+    }
+
+    /// Admits `req` and, if it is to be served and `service` is ready, calls it.
+    #[inline(always)]
+    fn started(
+        mut admission: ConnAdmission<R>,
+        mut service: S,
+        mut req: Request<Incoming>,
+    ) -> Self {
+        if let Some(answer) = admission.admit(&mut req) {
+            let state = CallState::Answered {
+                answer: Some(answer),
+            };
+            return ConnResponseFuture { admission, state };
+        }
+        // Each way builds the whole future where it is returned (a state built first would
+        // be copied whole, request-sized, into it).
+        match service.poll_ready(&mut Context::from_waker(Waker::noop())) {
+            Poll::Ready(Ok(())) => ConnResponseFuture {
+                admission,
+                state: CallState::Call {
+                    future: service.call(req),
+                },
+            },
+            Poll::Ready(Err(e)) => ConnResponseFuture {
+                admission,
+                state: CallState::Failed {
+                    error: Some(e.into()),
+                },
+            },
+            // Waited for on the first poll, with the task's waker.
+            Poll::Pending => ConnResponseFuture {
+                admission,
+                state: CallState::Start {
+                    service,
+                    req: Some(req),
+                },
             },
         }
     }
@@ -133,10 +199,12 @@ impl<R: Runtime> ConnAdmission<R> {
 impl<S, R, B> Future for ConnResponseFuture<S, S::Future, R>
 where
     S: Service<Request<Incoming>, Response = Response<B>>,
+    S::Error: Into<BoxError>,
     R: Runtime,
 {
-    type Output = Result<Response<LameduckBody<B, R>>, S::Error>;
+    type Output = Result<Response<LameduckBody<B, R>>, BoxError>;
 
+    #[inline(always)]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         let admission = this.admission;
@@ -149,7 +217,7 @@ where
                     };
                     if !admission.admitted {
                         if let Some(boxed) = admission.admit(req) {
-                            this.state.set(CallState::Answered);
+                            this.state.set(CallState::Answered { answer: None });
                             let (response, tracker) = *boxed;
                             let in_flight = &mut admission.in_flight;
                             return Poll::Ready(Ok(answer(response, tracker, in_flight, false)));
@@ -164,24 +232,38 @@ where
                             this.state.set(CallState::Call { future });
                             continue;
                         }
-                        Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                        Poll::Ready(Err(e)) => return Poll::Ready(Err(e.into())),
                         Poll::Pending => {}
                     }
                 }
                 CallProj::Call { future } => {
                     if let Poll::Ready(result) = future.poll(cx) {
-                        return Poll::Ready(result.map(|response| {
-                            handler_response(
+                        return Poll::Ready(match result {
+                            Ok(response) => Ok(handler_response(
                                 response,
                                 &mut admission.end,
                                 &mut admission.in_flight,
                                 admission.close_connection,
-                            )
-                        }));
+                            )),
+                            Err(e) => Err(e.into()),
+                        });
                     }
                 }
-                // Polled after completion: stay pending rather than panic.
-                CallProj::Answered => return Poll::Pending,
+                CallProj::Answered { answer: slot } => {
+                    // Polled after completion: stay pending rather than panic.
+                    let Some(boxed) = slot.take() else {
+                        return Poll::Pending;
+                    };
+                    let (response, tracker) = *boxed;
+                    let in_flight = &mut admission.in_flight;
+                    return Poll::Ready(Ok(answer(response, tracker, in_flight, false)));
+                }
+                CallProj::Failed { error } => {
+                    return match error.take() {
+                        Some(e) => Poll::Ready(Err(e)),
+                        None => Poll::Pending,
+                    };
+                }
             }
             // The service or the handler is waiting: bounded by the request timeout.
             ready!(Pin::new(&mut admission.end).poll_deadline(cx));
