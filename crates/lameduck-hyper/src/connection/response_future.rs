@@ -30,6 +30,61 @@ use crate::runtime::Runtime;
 /// [`ConnResponseFuture::new`]); a larger one on the response future's first poll.
 const STARTED_AT_CALL: usize = 128;
 
+/// Whether `S`'s handler is started when hyper hands over the request: its future is small
+/// (a closure that does not keep its request). The connection then keeps requests in a
+/// [`Box`] slot (used only while the service is not ready), otherwise inline: see
+/// [`RequestSlot`].
+#[must_use]
+pub(crate) const fn started_at_call<S: Service<Request<Incoming>>>() -> bool {
+    std::mem::size_of::<S::Future>() <= STARTED_AT_CALL
+}
+
+/// Where a response future keeps its request until the service is called: inline
+/// ([`Request`], for handlers called on the first poll, whose large future is built where the
+/// request lay) or boxed (`Box<Request>`, for handlers called at once, which need it only
+/// while the service is not ready: the response future then stays small, and hyper stores it
+/// without copying a request-sized future).
+pub(crate) trait RequestSlot: Send + 'static {
+    /// The handler is admitted and called when hyper hands over the request.
+    const AT_CALL: bool;
+    /// Keeps `req`.
+    fn keep(req: Request<Incoming>) -> Self;
+    /// The request kept.
+    fn request(&mut self) -> &mut Request<Incoming>;
+    /// Gives the request back.
+    fn into_request(self) -> Request<Incoming>;
+}
+
+impl RequestSlot for Request<Incoming> {
+    const AT_CALL: bool = false;
+    #[inline(always)]
+    fn keep(req: Request<Incoming>) -> Self {
+        req
+    }
+    #[inline(always)]
+    fn request(&mut self) -> &mut Request<Incoming> {
+        self
+    }
+    #[inline(always)]
+    fn into_request(self) -> Request<Incoming> {
+        self
+    }
+}
+
+impl RequestSlot for Box<Request<Incoming>> {
+    const AT_CALL: bool = true;
+    #[cold]
+    fn keep(req: Request<Incoming>) -> Self {
+        Box::new(req)
+    }
+    fn request(&mut self) -> &mut Request<Incoming> {
+        self
+    }
+    fn into_request(self) -> Request<Incoming> {
+        *self
+    }
+}
+
 pin_project! {
     /// The response future of one request of a served connection (see the module's
     /// documentation): `S` is the user's service, `F` its future.
@@ -38,10 +93,10 @@ pin_project! {
     /// smaller than the others, so that the bytes a new future occupies are one short run at
     /// the start (hyper copies that run into its slot, not the whole size).
     #[repr(C)]
-    pub(crate) struct ConnResponseFuture<S, F, R: Runtime> {
+    pub(crate) struct ConnResponseFuture<S, F, R: Runtime, Q> {
         admission: ConnAdmission<R>,
         #[pin]
-        state: CallState<S, F>,
+        state: CallState<S, F, Q>,
     }
 }
 
@@ -61,12 +116,12 @@ struct ConnAdmission<R: Runtime> {
 
 pin_project! {
     #[project = CallProj]
-    enum CallState<S, F> {
+    enum CallState<S, F, Q> {
         /// To be admitted on the first poll (unless admitted already); the service is called
         /// once admitted and ready. The request stays here, unmoved, until the call.
         Start {
             service: S,
-            req: Option<Request<Incoming>>,
+            req: Option<Q>,
         },
         /// The handler's future.
         Call {
@@ -84,11 +139,12 @@ pin_project! {
     }
 }
 
-impl<S, B, R> ConnResponseFuture<S, S::Future, R>
+impl<S, B, R, Q> ConnResponseFuture<S, S::Future, R, Q>
 where
     S: Service<Request<Incoming>, Response = Response<B>>,
     S::Error: Into<BoxError>,
     R: Runtime,
+    Q: RequestSlot,
 {
     /// The response future for `req`, to be served by `service` (a clone of the
     /// connection's); the connection is busy until `in_flight` is dropped.
@@ -107,7 +163,7 @@ where
             close_connection: false,
             admitted: false,
         };
-        if std::mem::size_of::<S::Future>() <= STARTED_AT_CALL {
+        if Q::AT_CALL {
             return Self::started(admission, service, req);
         }
         // One straight construction, so that hyper's dispatcher can build it in its slot.
@@ -115,7 +171,7 @@ where
             admission,
             state: CallState::Start {
                 service,
-                req: Some(req),
+                req: Some(Q::keep(req)),
             },
         }
     }
@@ -153,7 +209,7 @@ where
                 admission,
                 state: CallState::Start {
                     service,
-                    req: Some(req),
+                    req: Some(Q::keep(req)),
                 },
             },
         }
@@ -196,11 +252,12 @@ impl<R: Runtime> ConnAdmission<R> {
     }
 }
 
-impl<S, R, B> Future for ConnResponseFuture<S, S::Future, R>
+impl<S, R, B, Q> Future for ConnResponseFuture<S, S::Future, R, Q>
 where
     S: Service<Request<Incoming>, Response = Response<B>>,
     S::Error: Into<BoxError>,
     R: Runtime,
+    Q: RequestSlot,
 {
     type Output = Result<Response<LameduckBody<B, R>>, BoxError>;
 
@@ -216,7 +273,7 @@ where
                         return Poll::Pending;
                     };
                     if !admission.admitted {
-                        if let Some(boxed) = admission.admit(req) {
+                        if let Some(boxed) = admission.admit(req.request()) {
                             this.state.set(CallState::Answered { answer: None });
                             let (response, tracker) = *boxed;
                             let in_flight = &mut admission.in_flight;
@@ -228,7 +285,7 @@ where
                             let Some(req) = slot.take() else {
                                 return Poll::Pending;
                             };
-                            let future = service.call(req);
+                            let future = service.call(req.into_request());
                             this.state.set(CallState::Call { future });
                             continue;
                         }
