@@ -261,8 +261,35 @@ where
 {
     type Output = Result<Response<LameduckBody<B, R>>, BoxError>;
 
+    /// Inlined into hyper's dispatcher when the handler was started at the call (its future is
+    /// small); a large handler future's poll stays out of line.
     #[inline(always)]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        if Q::AT_CALL {
+            self.poll_response(cx)
+        } else {
+            self.poll_response_out_of_line(cx)
+        }
+    }
+}
+
+impl<S, R, B, Q> ConnResponseFuture<S, S::Future, R, Q>
+where
+    S: Service<Request<Incoming>, Response = Response<B>>,
+    S::Error: Into<BoxError>,
+    R: Runtime,
+    Q: RequestSlot,
+{
+    #[inline(never)]
+    fn poll_response_out_of_line(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<<Self as Future>::Output> {
+        self.poll_response(cx)
+    }
+
+    #[inline(always)]
+    fn poll_response(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<<Self as Future>::Output> {
         let mut this = self.project();
         let admission = this.admission;
         loop {
