@@ -6,10 +6,6 @@ use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response};
 use tower::service_fn;
 
-async fn hello(_req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
-    Ok(Response::new(Full::new(Bytes::from_static(b"hello\n"))))
-}
-
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     tracing_subscriber::fmt().init(); // lameduck logs each step of the termination
@@ -28,7 +24,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Each handshake runs in its connection's own task, bounded (10 s by default); ALPN
     // picks HTTP/2 or HTTP/1.1.
     let acceptor = lameduck_tokio::TlsAcceptor::new(&tls);
-    let addr = server.serve_tls("api", listener, acceptor, service_fn(hello))?;
+    // The handler drops the request at the call: its future holds nothing.
+    let hello = service_fn(|_req: Request<Incoming>| async {
+        Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"hello\n"))))
+    });
+    let addr = server.serve_tls("api", listener, acceptor, hello)?;
     tracing::info!("listening on https://{addr}");
     std::process::exit(server.run().await?.into()); // 0 after a graceful termination
 }

@@ -6,10 +6,6 @@ use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response};
 use tower::service_fn;
 
-async fn hello(_req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
-    Ok(Response::new(Full::new(Bytes::from_static(b"hello\n"))))
-}
-
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     tracing_subscriber::fmt().init(); // lameduck logs each step of the termination
@@ -24,8 +20,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     })?;
     let mut server = builder.prepare(); // SIGTERM and SIGINT are caught from here on
     let listener = lameduck_tokio::bind(addr.parse()?).await?;
+    // The handler drops the request at the call: its future holds nothing.
+    let hello = service_fn(|_req: Request<Incoming>| async {
+        Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"hello\n"))))
+    });
     // Every request is admitted by the server: health endpoints, 503/429, request timeout.
-    let addr = server.serve("api", listener, service_fn(hello))?;
+    let addr = server.serve("api", listener, hello)?;
     tracing::info!("listening on http://{addr}");
     std::process::exit(server.run().await?.into()); // 0 after a graceful termination
 }

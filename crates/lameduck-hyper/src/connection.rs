@@ -16,6 +16,7 @@ pub(crate) mod response_future;
 pub(crate) mod tracker;
 
 use std::future::Future;
+use std::marker::PhantomData;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -39,7 +40,7 @@ use crate::connection::h2_streams::Http2Watch;
 use crate::connection::head_watch::{ConnActivity, HeadWatch, HEADER_READ_TIMEOUT};
 use crate::connection::linger::Linger;
 use crate::connection::preface::{ConnIo, Protocol};
-use crate::connection::response_future::ConnResponseFuture;
+use crate::connection::response_future::{ConnResponseFuture, RequestSlot};
 use crate::connection::tracker::ConnectionGuard;
 use crate::error::BoxError;
 use crate::logging;
@@ -89,7 +90,7 @@ where
 /// [`HEADER_READ_TIMEOUT`] for a request head is closed. `guard` is dropped when the connection
 /// ends. `protocol` is what a handshake said the connection speaks (TLS ALPN); without it, the
 /// first bytes tell.
-pub(crate) fn serve_connection<R, I, S>(
+pub(crate) fn serve_connection<R, I, S, Q>(
     admission: &AdmissionLayer<R>,
     io: I,
     peer: SocketAddr,
@@ -97,11 +98,12 @@ pub(crate) fn serve_connection<R, I, S>(
     control: Arc<ServeControl>,
     guard: ConnectionGuard,
     protocol: Option<Protocol>,
-) -> ServeConnection<R, I, S>
+) -> ServeConnection<R, I, S, Q>
 where
     R: Runtime,
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
     S: HttpService,
+    Q: RequestSlot,
 {
     let runtime = admission.runtime.clone();
     let activity = Arc::new(ConnActivity::new(admission.clone()));
@@ -109,6 +111,7 @@ where
     let svc = ConnService {
         service,
         activity: Arc::clone(&activity),
+        slot: PhantomData,
     };
     let io = ConnIo::new(io);
     let conn = match protocol {
@@ -147,32 +150,33 @@ enum Polled {
 pin_project! {
     /// hyper's connection, once the protocol is known.
     #[project = HttpConnectionProj]
-    enum HttpConnection<R: Runtime, I, S: HttpService> {
+    enum HttpConnection<R: Runtime, I, S: HttpService, Q: RequestSlot> {
         /// Reading the first bytes, which tell the protocol.
         Detecting {
             io: Option<ConnIo<I>>,
-            service: Option<ConnService<S, R>>,
+            service: Option<ConnService<S, R, Q>>,
         },
         /// HTTP/1, with upgrades (WebSocket).
         Http1 {
             #[pin]
-            conn: http1::UpgradeableConnection<ConnIo<I>, ConnService<S, R>>,
+            conn: http1::UpgradeableConnection<ConnIo<I>, ConnService<S, R, Q>>,
         },
         /// HTTP/2 with prior knowledge.
         Http2 {
             #[pin]
-            conn: http2::Connection<Http2Io<ConnIo<I>>, ConnService<S, R>, Exec<R>>,
+            conn: http2::Connection<Http2Io<ConnIo<I>>, ConnService<S, R, Q>, Exec<R>>,
             // Shared with its I/O: its open streams, the shutdown PING's acknowledgement.
             watch: Arc<Http2Watch>,
         },
     }
 }
 
-impl<R, I, S> HttpConnection<R, I, S>
+impl<R, I, S, Q> HttpConnection<R, I, S, Q>
 where
     R: Runtime,
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
     S: HttpService,
+    Q: RequestSlot,
 {
     /// Drives the connection; tells `activity` when it turns out to be HTTP/2.
     #[inline(always)]
@@ -225,7 +229,7 @@ where
     fn speaking(
         protocol: Protocol,
         io: ConnIo<I>,
-        service: ConnService<S, R>,
+        service: ConnService<S, R, Q>,
         activity: &ConnActivity<R>,
     ) -> Self {
         match protocol {
@@ -328,9 +332,9 @@ pin_project! {
     /// The task serving one connection (see [`serve_connection`]): one future, polled
     /// directly by the runtime, so a wake-up of the connection costs a few loads on top of
     /// hyper's own work.
-    pub(crate) struct ServeConnection<R: Runtime, I, S: HttpService> {
+    pub(crate) struct ServeConnection<R: Runtime, I, S: HttpService, Q: RequestSlot> {
         #[pin]
-        conn: HttpConnection<R, I, S>,
+        conn: HttpConnection<R, I, S, Q>,
         control: Arc<ServeControl>,
         // The stop broadcast wakes this task through one registration, made on the first
         // poll; after that, every wake-up costs an atomic load. (A task's waker stays the
@@ -353,14 +357,18 @@ pin_project! {
     }
 }
 
-impl<R, I, S> Future for ServeConnection<R, I, S>
+impl<R, I, S, Q> Future for ServeConnection<R, I, S, Q>
 where
     R: Runtime,
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
     S: HttpService,
+    Q: RequestSlot,
 {
     type Output = ();
 
+    // Inlined into its one caller: the runtime's task (plaintext) or the task that ran the
+    // handshake first (TLS), which then polls no future of its own in between.
+    #[inline(always)]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let mut this = self.project();
         let result = loop {
@@ -499,9 +507,9 @@ where
 /// Ends a stopped connection's wait for its next request: says goodbye (`Some` when that
 /// ends the connection at once: it had carried no request).
 #[cold]
-fn end_linger<R, I, S>(
+fn end_linger<R, I, S, Q>(
     linger: &mut Option<Box<Linger<R>>>,
-    conn: Pin<&mut HttpConnection<R, I, S>>,
+    conn: Pin<&mut HttpConnection<R, I, S, Q>>,
     bound: &mut Option<Box<Bound<R>>>,
     activity: &ConnActivity<R>,
 ) -> Option<Result<(), BoxError>>
@@ -509,6 +517,7 @@ where
     R: Runtime,
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
     S: HttpService,
+    Q: RequestSlot,
 {
     *linger = None;
     if !conn.graceful_shutdown() {
@@ -557,20 +566,24 @@ struct HeadTimedOut;
 /// response on HTTP/2 (which has no such header) into a GOAWAY for its connection, as Go's
 /// HTTP/2 server does for kube-apiserver's 429s (see
 /// [`InFlight::before_response`](crate::connection::head_watch::InFlight::before_response)).
-struct ConnService<S, R: Runtime> {
+struct ConnService<S, R: Runtime, Q> {
     service: S,
     activity: Arc<ConnActivity<R>>,
+    /// Where a response future keeps its request until the call ([`RequestSlot`]).
+    slot: PhantomData<fn() -> Q>,
 }
 
-impl<S, R, ResBody> hyper::service::Service<Request<Incoming>> for ConnService<S, R>
+impl<S, R, Q, ResBody> hyper::service::Service<Request<Incoming>> for ConnService<S, R, Q>
 where
     S: Service<Request<Incoming>, Response = Response<ResBody>> + Clone,
+    S::Error: Into<BoxError>,
     R: Runtime,
+    Q: RequestSlot,
     ResBody: http_body::Body<Data = Bytes>,
 {
     type Response = Response<LameduckBody<ResBody, R>>;
-    type Error = S::Error;
-    type Future = ConnResponseFuture<S, S::Future, R>;
+    type Error = BoxError;
+    type Future = ConnResponseFuture<S, S::Future, R, Q>;
 
     /// Small enough for hyper's dispatcher to inline: admission happens on the response
     /// future's first poll, where the request already is.

@@ -7,9 +7,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::{select, Either};
+use http::Request;
+use hyper::body::Incoming;
 
 use crate::connection::context::ListenerContext;
 use crate::connection::handshake::{handshake_then_serve, Alpn, Handshake};
+use crate::connection::response_future::started_at_call;
 use crate::connection::tracker::ConnectionTracker;
 use crate::connection::{serve_connection, HttpService};
 use crate::logging;
@@ -69,7 +72,19 @@ pub(crate) async fn accept_loop<R, L, S, H>(
         };
         match accepted {
             Ok((io, peer)) => match &handshake {
-                None => runtime.spawn(serve_connection(
+                // The request slot follows the handler's future (see `RequestSlot`).
+                None if started_at_call::<S>() => {
+                    runtime.spawn(serve_connection::<_, _, _, Box<Request<Incoming>>>(
+                        &admission,
+                        io,
+                        peer,
+                        service.clone(),
+                        Arc::clone(ctx.control()),
+                        connections.open(),
+                        None,
+                    ))
+                }
+                None => runtime.spawn(serve_connection::<_, _, _, Request<Incoming>>(
                     &admission,
                     io,
                     peer,

@@ -18,11 +18,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::{select, Either};
+use http::Request;
+use hyper::body::Incoming;
 use lameduck::connection::{CutKind, SILENT_PEER_TIMEOUT};
 use lameduck::LifecycleSignal;
 
 use crate::connection::context::ServeControl;
 use crate::connection::preface::Protocol;
+use crate::connection::response_future::started_at_call;
 use crate::connection::tracker::ConnectionGuard;
 use crate::connection::{serve_connection, HttpService};
 use crate::request::layer::AdmissionLayer;
@@ -132,5 +135,14 @@ pub(crate) async fn handshake_then_serve<R, I, H, S>(
         Some(Alpn::Http2) => Some(Protocol::Http2),
         Some(Alpn::Http1) | None => None,
     };
-    serve_connection(&admission, io, peer, service, control, guard, protocol).await;
+    // The request slot follows the handler's future (see `RequestSlot`).
+    if started_at_call::<S>() {
+        type Slot = Box<Request<Incoming>>;
+        serve_connection::<_, _, _, Slot>(&admission, io, peer, service, control, guard, protocol)
+            .await;
+    } else {
+        type Slot = Request<Incoming>;
+        serve_connection::<_, _, _, Slot>(&admission, io, peer, service, control, guard, protocol)
+            .await;
+    }
 }

@@ -11,7 +11,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{ready, Context, Poll};
+use std::task::{ready, Context, Poll, Waker};
 
 use bytes::Bytes;
 use http::{Request, Response};
@@ -20,10 +20,70 @@ use pin_project_lite::pin_project;
 use tower_service::Service;
 
 use crate::connection::head_watch::InFlight;
+use crate::error::BoxError;
 use crate::request::admission::{answer, handler_response, timed_out, Admitted, LayerAnswer};
 use crate::request::body::{BodyEnd, LameduckBody};
 use crate::request::response::http_response;
 use crate::runtime::Runtime;
+
+/// A handler's future at most this large is started when hyper hands over the request (see
+/// [`ConnResponseFuture::new`]); a larger one on the response future's first poll.
+const STARTED_AT_CALL: usize = 128;
+
+/// Whether `S`'s handler is started when hyper hands over the request: its future is small
+/// (a closure that does not keep its request). The connection then keeps requests in a
+/// [`Box`] slot (used only while the service is not ready), otherwise inline: see
+/// [`RequestSlot`].
+#[must_use]
+pub(crate) const fn started_at_call<S: Service<Request<Incoming>>>() -> bool {
+    std::mem::size_of::<S::Future>() <= STARTED_AT_CALL
+}
+
+/// Where a response future keeps its request until the service is called: inline
+/// ([`Request`], for handlers called on the first poll, whose large future is built where the
+/// request lay) or boxed (`Box<Request>`, for handlers called at once, which need it only
+/// while the service is not ready: the response future then stays small, and hyper stores it
+/// without copying a request-sized future).
+pub(crate) trait RequestSlot: Send + 'static {
+    /// The handler is admitted and called when hyper hands over the request.
+    const AT_CALL: bool;
+    /// Keeps `req`.
+    fn keep(req: Request<Incoming>) -> Self;
+    /// The request kept.
+    fn request(&mut self) -> &mut Request<Incoming>;
+    /// Gives the request back.
+    fn into_request(self) -> Request<Incoming>;
+}
+
+impl RequestSlot for Request<Incoming> {
+    const AT_CALL: bool = false;
+    #[inline(always)]
+    fn keep(req: Request<Incoming>) -> Self {
+        req
+    }
+    #[inline(always)]
+    fn request(&mut self) -> &mut Request<Incoming> {
+        self
+    }
+    #[inline(always)]
+    fn into_request(self) -> Request<Incoming> {
+        self
+    }
+}
+
+impl RequestSlot for Box<Request<Incoming>> {
+    const AT_CALL: bool = true;
+    #[cold]
+    fn keep(req: Request<Incoming>) -> Self {
+        Box::new(req)
+    }
+    fn request(&mut self) -> &mut Request<Incoming> {
+        self
+    }
+    fn into_request(self) -> Request<Incoming> {
+        *self
+    }
+}
 
 pin_project! {
     /// The response future of one request of a served connection (see the module's
@@ -33,10 +93,10 @@ pin_project! {
     /// smaller than the others, so that the bytes a new future occupies are one short run at
     /// the start (hyper copies that run into its slot, not the whole size).
     #[repr(C)]
-    pub(crate) struct ConnResponseFuture<S, F, R: Runtime> {
+    pub(crate) struct ConnResponseFuture<S, F, R: Runtime, Q> {
         admission: ConnAdmission<R>,
         #[pin]
-        state: CallState<S, F>,
+        state: CallState<S, F, Q>,
     }
 }
 
@@ -56,39 +116,101 @@ struct ConnAdmission<R: Runtime> {
 
 pin_project! {
     #[project = CallProj]
-    enum CallState<S, F> {
-        /// To be admitted on the first poll; the service is called once admitted and ready.
-        /// The request stays here, unmoved, until the call.
+    enum CallState<S, F, Q> {
+        /// To be admitted on the first poll (unless admitted already); the service is called
+        /// once admitted and ready. The request stays here, unmoved, until the call.
         Start {
             service: S,
-            req: Option<Request<Incoming>>,
+            req: Option<Q>,
         },
         /// The handler's future.
         Call {
             #[pin]
             future: F,
         },
-        /// Answered by admission itself (health, rejections).
-        Answered,
+        /// Answered by admission itself (health, rejections); `None` once returned.
+        Answered {
+            answer: Option<Box<LayerAnswer>>,
+        },
+        /// The service failed when it was asked for readiness at the call.
+        Failed {
+            error: Option<BoxError>,
+        },
     }
 }
 
-impl<S, F, R: Runtime> ConnResponseFuture<S, F, R> {
+impl<S, B, R, Q> ConnResponseFuture<S, S::Future, R, Q>
+where
+    S: Service<Request<Incoming>, Response = Response<B>>,
+    S::Error: Into<BoxError>,
+    R: Runtime,
+    Q: RequestSlot,
+{
     /// The response future for `req`, to be served by `service` (a clone of the
-    /// connection's); the connection is busy until `in_flight` is dropped. One straight
-    /// construction, so that hyper's dispatcher can build it in its slot.
+    /// connection's); the connection is busy until `in_flight` is dropped.
+    ///
+    /// A handler whose future is small (a closure that does not keep its request) is
+    /// admitted and called here, as hyper hands over the request: the response future is
+    /// then small too, and the request is dropped at the call. A larger one is admitted and
+    /// called on the first poll, where the response future lies in hyper's slot, so that its
+    /// future is built in place (see the module's documentation). The size is known at
+    /// compile time: each service takes one of the two paths.
     #[inline(always)]
     pub(crate) fn new(in_flight: InFlight<R>, service: S, req: Request<Incoming>) -> Self {
+        let admission = ConnAdmission {
+            end: BodyEnd::new(None, in_flight.admission().runtime.clone()),
+            in_flight: Some(in_flight),
+            close_connection: false,
+            admitted: false,
+        };
+        if Q::AT_CALL {
+            return Self::started(admission, service, req);
+        }
+        // One straight construction, so that hyper's dispatcher can build it in its slot.
         ConnResponseFuture {
-            admission: ConnAdmission {
-                end: BodyEnd::new(None, in_flight.admission().runtime.clone()),
-                in_flight: Some(in_flight),
-                close_connection: false,
-                admitted: false,
-            },
+            admission,
             state: CallState::Start {
                 service,
-                req: Some(req),
+                req: Some(Q::keep(req)),
+            },
+        }
+    }
+
+    /// Admits `req` and, if it is to be served and `service` is ready, calls it.
+    #[inline(always)]
+    fn started(
+        mut admission: ConnAdmission<R>,
+        mut service: S,
+        mut req: Request<Incoming>,
+    ) -> Self {
+        if let Some(answer) = admission.admit(&mut req) {
+            let state = CallState::Answered {
+                answer: Some(answer),
+            };
+            return ConnResponseFuture { admission, state };
+        }
+        // Each way builds the whole future where it is returned (a state built first would
+        // be copied whole, request-sized, into it).
+        match service.poll_ready(&mut Context::from_waker(Waker::noop())) {
+            Poll::Ready(Ok(())) => ConnResponseFuture {
+                admission,
+                state: CallState::Call {
+                    future: service.call(req),
+                },
+            },
+            Poll::Ready(Err(e)) => ConnResponseFuture {
+                admission,
+                state: CallState::Failed {
+                    error: Some(e.into()),
+                },
+            },
+            // Waited for on the first poll, with the task's waker.
+            Poll::Pending => ConnResponseFuture {
+                admission,
+                state: CallState::Start {
+                    service,
+                    req: Some(Q::keep(req)),
+                },
             },
         }
     }
@@ -130,14 +252,44 @@ impl<R: Runtime> ConnAdmission<R> {
     }
 }
 
-impl<S, R, B> Future for ConnResponseFuture<S, S::Future, R>
+impl<S, R, B, Q> Future for ConnResponseFuture<S, S::Future, R, Q>
 where
     S: Service<Request<Incoming>, Response = Response<B>>,
+    S::Error: Into<BoxError>,
     R: Runtime,
+    Q: RequestSlot,
 {
-    type Output = Result<Response<LameduckBody<B, R>>, S::Error>;
+    type Output = Result<Response<LameduckBody<B, R>>, BoxError>;
 
+    /// Inlined into hyper's dispatcher when the handler was started at the call (its future is
+    /// small); a large handler future's poll stays out of line.
+    #[inline(always)]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        if Q::AT_CALL {
+            self.poll_response(cx)
+        } else {
+            self.poll_response_out_of_line(cx)
+        }
+    }
+}
+
+impl<S, R, B, Q> ConnResponseFuture<S, S::Future, R, Q>
+where
+    S: Service<Request<Incoming>, Response = Response<B>>,
+    S::Error: Into<BoxError>,
+    R: Runtime,
+    Q: RequestSlot,
+{
+    #[inline(never)]
+    fn poll_response_out_of_line(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<<Self as Future>::Output> {
+        self.poll_response(cx)
+    }
+
+    #[inline(always)]
+    fn poll_response(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<<Self as Future>::Output> {
         let mut this = self.project();
         let admission = this.admission;
         loop {
@@ -148,8 +300,8 @@ where
                         return Poll::Pending;
                     };
                     if !admission.admitted {
-                        if let Some(boxed) = admission.admit(req) {
-                            this.state.set(CallState::Answered);
+                        if let Some(boxed) = admission.admit(req.request()) {
+                            this.state.set(CallState::Answered { answer: None });
                             let (response, tracker) = *boxed;
                             let in_flight = &mut admission.in_flight;
                             return Poll::Ready(Ok(answer(response, tracker, in_flight, false)));
@@ -160,28 +312,42 @@ where
                             let Some(req) = slot.take() else {
                                 return Poll::Pending;
                             };
-                            let future = service.call(req);
+                            let future = service.call(req.into_request());
                             this.state.set(CallState::Call { future });
                             continue;
                         }
-                        Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                        Poll::Ready(Err(e)) => return Poll::Ready(Err(e.into())),
                         Poll::Pending => {}
                     }
                 }
                 CallProj::Call { future } => {
                     if let Poll::Ready(result) = future.poll(cx) {
-                        return Poll::Ready(result.map(|response| {
-                            handler_response(
+                        return Poll::Ready(match result {
+                            Ok(response) => Ok(handler_response(
                                 response,
                                 &mut admission.end,
                                 &mut admission.in_flight,
                                 admission.close_connection,
-                            )
-                        }));
+                            )),
+                            Err(e) => Err(e.into()),
+                        });
                     }
                 }
-                // Polled after completion: stay pending rather than panic.
-                CallProj::Answered => return Poll::Pending,
+                CallProj::Answered { answer: slot } => {
+                    // Polled after completion: stay pending rather than panic.
+                    let Some(boxed) = slot.take() else {
+                        return Poll::Pending;
+                    };
+                    let (response, tracker) = *boxed;
+                    let in_flight = &mut admission.in_flight;
+                    return Poll::Ready(Ok(answer(response, tracker, in_flight, false)));
+                }
+                CallProj::Failed { error } => {
+                    return match error.take() {
+                        Some(e) => Poll::Ready(Err(e)),
+                        None => Poll::Pending,
+                    };
+                }
             }
             // The service or the handler is waiting: bounded by the request timeout.
             ready!(Pin::new(&mut admission.end).poll_deadline(cx));

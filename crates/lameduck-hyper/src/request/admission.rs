@@ -258,7 +258,13 @@ impl<R: Runtime> AdmissionLayer<R> {
                 return Admitted::Answer(Box::new((response, tracker)));
             }
         }
-        let class = shared.classify(&info, |i| (self.classifier)(i));
+        let class = shared.classify(&info, |i| {
+            if self.default_classifier {
+                lameduck::default_is_long_running(i)
+            } else {
+                (self.classifier)(i)
+            }
+        });
         let is_exempt = class == lameduck::RequestClass::Exempt;
         if !is_exempt {
             crate::arrivals::note_request(shared, self.clock, &self.runtime);

@@ -22,6 +22,9 @@ pub struct AdmissionLayer<R: Runtime> {
     pub(crate) runtime: R,
     pub(crate) clock: StdClock,
     pub(crate) classifier: Classifier,
+    /// `classifier` is [`lameduck::default_is_long_running`]: called directly (inlined up to
+    /// the first fact that needs a closer look) instead of through the `Arc<dyn Fn>`.
+    pub(crate) default_classifier: bool,
     pub(crate) serve_health: bool,
     /// The lifecycle's [`lameduck::Config::goaway_chance`], copied for the hot path.
     pub(crate) goaway_chance: GoawayChance,
@@ -46,6 +49,7 @@ impl<R: Runtime> AdmissionLayer<R> {
             runtime,
             clock,
             classifier: Arc::new(lameduck::default_is_long_running),
+            default_classifier: true,
             serve_health: true,
         }
     }
@@ -57,6 +61,7 @@ impl<R: Runtime> AdmissionLayer<R> {
         is_long_running: impl Fn(&RequestInfo<'_>) -> bool + Send + Sync + 'static,
     ) -> Self {
         self.classifier = Arc::new(is_long_running);
+        self.default_classifier = false;
         self
     }
 

@@ -94,12 +94,54 @@ impl tower::Service<Request<hyper::body::Incoming>> for ReadyEveryOtherTime {
     }
 }
 
+/// [`ReadyEveryOtherTime`] with a small (boxed) future: the server admits the request and
+/// calls the service as soon as hyper hands it over, and a request that finds the service not
+/// ready waits in a slot of its own until it is.
+#[derive(Clone, Default)]
+struct SmallFutureReadyEveryOtherTime(ReadyEveryOtherTime);
+
+type BoxedResponse = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<Response<Full<Bytes>>, Infallible>> + Send>,
+>;
+
+impl tower::Service<Request<hyper::body::Incoming>> for SmallFutureReadyEveryOtherTime {
+    type Response = Response<Full<Bytes>>;
+    type Error = Infallible;
+    type Future = BoxedResponse;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Infallible>> {
+        tower::Service::poll_ready(&mut self.0, cx)
+    }
+
+    fn call(&mut self, req: Request<hyper::body::Incoming>) -> Self::Future {
+        Box::pin(self.0.call(req))
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_service_that_is_not_ready_yet_is_waited_for() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let (mut client, server_io) = tokio::io::duplex(4096);
     let service = ReadyEveryOtherTime::default();
     let not_ready = std::sync::Arc::clone(&service.not_ready_answers);
+    not_ready_service_is_waited_for(service, not_ready).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_service_with_a_small_future_that_is_not_ready_yet_is_waited_for() {
+    let service = SmallFutureReadyEveryOtherTime::default();
+    let not_ready = std::sync::Arc::clone(&service.0.not_ready_answers);
+    not_ready_service_is_waited_for(service, not_ready).await;
+}
+
+/// Four requests on one connection to `service`, which answers `not_ready` at least twice.
+async fn not_ready_service_is_waited_for(
+    service: impl lameduck_tokio::HttpService,
+    not_ready: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (mut client, server_io) = tokio::io::duplex(4096);
     let prepared = serve_api(
         builder(Config::default()),
         OneConnection(Some(server_io)),
