@@ -16,7 +16,6 @@ pub(crate) mod response_future;
 pub(crate) mod tracker;
 
 use std::future::Future;
-use std::marker::PhantomData;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -40,11 +39,10 @@ use crate::connection::h2_streams::Http2Watch;
 use crate::connection::head_watch::{ConnActivity, HeadWatch, HEADER_READ_TIMEOUT};
 use crate::connection::linger::Linger;
 use crate::connection::preface::{ConnIo, Protocol};
-use crate::connection::response_future::{ConnResponseFuture, RequestSlot};
+use crate::connection::response_future::{ConnService, RequestSlot};
 use crate::connection::tracker::ConnectionGuard;
 use crate::error::BoxError;
 use crate::logging;
-use crate::request::body::LameduckBody;
 use crate::request::layer::AdmissionLayer;
 use crate::runtime::{Exec, Runtime};
 
@@ -77,6 +75,23 @@ where
     type Body = B;
 }
 
+/// A connection to serve, as accepted (and, over TLS, after its handshake): what
+/// [`serve_connection`] takes besides the admission layer.
+pub(crate) struct NewConnection<I, S> {
+    /// The connection's I/O.
+    pub(crate) io: I,
+    /// The client's address.
+    pub(crate) peer: SocketAddr,
+    /// A clone of the user's service.
+    pub(crate) service: S,
+    /// The listener's stop broadcast.
+    pub(crate) control: Arc<ServeControl>,
+    /// Dropped when the connection ends.
+    pub(crate) guard: ConnectionGuard,
+    /// What a handshake said the connection speaks (TLS ALPN); `None`: the first bytes tell.
+    pub(crate) protocol: Option<Protocol>,
+}
+
 /// Serves one connection: every request is admitted by `admission` (which hands it to `service`
 /// when it is to be served). The connection speaks HTTP/1 or, if it starts with the client preface,
 /// HTTP/2. Graceful shutdown (HTTP/1 `Connection: close` after the current response, idle
@@ -87,17 +102,10 @@ where
 /// connection (retry-after mode's 429). With the idle-close spread on, a connection that is not
 /// busy with an HTTP/1 request ends at its own random point of the window instead (see
 /// [`Linger`]), or sooner when a request comes on it. An HTTP/1 connection waiting longer than
-/// [`HEADER_READ_TIMEOUT`] for a request head is closed. `guard` is dropped when the connection
-/// ends. `protocol` is what a handshake said the connection speaks (TLS ALPN); without it, the
-/// first bytes tell.
+/// [`HEADER_READ_TIMEOUT`] for a request head is closed.
 pub(crate) fn serve_connection<R, I, S, Q>(
     admission: &AdmissionLayer<R>,
-    io: I,
-    peer: SocketAddr,
-    service: S,
-    control: Arc<ServeControl>,
-    guard: ConnectionGuard,
-    protocol: Option<Protocol>,
+    new: NewConnection<I, S>,
 ) -> ServeConnection<R, I, S, Q>
 where
     R: Runtime,
@@ -108,13 +116,9 @@ where
     let runtime = admission.runtime.clone();
     let activity = Arc::new(ConnActivity::new(admission.clone()));
     let head_watch = HeadWatch::new(Arc::clone(&activity), runtime, HEADER_READ_TIMEOUT);
-    let svc = ConnService {
-        service,
-        activity: Arc::clone(&activity),
-        slot: PhantomData,
-    };
-    let io = ConnIo::new(io);
-    let conn = match protocol {
+    let svc = ConnService::new(new.service, Arc::clone(&activity));
+    let io = ConnIo::new(new.io);
+    let conn = match new.protocol {
         None => HttpConnection::Detecting {
             io: Some(io),
             service: Some(svc),
@@ -123,7 +127,7 @@ where
     };
     ServeConnection {
         conn,
-        control,
+        control: new.control,
         stop_listener: None,
         registered: false,
         shutting_down: false,
@@ -132,8 +136,8 @@ where
         age: Age::drawn(admission),
         activity,
         head_watch,
-        peer,
-        _guard: guard,
+        peer: new.peer,
+        _guard: new.guard,
     }
 }
 
@@ -559,39 +563,3 @@ fn note_closed<R: Runtime>(activity: &ConnActivity<R>) {
 #[derive(Debug, Clone, Copy, thiserror::Error)]
 #[error("no complete request head within {HEADER_READ_TIMEOUT:?}")]
 struct HeadTimedOut;
-
-/// The hyper service of one connection: hands each request, with a clone of the user's tower
-/// service, to a response future that admits it and calls the service
-/// ([`ConnResponseFuture`]); counts heads and responses for the header-read timeout; turns a `Connection: close`
-/// response on HTTP/2 (which has no such header) into a GOAWAY for its connection, as Go's
-/// HTTP/2 server does for kube-apiserver's 429s (see
-/// [`InFlight::before_response`](crate::connection::head_watch::InFlight::before_response)).
-struct ConnService<S, R: Runtime, Q> {
-    service: S,
-    activity: Arc<ConnActivity<R>>,
-    /// Where a response future keeps its request until the call ([`RequestSlot`]).
-    slot: PhantomData<fn() -> Q>,
-}
-
-impl<S, R, Q, ResBody> hyper::service::Service<Request<Incoming>> for ConnService<S, R, Q>
-where
-    S: Service<Request<Incoming>, Response = Response<ResBody>> + Clone,
-    S::Error: Into<BoxError>,
-    R: Runtime,
-    Q: RequestSlot,
-    ResBody: http_body::Body<Data = Bytes>,
-{
-    type Response = Response<LameduckBody<ResBody, R>>;
-    type Error = BoxError;
-    type Future = ConnResponseFuture<S, S::Future, R, Q>;
-
-    /// Small enough for hyper's dispatcher to inline: admission happens on the response
-    /// future's first poll, where the request already is.
-    #[inline(always)]
-    fn call(&self, req: Request<Incoming>) -> Self::Future {
-        let in_flight = self.activity.head_received();
-        // A clone per request, as hyper-util's tower adapter makes (free for plain
-        // functions, one reference count for a router).
-        ConnResponseFuture::new(in_flight, self.service.clone(), req)
-    }
-}

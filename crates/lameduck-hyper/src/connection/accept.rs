@@ -12,9 +12,9 @@ use hyper::body::Incoming;
 
 use crate::connection::context::ListenerContext;
 use crate::connection::handshake::{handshake_then_serve, Alpn, Handshake};
-use crate::connection::response_future::started_at_call;
+use crate::connection::response_future::{started_at_call, BoxedRequest};
 use crate::connection::tracker::ConnectionTracker;
-use crate::connection::{serve_connection, HttpService};
+use crate::connection::{serve_connection, HttpService, NewConnection};
 use crate::logging;
 use crate::request::layer::AdmissionLayer;
 use crate::runtime::{Listener, Runtime};
@@ -72,27 +72,24 @@ pub(crate) async fn accept_loop<R, L, S, H>(
         };
         match accepted {
             Ok((io, peer)) => match &handshake {
-                // The request slot follows the handler's future (see `RequestSlot`).
-                None if started_at_call::<S>() => {
-                    runtime.spawn(serve_connection::<_, _, _, Box<Request<Incoming>>>(
-                        &admission,
+                None => {
+                    let new = NewConnection {
                         io,
                         peer,
-                        service.clone(),
-                        Arc::clone(ctx.control()),
-                        connections.open(),
-                        None,
-                    ))
+                        service: service.clone(),
+                        control: Arc::clone(ctx.control()),
+                        guard: connections.open(),
+                        protocol: None,
+                    };
+                    // The request slot follows the handler's future (see `RequestSlot`).
+                    if started_at_call::<S>() {
+                        runtime.spawn(serve_connection::<_, _, _, BoxedRequest>(&admission, new));
+                    } else {
+                        runtime.spawn(serve_connection::<_, _, _, Request<Incoming>>(
+                            &admission, new,
+                        ));
+                    }
                 }
-                None => runtime.spawn(serve_connection::<_, _, _, Request<Incoming>>(
-                    &admission,
-                    io,
-                    peer,
-                    service.clone(),
-                    Arc::clone(ctx.control()),
-                    connections.open(),
-                    None,
-                )),
                 Some(handshake) => runtime.spawn(handshake_then_serve(
                     Arc::clone(handshake),
                     Arc::clone(&admission),

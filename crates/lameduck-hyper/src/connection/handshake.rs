@@ -25,9 +25,9 @@ use lameduck::LifecycleSignal;
 
 use crate::connection::context::ServeControl;
 use crate::connection::preface::Protocol;
-use crate::connection::response_future::started_at_call;
+use crate::connection::response_future::{started_at_call, BoxedRequest};
 use crate::connection::tracker::ConnectionGuard;
-use crate::connection::{serve_connection, HttpService};
+use crate::connection::{serve_connection, HttpService, NewConnection};
 use crate::request::layer::AdmissionLayer;
 use crate::runtime::Runtime;
 
@@ -135,14 +135,18 @@ pub(crate) async fn handshake_then_serve<R, I, H, S>(
         Some(Alpn::Http2) => Some(Protocol::Http2),
         Some(Alpn::Http1) | None => None,
     };
+    let new = NewConnection {
+        io,
+        peer,
+        service,
+        control,
+        guard,
+        protocol,
+    };
     // The request slot follows the handler's future (see `RequestSlot`).
     if started_at_call::<S>() {
-        type Slot = Box<Request<Incoming>>;
-        serve_connection::<_, _, _, Slot>(&admission, io, peer, service, control, guard, protocol)
-            .await;
+        serve_connection::<_, _, _, BoxedRequest>(&admission, new).await;
     } else {
-        type Slot = Request<Incoming>;
-        serve_connection::<_, _, _, Slot>(&admission, io, peer, service, control, guard, protocol)
-            .await;
+        serve_connection::<_, _, _, Request<Incoming>>(&admission, new).await;
     }
 }

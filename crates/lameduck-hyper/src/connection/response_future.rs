@@ -1,4 +1,5 @@
-//! The response future of a request on a connection [`crate::Server`] serves. On its first
+//! The hyper service of a connection [`crate::Server`] serves ([`ConnService`]) and the
+//! response future it makes for each request ([`ConnResponseFuture`]). On its first
 //! poll it admits the request, then asks the user's service for readiness and calls it, as
 //! tower's `oneshot` does.
 //!
@@ -10,7 +11,9 @@
 //! built in place.
 
 use std::future::Future;
+use std::marker::PhantomData;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{ready, Context, Poll, Waker};
 
 use bytes::Bytes;
@@ -19,7 +22,7 @@ use hyper::body::Incoming;
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
-use crate::connection::head_watch::InFlight;
+use crate::connection::head_watch::{ConnActivity, InFlight};
 use crate::error::BoxError;
 use crate::request::admission::{answer, handler_response, timed_out, Admitted, LayerAnswer};
 use crate::request::body::{BodyEnd, LameduckBody};
@@ -71,7 +74,10 @@ impl RequestSlot for Request<Incoming> {
     }
 }
 
-impl RequestSlot for Box<Request<Incoming>> {
+/// The boxed request slot (see [`RequestSlot`]).
+pub(crate) type BoxedRequest = Box<Request<Incoming>>;
+
+impl RequestSlot for BoxedRequest {
     const AT_CALL: bool = true;
     #[cold]
     fn keep(req: Request<Incoming>) -> Self {
@@ -214,6 +220,81 @@ where
             },
         }
     }
+
+    #[inline(never)]
+    fn poll_response_out_of_line(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<<Self as Future>::Output> {
+        self.poll_response(cx)
+    }
+
+    #[inline(always)]
+    fn poll_response(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<<Self as Future>::Output> {
+        let mut this = self.project();
+        let admission = this.admission;
+        loop {
+            match this.state.as_mut().project() {
+                CallProj::Start { service, req: slot } => {
+                    let Some(req) = slot else {
+                        // Called once: the state changes right after.
+                        return Poll::Pending;
+                    };
+                    if !admission.admitted {
+                        if let Some(answer) = admission.admit(req.request()) {
+                            let answer = Some(answer);
+                            this.state.set(CallState::Answered { answer });
+                            continue;
+                        }
+                    }
+                    match service.poll_ready(cx) {
+                        Poll::Ready(Ok(())) => {
+                            let Some(req) = slot.take() else {
+                                return Poll::Pending;
+                            };
+                            let future = service.call(req.into_request());
+                            this.state.set(CallState::Call { future });
+                            continue;
+                        }
+                        Poll::Ready(Err(e)) => return Poll::Ready(Err(e.into())),
+                        Poll::Pending => {}
+                    }
+                }
+                CallProj::Call { future } => {
+                    if let Poll::Ready(result) = future.poll(cx) {
+                        return Poll::Ready(match result {
+                            Ok(response) => Ok(handler_response(
+                                response,
+                                &mut admission.end,
+                                &mut admission.in_flight,
+                                admission.close_connection,
+                            )),
+                            Err(e) => Err(e.into()),
+                        });
+                    }
+                }
+                CallProj::Answered { answer: slot } => {
+                    // Polled after completion: stay pending rather than panic.
+                    let Some(boxed) = slot.take() else {
+                        return Poll::Pending;
+                    };
+                    let (response, tracker) = *boxed;
+                    let in_flight = &mut admission.in_flight;
+                    return Poll::Ready(Ok(answer(response, tracker, in_flight, false)));
+                }
+                CallProj::Failed { error } => {
+                    return match error.take() {
+                        Some(e) => Poll::Ready(Err(e)),
+                        None => Poll::Pending,
+                    };
+                }
+            }
+            // The service or the handler is waiting: bounded by the request timeout.
+            ready!(Pin::new(&mut admission.end).poll_deadline(cx));
+            let close = admission.close_connection;
+            return Poll::Ready(Ok(timed_out(&mut admission.in_flight, close)));
+        }
+    }
 }
 
 impl<R: Runtime> ConnAdmission<R> {
@@ -273,86 +354,49 @@ where
     }
 }
 
-impl<S, R, B, Q> ConnResponseFuture<S, S::Future, R, Q>
+/// The hyper service of one connection: hands each request, with a clone of the user's tower
+/// service, to a response future that admits it and calls the service
+/// ([`ConnResponseFuture`]); counts heads and responses for the header-read timeout; turns a `Connection: close`
+/// response on HTTP/2 (which has no such header) into a GOAWAY for its connection, as Go's
+/// HTTP/2 server does for kube-apiserver's 429s (see
+/// [`InFlight::before_response`](crate::connection::head_watch::InFlight::before_response)).
+pub(crate) struct ConnService<S, R: Runtime, Q> {
+    service: S,
+    activity: Arc<ConnActivity<R>>,
+    /// Where a response future keeps its request until the call ([`RequestSlot`]).
+    slot: PhantomData<fn() -> Q>,
+}
+
+impl<S, R: Runtime, Q> ConnService<S, R, Q> {
+    /// The service of the connection whose requests and task share `activity`.
+    pub(crate) fn new(service: S, activity: Arc<ConnActivity<R>>) -> Self {
+        ConnService {
+            service,
+            activity,
+            slot: PhantomData,
+        }
+    }
+}
+
+impl<S, R, Q, ResBody> hyper::service::Service<Request<Incoming>> for ConnService<S, R, Q>
 where
-    S: Service<Request<Incoming>, Response = Response<B>>,
+    S: Service<Request<Incoming>, Response = Response<ResBody>> + Clone,
     S::Error: Into<BoxError>,
     R: Runtime,
     Q: RequestSlot,
+    ResBody: http_body::Body<Data = Bytes>,
 {
-    #[inline(never)]
-    fn poll_response_out_of_line(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<<Self as Future>::Output> {
-        self.poll_response(cx)
-    }
+    type Response = Response<LameduckBody<ResBody, R>>;
+    type Error = BoxError;
+    type Future = ConnResponseFuture<S, S::Future, R, Q>;
 
+    /// Small enough for hyper's dispatcher to inline: admission happens on the response
+    /// future's first poll, where the request already is.
     #[inline(always)]
-    fn poll_response(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<<Self as Future>::Output> {
-        let mut this = self.project();
-        let admission = this.admission;
-        loop {
-            match this.state.as_mut().project() {
-                CallProj::Start { service, req: slot } => {
-                    let Some(req) = slot else {
-                        // Called once: the state changes right after.
-                        return Poll::Pending;
-                    };
-                    if !admission.admitted {
-                        if let Some(boxed) = admission.admit(req.request()) {
-                            this.state.set(CallState::Answered { answer: None });
-                            let (response, tracker) = *boxed;
-                            let in_flight = &mut admission.in_flight;
-                            return Poll::Ready(Ok(answer(response, tracker, in_flight, false)));
-                        }
-                    }
-                    match service.poll_ready(cx) {
-                        Poll::Ready(Ok(())) => {
-                            let Some(req) = slot.take() else {
-                                return Poll::Pending;
-                            };
-                            let future = service.call(req.into_request());
-                            this.state.set(CallState::Call { future });
-                            continue;
-                        }
-                        Poll::Ready(Err(e)) => return Poll::Ready(Err(e.into())),
-                        Poll::Pending => {}
-                    }
-                }
-                CallProj::Call { future } => {
-                    if let Poll::Ready(result) = future.poll(cx) {
-                        return Poll::Ready(match result {
-                            Ok(response) => Ok(handler_response(
-                                response,
-                                &mut admission.end,
-                                &mut admission.in_flight,
-                                admission.close_connection,
-                            )),
-                            Err(e) => Err(e.into()),
-                        });
-                    }
-                }
-                CallProj::Answered { answer: slot } => {
-                    // Polled after completion: stay pending rather than panic.
-                    let Some(boxed) = slot.take() else {
-                        return Poll::Pending;
-                    };
-                    let (response, tracker) = *boxed;
-                    let in_flight = &mut admission.in_flight;
-                    return Poll::Ready(Ok(answer(response, tracker, in_flight, false)));
-                }
-                CallProj::Failed { error } => {
-                    return match error.take() {
-                        Some(e) => Poll::Ready(Err(e)),
-                        None => Poll::Pending,
-                    };
-                }
-            }
-            // The service or the handler is waiting: bounded by the request timeout.
-            ready!(Pin::new(&mut admission.end).poll_deadline(cx));
-            let close = admission.close_connection;
-            return Poll::Ready(Ok(timed_out(&mut admission.in_flight, close)));
-        }
+    fn call(&self, req: Request<Incoming>) -> Self::Future {
+        let in_flight = self.activity.head_received();
+        // A clone per request, as hyper-util's tower adapter makes (free for plain
+        // functions, one reference count for a router).
+        ConnResponseFuture::new(in_flight, self.service.clone(), req)
     }
 }
