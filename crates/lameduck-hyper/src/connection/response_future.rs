@@ -161,38 +161,42 @@ where
     /// called on the first poll, where the response future lies in hyper's slot, so that its
     /// future is built in place (see the module's documentation). The size is known at
     /// compile time: each service takes one of the two paths.
-    ///
-    /// `req` is hyper's own: admitted where it lies and moved only into the handler (a move
-    /// through a helper's parameter copies the whole request).
     #[inline(always)]
-    pub(crate) fn new(in_flight: InFlight<R>, service: &S, mut req: Request<Incoming>) -> Self
-    where
-        S: Clone,
-    {
-        let mut admission = ConnAdmission {
+    pub(crate) fn new(in_flight: InFlight<R>, service: S, req: Request<Incoming>) -> Self {
+        let admission = ConnAdmission {
             end: BodyEnd::new(None, in_flight.admission().runtime.clone()),
             in_flight: Some(in_flight),
             close_connection: false,
             admitted: false,
         };
-        if !Q::AT_CALL {
-            // One straight construction, so that hyper's dispatcher can build it in its slot.
-            return ConnResponseFuture {
-                admission,
-                state: CallState::Start {
-                    service: service.clone(),
-                    req: Some(Q::keep(req)),
-                },
-            };
+        if Q::AT_CALL {
+            return Self::started(admission, service, req);
         }
+        // One straight construction, so that hyper's dispatcher can build it in its slot.
+        ConnResponseFuture {
+            admission,
+            state: CallState::Start {
+                service,
+                req: Some(Q::keep(req)),
+            },
+        }
+    }
+
+    /// Admits `req` and, if it is to be served and `service` is ready, calls it.
+    #[inline(always)]
+    fn started(
+        mut admission: ConnAdmission<R>,
+        mut service: S,
+        mut req: Request<Incoming>,
+    ) -> Self {
         if let Some(answer) = admission.admit(&mut req) {
-            let answer = Some(answer);
-            let state = CallState::Answered { answer };
+            let state = CallState::Answered {
+                answer: Some(answer),
+            };
             return ConnResponseFuture { admission, state };
         }
         // Each way builds the whole future where it is returned (a state built first would
         // be copied whole, request-sized, into it).
-        let mut service = service.clone();
         match service.poll_ready(&mut Context::from_waker(Waker::noop())) {
             Poll::Ready(Ok(())) => ConnResponseFuture {
                 admission,
@@ -393,6 +397,6 @@ where
         let in_flight = self.activity.head_received();
         // A clone per request, as hyper-util's tower adapter makes (free for plain
         // functions, one reference count for a router).
-        ConnResponseFuture::new(in_flight, &self.service, req)
+        ConnResponseFuture::new(in_flight, self.service.clone(), req)
     }
 }
