@@ -258,12 +258,9 @@ impl<R: Runtime> AdmissionLayer<R> {
                 return Admitted::Answer(Box::new((response, tracker)));
             }
         }
-        let class = shared.classify(&info, |i| {
-            if self.default_classifier {
-                lameduck::default_is_long_running(i)
-            } else {
-                (self.classifier)(i)
-            }
+        let class = shared.classify(&info, |i| match &self.classifier {
+            None => lameduck::default_is_long_running(i),
+            Some(classifier) => classifier(i),
         });
         let is_exempt = class == lameduck::RequestClass::Exempt;
         if !is_exempt {

@@ -21,10 +21,10 @@ pub struct AdmissionLayer<R: Runtime> {
     pub(crate) shared: Arc<Shared>,
     pub(crate) runtime: R,
     pub(crate) clock: StdClock,
-    pub(crate) classifier: Classifier,
-    /// `classifier` is [`lameduck::default_is_long_running`]: called directly (inlined up to
-    /// the first fact that needs a closer look) instead of through the `Arc<dyn Fn>`.
-    pub(crate) default_classifier: bool,
+    /// The user's long-running classifier; `None`: [`lameduck::default_is_long_running`],
+    /// called directly (inlined up to the first fact that needs a closer look) instead of
+    /// through an `Arc<dyn Fn>`.
+    pub(crate) classifier: Option<Classifier>,
     pub(crate) serve_health: bool,
     /// The lifecycle's [`lameduck::Config::goaway_chance`], copied for the hot path.
     pub(crate) goaway_chance: GoawayChance,
@@ -48,8 +48,7 @@ impl<R: Runtime> AdmissionLayer<R> {
             shared,
             runtime,
             clock,
-            classifier: Arc::new(lameduck::default_is_long_running),
-            default_classifier: true,
+            classifier: None,
             serve_health: true,
         }
     }
@@ -60,8 +59,7 @@ impl<R: Runtime> AdmissionLayer<R> {
         mut self,
         is_long_running: impl Fn(&RequestInfo<'_>) -> bool + Send + Sync + 'static,
     ) -> Self {
-        self.classifier = Arc::new(is_long_running);
-        self.default_classifier = false;
+        self.classifier = Some(Arc::new(is_long_running));
         self
     }
 
